@@ -1,0 +1,1 @@
+"""npukit.experiments: one-command reproductions of the papers' headline claims."""

@@ -1,0 +1,1 @@
+"""npukit.models: PyTorch models and the ML methods (PsumQuant, OmniMoE, CacheEdit); may import npukit.sim."""

@@ -1,0 +1,3 @@
+from npukit.cli import main
+
+raise SystemExit(main())

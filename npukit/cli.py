@@ -1,0 +1,58 @@
+"""The ``npukit`` command: ``npukit VERB ...``.
+
+Each verb lives in its own private module ``npukit._cli_<verb>`` exposing ``add_parser(subparsers)``
+(which sets ``func``) and keeps heavy imports (torch, triton, matplotlib) inside its run function,
+so ``npukit sim`` starts fast. Any :class:`~npukit.sim.errors.NpukitError` becomes one line on
+stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+VERBS = ("demo", "sim", "sweep", "report", "rtl", "bench", "experiment")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="npukit", description="npukit: PyTorch model -> NPU cycles, joules and verified RTL")
+    from npukit import __version__
+
+    parser.add_argument("--version", action="version", version=f"npukit {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    sub.required = True
+    for verb in VERBS:
+        try:
+            mod = importlib.import_module(f"npukit._cli_{verb}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"npukit._cli_{verb}":
+                raise
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from npukit.sim.errors import NpukitError
+
+    try:
+        rc = args.func(args)
+    except NpukitError as exc:
+        print(f"npukit {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"npukit {args.verb}: interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""npukit.rtl: Verilog-2005 sources of the systolic array and its psum path (shipped as package data)."""

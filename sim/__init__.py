@@ -1,0 +1,33 @@
+"""npukit.sim: the energy/latency accounting layer and the analytical systolic-array NPU simulator.
+
+Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`Arch` /
+:func:`load_arch`, :class:`Layer` / :class:`Workload` and the built-in workloads,
+:func:`simulate`. This package imports neither torch nor triton.
+"""
+
+from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
+from .energy import BUILTIN_TABLES, EnergyTable, load_table
+from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
+from .ledger import Ledger
+from .simulator import LayerResult, SimResult, map_layer, simulate
+from .workload import (
+    Layer,
+    Workload,
+    conv_layer,
+    gemm,
+    llama3_8b_layer,
+    load_topology_csv,
+    minilm_l6,
+    parse_workload_spec,
+    resnet18,
+)
+
+__all__ = [
+    "Arch", "Bits", "SramKiB", "load_arch", "load_scalesim_cfg",
+    "BUILTIN_TABLES", "EnergyTable", "load_table",
+    "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
+    "Ledger",
+    "LayerResult", "SimResult", "map_layer", "simulate",
+    "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
+    "parse_workload_spec", "resnet18",
+]

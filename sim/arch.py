@@ -1,0 +1,225 @@
+"""NPU architecture configuration: TOML files of npukit and SCALE-Sim ``.cfg`` files.
+
+All sizes are explicit about units: array dimensions in PEs, bit-widths in bits, SRAM capacities
+in KiB (1024 bytes), DRAM bandwidth in bytes per cycle, clock in GHz.
+"""
+
+from __future__ import annotations
+
+import configparser
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DATAFLOWS = ("ws", "os", "is")
+TIMING_MODES = ("scalesim", "double-buffered")
+BUILTIN_ARCHS = ("npu128", "npu32")
+
+
+@dataclass(frozen=True)
+class Bits:
+    """Datapath widths in bits. ``psum`` is the psum (accumulator) buffer width, ``accumulator`` the
+    width of the adders and psum registers inside the array."""
+
+    input: int = 8
+    weight: int = 8
+    psum: int = 32
+    output: int = 8
+    accumulator: int = 32
+
+
+@dataclass(frozen=True)
+class SramKiB:
+    """On-chip buffer capacities in KiB."""
+
+    ifmap: float = 2048
+    filter: float = 2048
+    psum: float = 1024
+    ofmap: float = 1024
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A systolic-array NPU. Build with :func:`load_arch` or directly."""
+
+    name: str = "npu128"
+    rows: int = 128
+    cols: int = 128
+    dataflow: str = "ws"
+    timing: str = "scalesim"
+    bits: Bits = field(default_factory=Bits)
+    sram_kib: SramKiB = field(default_factory=SramKiB)
+    dram_bandwidth_bytes_per_cycle: float = 64.0
+    clock_ghz: float = 1.0
+    energy_table: str = "horowitz45"
+
+    def __post_init__(self) -> None:
+        validate_arch(self)
+
+    def with_(self, **changes: Any) -> Arch:
+        """Copy with top-level fields and dotted sub-fields changed, e.g. ``{'bits.psum': 8}``."""
+        return apply_overrides(self, changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def sram_bytes(self, buffer: str) -> float:
+        """Capacity of ``ifmap``, ``filter``, ``psum`` or ``ofmap`` in bytes."""
+        return getattr(self.sram_kib, buffer) * 1024.0
+
+
+def _pos_int(where: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(f"arch field '{where}' must be a positive integer, got {v!r}")
+
+
+def _pos_num(where: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or v != v or v == float("inf"):
+        raise ConfigError(f"arch field '{where}' must be a positive number, got {v!r}")
+
+
+def validate_arch(a: Arch) -> None:
+    _pos_int("rows", a.rows)
+    _pos_int("cols", a.cols)
+    if a.dataflow not in DATAFLOWS:
+        raise ConfigError(f"unknown dataflow '{a.dataflow}': use one of {', '.join(DATAFLOWS)}")
+    if a.timing not in TIMING_MODES:
+        raise ConfigError(f"unknown timing mode '{a.timing}': use one of {', '.join(TIMING_MODES)}")
+    for k, v in asdict(a.bits).items():
+        _pos_int(f"bits.{k}", v)
+        if v > 64:
+            raise ConfigError(f"arch field 'bits.{k}' = {v} is over 64 bits; use 1..64")
+    for k, v in asdict(a.sram_kib).items():
+        _pos_num(f"sram_kib.{k}", v)
+    _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
+    _pos_num("clock_ghz", a.clock_ghz)
+
+
+_TOP = {f for f in Arch.__dataclass_fields__}
+_SUB = {"bits": Bits, "sram_kib": SramKiB}
+
+
+def arch_from_dict(data: dict[str, Any], origin: str = "<dict>", base: Arch | None = None) -> Arch:
+    """Build an :class:`Arch` from a parsed TOML table; unknown keys are errors naming the key."""
+    kwargs: dict[str, Any] = {}
+    defaults = base if base is not None else Arch()
+    for key, val in data.items():
+        if key not in _TOP:
+            raise ConfigError(f"{origin}: unknown arch key '{key}' (known: {', '.join(sorted(_TOP))})")
+        if key in _SUB:
+            if not isinstance(val, dict):
+                raise ConfigError(f"{origin}: '{key}' must be a table like [{key}]")
+            cls = _SUB[key]
+            for sub in val:
+                if sub not in cls.__dataclass_fields__:
+                    raise ConfigError(
+                        f"{origin}: unknown key '{key}.{sub}' (known: {', '.join(cls.__dataclass_fields__)})"
+                    )
+            kwargs[key] = replace(getattr(defaults, key), **val)
+        else:
+            kwargs[key] = val
+    try:
+        return replace(defaults, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
+def apply_overrides(arch: Arch, changes: dict[str, Any]) -> Arch:
+    """Apply ``{'rows': 64, 'bits.psum': 8, 'sram_kib.psum': 256}`` style overrides."""
+    nested: dict[str, Any] = {}
+    for key, val in changes.items():
+        if "." in key:
+            top, sub = key.split(".", 1)
+            nested.setdefault(top, {})[sub] = val
+        else:
+            nested[key] = val
+    return arch_from_dict(nested, origin="override", base=arch)
+
+
+def load_arch(name_or_path: str | Path) -> Arch:
+    """Load a built-in arch (``npu128``, ``npu32``), an npukit TOML file or a SCALE-Sim ``.cfg``."""
+    name = str(name_or_path)
+    if name in BUILTIN_ARCHS:
+        text = resources.files("npukit.sim.archs").joinpath(f"{name}.toml").read_text()
+        return _arch_from_toml_text(text, name)
+    path = Path(name)
+    if not path.is_file():
+        raise ConfigError(
+            f"arch file '{path}' does not exist; pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}"
+        )
+    if path.suffix == ".cfg":
+        return load_scalesim_cfg(path)
+    return _arch_from_toml_text(path.read_text(), str(path))
+
+
+def _arch_from_toml_text(text: str, origin: str) -> Arch:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
+    return arch_from_dict(data, origin, base=Arch())
+
+
+_CFG_KEYS = {
+    "arrayheight": "rows",
+    "arraywidth": "cols",
+    "ifmapsramszkb": "ifmap",
+    "ifmapsramsz": "ifmap",
+    "filtersramszkb": "filter",
+    "filtersramsz": "filter",
+    "ofmapsramszkb": "ofmap",
+    "ofmapsramsz": "ofmap",
+    "dataflow": "dataflow",
+    "bandwidth": "bandwidth",
+}
+
+
+def load_scalesim_cfg(path: str | Path) -> Arch:
+    """Read a SCALE-Sim v2/v3 ``.cfg`` (``[architecture_presets]``).
+
+    Mapping: ArrayHeight -> rows, ArrayWidth -> cols, Ifmap/Filter/OfmapSramSzkB -> SRAM KiB, the
+    psum buffer takes the ofmap size (SCALE-Sim accumulates in its ofmap SRAM), Bandwidth (words
+    per cycle) x input bytes -> DRAM bytes per cycle; timing mode ``scalesim``.
+    """
+    path = Path(path)
+    cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
+    try:
+        cp.read_string(path.read_text())
+    except configparser.Error as exc:
+        msg = str(exc).splitlines()[0]
+        raise ConfigError(f"{path} is not a valid SCALE-Sim .cfg file: {msg}") from None
+    if not cp.has_section("architecture_presets"):
+        raise ConfigError(f"{path}: SCALE-Sim .cfg needs an [architecture_presets] section")
+    found: dict[str, str] = {}
+    for key, val in cp.items("architecture_presets"):
+        if key in _CFG_KEYS:
+            found[_CFG_KEYS[key]] = val.strip().strip('"')
+    for need in ("rows", "cols", "dataflow"):
+        if need not in found:
+            raise ConfigError(f"{path}: [architecture_presets] lacks {need!r} (ArrayHeight/ArrayWidth/Dataflow)")
+
+    def num(k: str, conv: type = int) -> Any:
+        try:
+            return conv(found[k])
+        except ValueError:
+            raise ConfigError(f"{path}: '{k}' must be a number, got {found[k]!r}") from None
+
+    run_name = cp.get("general", "run_name", fallback=path.stem).strip().strip('"')
+    base = Arch()
+    sram = {k: num(k, float) for k in ("ifmap", "filter", "ofmap") if k in found}
+    if "ofmap" in sram:
+        sram["psum"] = sram["ofmap"]
+    data: dict[str, Any] = {
+        "name": run_name,
+        "rows": num("rows"),
+        "cols": num("cols"),
+        "dataflow": found["dataflow"].lower(),
+        "sram_kib": sram,
+    }
+    if "bandwidth" in found:
+        data["dram_bandwidth_bytes_per_cycle"] = num("bandwidth", float) * base.bits.input / 8
+    return arch_from_dict(data, str(path), base=base)

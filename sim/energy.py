@@ -1,0 +1,266 @@
+"""Energy tables: per-action energies (pJ) loaded from TOML data files.
+
+A table is a built-in name (``horowitz45``, ``aladdin40``; files in ``sim/tables/``) or the path to
+a TOML file of the same schema. Every value in a shipped table has its literature source beside it.
+
+Actions and the ``bits`` tuple each takes (all energies in pJ):
+
+==============  ============  =========================================================
+action          bits          energy
+==============  ============  =========================================================
+``mac``         (a, b, p)     int multiply a x b bits plus int add at p bits
+``int_mult``    (a, b)        ``pj_per_bit2 * a * b`` (quadratic)
+``int_add``     (p,)          ``intercept_pj + slope_pj_per_bit * p`` (linear)
+``reg_write``   (w,)          ``register.pj_per_bit * w``
+``sram_read``   (w,)          ``w * e_bit(capacity)``; capacity from the component's attributes
+``sram_write``  (w,)          ``write_factor * w * e_bit(capacity)``
+``dram_read``   (w,)          ``w * dram.pj_per_access / dram.access_bits``
+``dram_write``  (w,)          same as ``dram_read``
+``fp_add``      (16|32,)      ``fp16_add`` / ``fp32_add``
+``fp_mult``     (16|32,)      ``fp16_mult`` / ``fp32_mult``
+``fp_mac``      (16|32,)      fp multiply plus fp add
+==============  ============  =========================================================
+
+``e_bit(C)``, the SRAM energy per bit at capacity C bytes, is a piecewise power law through the
+table's cited points (straight lines in log-log space, exact at every point, end slopes
+extrapolated).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import EnergyTableError
+
+BUILTIN_TABLES = ("horowitz45", "aladdin40")
+
+# section -> {key: "number" | "numbers" | "text"}; "source" is required in every section.
+_SCHEMA: dict[str, dict[str, str]] = {
+    "int_add": {"intercept_pj": "number", "slope_pj_per_bit": "number"},
+    "int_mult": {"pj_per_bit2": "number"},
+    "register": {"pj_per_bit": "number"},
+    "sram": {
+        "capacity_bytes": "numbers",
+        "pj_per_access": "numbers",
+        "access_bits": "number",
+        "write_factor": "number",
+    },
+    "dram": {"pj_per_access": "number", "access_bits": "number"},
+    "fp16_add": {"pj": "number"},
+    "fp16_mult": {"pj": "number"},
+    "fp32_add": {"pj": "number"},
+    "fp32_mult": {"pj": "number"},
+}
+_TOP_KEYS = {"name", "technology_nm", "description"}
+
+ACTIONS = (
+    "mac", "int_mult", "int_add", "reg_write", "sram_read", "sram_write",
+    "dram_read", "dram_write", "fp_add", "fp_mult", "fp_mac",
+)
+
+
+def _check_number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EnergyTableError(f"energy table key '{where}' must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise EnergyTableError(f"energy table key '{where}' must be a finite energy >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class EnergyTable:
+    """Per-action energies in pJ; build with :meth:`load`."""
+
+    name: str
+    sections: dict[str, dict[str, Any]] = field(repr=False)
+    technology_nm: float | None = None
+    description: str = ""
+    path: str = ""
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, name_or_path: str | Path) -> EnergyTable:
+        """Load a built-in table by name or a user table from a TOML path."""
+        text, origin = _read_table_text(name_or_path)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise EnergyTableError(f"energy table {origin} is not valid TOML: {exc}") from None
+        return cls.from_dict(data, origin=origin)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> EnergyTable:
+        """Validate a parsed table; raises :class:`EnergyTableError` naming the offending key."""
+        for key in data:
+            if key not in _SCHEMA and key not in _TOP_KEYS:
+                raise EnergyTableError(
+                    f"energy table {origin}: unknown key '{key}' (known sections: {', '.join(_SCHEMA)})"
+                )
+        sections: dict[str, dict[str, Any]] = {}
+        for sec, fields in _SCHEMA.items():
+            if sec not in data:
+                raise EnergyTableError(f"energy table {origin}: missing section '[{sec}]'")
+            raw = data[sec]
+            if not isinstance(raw, dict):
+                raise EnergyTableError(f"energy table {origin}: '{sec}' must be a [section]")
+            for key in raw:
+                if key not in fields and key != "source":
+                    raise EnergyTableError(
+                        f"energy table {origin}: unknown key '{sec}.{key}' (expected: {', '.join(fields)}, source)"
+                    )
+            out: dict[str, Any] = {}
+            for key, kind in fields.items():
+                where = f"{sec}.{key}"
+                if key not in raw:
+                    raise EnergyTableError(f"energy table {origin}: missing energy '{where}'")
+                if kind == "number":
+                    out[key] = _check_number(where, raw[key])
+                else:
+                    vals = raw[key]
+                    if not isinstance(vals, list) or not vals:
+                        raise EnergyTableError(f"energy table {origin}: '{where}' must be a non-empty list")
+                    out[key] = [_check_number(f"{where}[{i}]", v) for i, v in enumerate(vals)]
+            if "source" not in raw or not str(raw["source"]).strip():
+                raise EnergyTableError(f"energy table {origin}: '{sec}.source' is missing; cite where the values come from")
+            out["source"] = str(raw["source"])
+            sections[sec] = out
+        sram = sections["sram"]
+        if len(sram["capacity_bytes"]) != len(sram["pj_per_access"]):
+            raise EnergyTableError(
+                f"energy table {origin}: 'sram.capacity_bytes' and 'sram.pj_per_access' differ in length"
+            )
+        caps = sram["capacity_bytes"]
+        if any(c <= 0 for c in caps) or any(b <= a for a, b in zip(caps, caps[1:], strict=False)):
+            raise EnergyTableError(f"energy table {origin}: 'sram.capacity_bytes' must be positive and increasing")
+        if any(e <= 0 for e in sram["pj_per_access"]):
+            raise EnergyTableError(f"energy table {origin}: 'sram.pj_per_access' must be > 0")
+        for sec in ("sram", "dram"):
+            if sections[sec]["access_bits"] <= 0:
+                raise EnergyTableError(f"energy table {origin}: '{sec}.access_bits' must be > 0")
+        return cls(
+            name=str(data.get("name", Path(origin).stem)),
+            sections=sections,
+            technology_nm=data.get("technology_nm"),
+            description=str(data.get("description", "")),
+            path=origin,
+        )
+
+    # ------------------------------------------------------------------ primitives
+    def int_add(self, bits: int) -> float:
+        """Integer adder of ``bits`` bits, pJ."""
+        s = self.sections["int_add"]
+        return s["intercept_pj"] + s["slope_pj_per_bit"] * bits
+
+    def int_mult(self, a_bits: int, b_bits: int) -> float:
+        """Integer multiplier of a x b bits, pJ."""
+        return self.sections["int_mult"]["pj_per_bit2"] * a_bits * b_bits
+
+    def mac(self, a_bits: int, b_bits: int, acc_bits: int) -> float:
+        """Integer MAC: a x b multiply plus accumulate at ``acc_bits``, pJ."""
+        return self.int_mult(a_bits, b_bits) + self.int_add(acc_bits)
+
+    def register_bit(self) -> float:
+        """One flip-flop write, pJ per bit."""
+        return self.sections["register"]["pj_per_bit"]
+
+    def sram_bit(self, capacity_bytes: float) -> float:
+        """SRAM read energy per bit at ``capacity_bytes``, pJ (piecewise power law through the points)."""
+        if capacity_bytes <= 0:
+            raise EnergyTableError(f"SRAM capacity must be > 0 bytes, got {capacity_bytes}")
+        s = self.sections["sram"]
+        caps = s["capacity_bytes"]
+        per_bit = [e / s["access_bits"] for e in s["pj_per_access"]]
+        if len(caps) == 1:
+            return per_bit[0]
+        x = math.log(capacity_bytes)
+        i = 0
+        while i < len(caps) - 2 and x > math.log(caps[i + 1]):
+            i += 1
+        x0, x1 = math.log(caps[i]), math.log(caps[i + 1])
+        y0, y1 = math.log(per_bit[i]), math.log(per_bit[i + 1])
+        return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+    def dram_bit(self) -> float:
+        """DRAM access energy per bit, pJ."""
+        s = self.sections["dram"]
+        return s["pj_per_access"] / s["access_bits"]
+
+    def fp(self, op: str, bits: int) -> float:
+        """Floating-point ``add`` or ``mult`` at 16 or 32 bits, pJ."""
+        if bits not in (16, 32):
+            raise EnergyTableError(f"floating-point energy exists for 16 and 32 bits, not {bits}")
+        return self.sections[f"fp{bits}_{op}"]["pj"]
+
+    # ------------------------------------------------------------------ dispatch
+    def action_energy(self, action: str, bits: tuple[int, ...], attrs: dict[str, Any] | None = None) -> float:
+        """Energy of one ``action`` at ``bits`` (pJ); ``attrs`` are the component's attributes."""
+        attrs = attrs or {}
+        try:
+            if action == "mac":
+                a, b, p = bits
+                return self.mac(a, b, p)
+            if action == "int_mult":
+                a, b = bits
+                return self.int_mult(a, b)
+            if action == "int_add":
+                (p,) = bits
+                return self.int_add(p)
+            if action == "reg_write":
+                (w,) = bits
+                return self.register_bit() * w
+            if action in ("sram_read", "sram_write"):
+                (w,) = bits
+                if "capacity_bytes" not in attrs:
+                    raise EnergyTableError(
+                        f"action '{action}' needs the component's capacity_bytes; declare it in the ledger"
+                    )
+                e = w * self.sram_bit(float(attrs["capacity_bytes"]))
+                return e * (self.sections["sram"]["write_factor"] if action == "sram_write" else 1.0)
+            if action in ("dram_read", "dram_write"):
+                (w,) = bits
+                return w * self.dram_bit()
+            if action in ("fp_add", "fp_mult"):
+                (w,) = bits
+                return self.fp(action[3:], w)
+            if action == "fp_mac":
+                (w,) = bits
+                return self.fp("mult", w) + self.fp("add", w)
+        except ValueError:
+            raise EnergyTableError(f"action '{action}' got bits {bits!r}; see npukit.sim.energy for its form") from None
+        raise EnergyTableError(f"unknown action '{action}' (known: {', '.join(ACTIONS)})")
+
+    def sources(self) -> dict[str, str]:
+        """Section name -> literature source."""
+        return {sec: vals["source"] for sec, vals in self.sections.items()}
+
+
+def _read_table_text(name_or_path: str | Path) -> tuple[str, str]:
+    name = str(name_or_path)
+    if name in BUILTIN_TABLES:
+        return resources.files("npukit.sim.tables").joinpath(f"{name}.toml").read_text(), name
+    path = Path(name)
+    if path.suffix != ".toml" and not path.exists():
+        raise EnergyTableError(
+            f"unknown energy table '{name}': use one of {', '.join(BUILTIN_TABLES)} or a path to a .toml file"
+        )
+    if not path.is_file():
+        raise EnergyTableError(f"energy table file '{path}' does not exist")
+    return path.read_text(), str(path)
+
+
+_CACHE: dict[str, EnergyTable] = {}
+
+
+def load_table(name_or_path: str | Path) -> EnergyTable:
+    """Load (and cache, for built-ins) an energy table."""
+    key = str(name_or_path)
+    if key in BUILTIN_TABLES:
+        if key not in _CACHE:
+            _CACHE[key] = EnergyTable.load(key)
+        return _CACHE[key]
+    return EnergyTable.load(name_or_path)

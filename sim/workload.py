@@ -1,0 +1,246 @@
+"""Workloads: ordered lists of GEMM-shaped layers.
+
+Every layer is a GEMM ``(M x K) @ (K x N)`` run ``batch`` times (``batch`` > 1 for the per-head
+matmuls of attention). Convolutions are lowered as SCALE-Sim does: M = output pixels (OH*OW),
+N = filters, K = Fh*Fw*Cin.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import WorkloadError
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One GEMM-shaped layer: ``batch`` x (M x K) @ (K x N). Sizes are element counts."""
+
+    name: str
+    M: int
+    N: int
+    K: int
+    batch: int = 1
+    kind: str = "gemm"  # conv | linear | matmul | attention | gemm
+    conv: tuple[int, ...] | None = None  # (ifmap_h, ifmap_w, fh, fw, cin, cout, stride), padded extents
+
+    def __post_init__(self) -> None:
+        for f in ("M", "N", "K", "batch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise WorkloadError(f"layer '{self.name}': {f} must be a positive integer, got {v!r}")
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.M * self.N * self.K
+
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.M, self.N, self.K, self.batch)
+
+
+@dataclass
+class Workload:
+    """A named, ordered list of layers."""
+
+    name: str
+    layers: list[Layer] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def macs(self) -> int:
+        return sum(layer.macs for layer in self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.layers)
+
+
+def conv_layer(name: str, ifmap_h: int, ifmap_w: int, fh: int, fw: int, cin: int, cout: int, stride: int) -> Layer:
+    """A convolution on a (padded) ``ifmap_h x ifmap_w x cin`` input, lowered to GEMM."""
+    for f, v in dict(ifmap_h=ifmap_h, ifmap_w=ifmap_w, fh=fh, fw=fw, cin=cin, cout=cout, stride=stride).items():
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise WorkloadError(f"conv layer '{name}': {f} must be a positive integer, got {v!r}")
+    if fh > ifmap_h or fw > ifmap_w:
+        raise WorkloadError(f"conv layer '{name}': filter {fh}x{fw} is larger than the input {ifmap_h}x{ifmap_w}")
+    oh = (ifmap_h - fh) // stride + 1
+    ow = (ifmap_w - fw) // stride + 1
+    return Layer(name, oh * ow, cout, fh * fw * cin, kind="conv", conv=(ifmap_h, ifmap_w, fh, fw, cin, cout, stride))
+
+
+# ---------------------------------------------------------------------------- built-ins
+def resnet18(image: int = 224, num_classes: int = 1000) -> Workload:
+    """ResNet-18 (torchvision layout): 20 convolutions + the FC layer, padded input extents."""
+    layers = [conv_layer("conv1", image + 6, image + 6, 7, 7, 3, 64, 2)]
+    h = (image + 6 - 7) // 2 + 1
+    h = (h + 2 - 3) // 2 + 1  # max-pool 3x3/2, pad 1
+    cin = 64
+    for stage, (cout, stride) in enumerate([(64, 1), (128, 2), (256, 2), (512, 2)], start=1):
+        for block in range(2):
+            s = stride if block == 0 else 1
+            pre = f"layer{stage}.{block}"
+            layers.append(conv_layer(f"{pre}.conv1", h + 2, h + 2, 3, 3, cin, cout, s))
+            h2 = (h + 2 - 3) // s + 1
+            layers.append(conv_layer(f"{pre}.conv2", h2 + 2, h2 + 2, 3, 3, cout, cout, 1))
+            if block == 0 and (s != 1 or cin != cout):
+                layers.append(conv_layer(f"{pre}.downsample.0", h, h, 1, 1, cin, cout, s))
+            h, cin = h2, cout
+    layers.append(Layer("fc", 1, num_classes, 512, kind="linear"))
+    return Workload("resnet18", layers, {"image": image})
+
+
+def _encoder_layer(pre: str, seq: int, hidden: int, heads: int, kv_heads: int, head_dim: int) -> list[Layer]:
+    return [
+        Layer(f"{pre}.q_proj", seq, heads * head_dim, hidden, kind="linear"),
+        Layer(f"{pre}.k_proj", seq, kv_heads * head_dim, hidden, kind="linear"),
+        Layer(f"{pre}.v_proj", seq, kv_heads * head_dim, hidden, kind="linear"),
+    ]
+
+
+def minilm_l6(seq: int = 128) -> Workload:
+    """The six encoder layers of all-MiniLM-L6-v2 (hidden 384, 12 heads of 32, FFN 1536)."""
+    hidden, heads, hd, ffn = 384, 12, 32, 1536
+    layers: list[Layer] = []
+    for i in range(6):
+        pre = f"encoder.layer.{i}"
+        layers += _encoder_layer(f"{pre}.attention", seq, hidden, heads, heads, hd)
+        layers += [
+            Layer(f"{pre}.attention.scores", seq, seq, hd, batch=heads, kind="attention"),
+            Layer(f"{pre}.attention.context", seq, hd, seq, batch=heads, kind="attention"),
+            Layer(f"{pre}.attention.output", seq, hidden, hidden, kind="linear"),
+            Layer(f"{pre}.intermediate", seq, ffn, hidden, kind="linear"),
+            Layer(f"{pre}.output", seq, hidden, ffn, kind="linear"),
+        ]
+    return Workload("minilm-l6", layers, {"seq": seq})
+
+
+def llama3_8b_layer(seq: int = 2048, phase: str = "prefill") -> Workload:
+    """One Llama-3.1-8B decoder layer (hidden 4096, 32 query / 8 KV heads of 128, FFN 14336).
+
+    ``prefill``: ``seq`` tokens at once. ``decode``: one new token attending over ``seq`` cached ones.
+    """
+    if phase not in ("prefill", "decode"):
+        raise WorkloadError(f"llama3-8b-layer phase must be prefill or decode, not '{phase}'")
+    hidden, heads, kvh, hd, ffn = 4096, 32, 8, 128, 14336
+    m = seq if phase == "prefill" else 1
+    ctx = seq if phase == "prefill" else seq + 1
+    layers = _encoder_layer("self_attn", m, hidden, heads, kvh, hd)
+    layers += [
+        Layer("self_attn.scores", m, ctx, hd, batch=heads, kind="attention"),
+        Layer("self_attn.context", m, hd, ctx, batch=heads, kind="attention"),
+        Layer("self_attn.o_proj", m, hidden, heads * hd, kind="linear"),
+        Layer("mlp.gate_proj", m, ffn, hidden, kind="linear"),
+        Layer("mlp.up_proj", m, ffn, hidden, kind="linear"),
+        Layer("mlp.down_proj", m, hidden, ffn, kind="linear"),
+    ]
+    return Workload("llama3-8b-layer", layers, {"seq": seq, "phase": phase})
+
+
+def gemm(M: int, N: int, K: int) -> Workload:
+    """A single GEMM (M x K) @ (K x N)."""
+    return Workload(f"gemm{M}x{N}x{K}", [Layer("gemm", M, N, K)], {})
+
+
+BUILTIN_WORKLOADS = {
+    "resnet18": (resnet18, {"image": int}),
+    "minilm-l6": (minilm_l6, {"seq": int}),
+    "llama3-8b-layer": (llama3_8b_layer, {"seq": int, "phase": str}),
+    "gemm": (gemm, {"M": int, "N": int, "K": int}),
+}
+
+
+def parse_workload_spec(spec: str) -> Workload:
+    """``name[:key=val,...]`` for built-ins (e.g. ``llama3-8b-layer:seq=512,phase=decode``,
+    ``gemm:M=512,N=512,K=512``), else a SCALE-Sim topology CSV path."""
+    name, _, params = spec.partition(":")
+    if name in BUILTIN_WORKLOADS:
+        fn, types = BUILTIN_WORKLOADS[name]
+        kwargs: dict[str, Any] = {}
+        for item in filter(None, params.split(",")):
+            key, eq, val = item.partition("=")
+            key = key.strip()
+            if not eq or key not in types:
+                raise WorkloadError(
+                    f"workload '{name}': bad parameter '{item}' (takes {', '.join(f'{k}=...' for k in types)})"
+                )
+            try:
+                kwargs[key] = types[key](val.strip())
+            except ValueError:
+                raise WorkloadError(f"workload '{name}': parameter {key} must be {types[key].__name__}, got '{val}'") from None
+        if name == "gemm" and set(kwargs) != {"M", "N", "K"}:
+            raise WorkloadError("workload 'gemm' needs M, N and K, e.g. gemm:M=512,N=512,K=512")
+        return fn(**kwargs)
+    path = Path(spec)
+    if path.suffix.lower() == ".csv" or path.exists():
+        return load_topology_csv(path)
+    raise WorkloadError(
+        f"unknown workload '{spec}': use one of {', '.join(BUILTIN_WORKLOADS)} or a SCALE-Sim topology .csv path"
+    )
+
+
+def load_topology_csv(path: str | Path) -> Workload:
+    """Read a SCALE-Sim topology CSV: conv rows ``name, IFMAP H, IFMAP W, Filter H, Filter W,
+    Channels, Num filter, Stride,`` or GEMM rows ``name, M, N, K,`` (the format is told by the
+    number of fields; a header line is expected and skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WorkloadError(f"topology file '{path}' does not exist")
+    rows = [
+        [c.strip() for c in row if c.strip() != ""]
+        for row in csv.reader(path.read_text().splitlines())
+    ]
+    rows = [r for r in rows if r and not r[0].startswith("#")]
+    if not rows:
+        raise WorkloadError(f"{path}: topology CSV is empty; expected a header and one row per layer")
+    header, body = rows[0], rows[1:]
+    if all(_is_int(c) for c in header[1:]) and len(header) > 1:
+        body = rows  # no header line
+    if not body:
+        raise WorkloadError(f"{path}: topology CSV has a header but no layers")
+    layers: list[Layer] = []
+    for lineno, row in enumerate(body, start=2):
+        name, vals = row[0], row[1:]
+        if not all(_is_int(v) for v in vals):
+            raise WorkloadError(f"{path} line {lineno}: layer '{name}' has a non-integer field: {row}")
+        ints = [int(v) for v in vals]
+        if len(ints) == 7:
+            h, w, fh, fw, c, n, s = ints
+            layers.append(conv_layer(name, h, w, fh, fw, c, n, s))
+        elif len(ints) == 3:
+            layers.append(Layer(name, ints[0], ints[1], ints[2]))
+        else:
+            raise WorkloadError(
+                f"{path} line {lineno}: expected 7 conv fields (IFMAP H, IFMAP W, Filter H, Filter W, Channels, "
+                f"Num filter, Stride) or 3 GEMM fields (M, N, K), got {len(ints)}"
+            )
+    names = [layer.name for layer in layers]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise WorkloadError(f"{path}: layer name '{dup}' appears twice; layer names must be unique")
+    return Workload(path.stem, layers, {"source": str(path)})
+
+
+def _is_int(s: str) -> bool:
+    try:
+        int(s)
+        return True
+    except ValueError:
+        return False
+
+
+def write_topology_csv(workload: Workload, path: str | Path) -> Path:
+    """Write a workload as a SCALE-Sim GEMM topology CSV (``name, M, N, K,``; batch unrolled)."""
+    lines = ["Layer, M, N, K,"]
+    for layer in workload.layers:
+        for b in range(layer.batch):
+            suffix = f".{b}" if layer.batch > 1 else ""
+            lines.append(f"{layer.name}{suffix}, {layer.M}, {layer.N}, {layer.K},")
+    from .ledger import atomic_write_text
+
+    p = Path(path)
+    atomic_write_text(p, "\n".join(lines) + "\n")
+    return p
