@@ -1,0 +1,41 @@
+# npukit: two set-up commands, both self-installing on a fresh machine.
+#   make demo   - the main job: ResNet-18 on a 128x128 NPU at 32- vs 8-bit psums, to a report
+#   make test   - the whole test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.npukit-installed
+
+.PHONY: demo test tools lint bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# Icarus Verilog and yosys from Debian's packages when missing (needs root), else a clear message.
+tools:
+	@if command -v iverilog >/dev/null && command -v yosys >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing iverilog and yosys with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog yosys >/dev/null) \
+		|| { echo "error: apt-get could not install iverilog and yosys" >&2; exit 1; }; \
+	else \
+		echo "error: iverilog and yosys are missing; install them (Debian: sudo apt-get install iverilog yosys) and rerun" >&2; \
+		exit 1; \
+	fi
+
+demo: $(STAMP) tools
+	$(VENV)/bin/npukit demo --out out/demo
+
+test: $(STAMP) tools
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP) tools
+	$(PY) benchmarks/bench_sim.py
+	$(PY) benchmarks/bench_sweep.py
+
+clean:
+	rm -rf out build sim_build* rtl_build .pytest_cache .ruff_cache

@@ -1,0 +1,130 @@
+"""``npukit sim``: one workload on one NPU, per-layer table, ledger JSON and CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._cli_common import format_table, prepare_out_dir, write_csv
+
+COMPONENT_COLUMNS = (
+    ("mac", ("pe_array",)),
+    ("regs", ("pe_registers",)),
+    ("sram", ("ifmap_sram", "filter_sram", "ofmap_sram")),
+    ("psum", ("psum_buffer", "psum_adder")),
+    ("dram", ("dram",)),
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="simulate a workload on a systolic-array NPU",
+        description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
+        "written as a ledger JSON and a CSV.",
+    )
+    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg")
+    p.add_argument(
+        "--workload",
+        default="resnet18",
+        help="built-in (resnet18, minilm-l6, llama3-8b-layer[:seq=N,phase=prefill|decode], gemm:M=..,N=..,K=..), "
+        "a SCALE-Sim topology .csv, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY",
+    )
+    p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224")
+    p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
+    p.add_argument("--psum-bits", type=int, help="override the psum buffer width (bits)")
+    p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
+    p.add_argument("--table", help="energy table: horowitz45, aladdin40 or a .toml path (default: the arch's)")
+    p.add_argument("--out", default="out/sim", help="output folder (default out/sim)")
+    p.add_argument("--quiet", action="store_true", help="print totals only")
+    p.set_defaults(func=run)
+
+
+def load_workload(spec: str, input_shape: str | None):  # -> Workload
+    """A built-in/CSV workload, or a traced PyTorch model (imports torch only then)."""
+    from npukit.sim.workload import BUILTIN_WORKLOADS, parse_workload_spec
+
+    name = spec.partition(":")[0]
+    is_model = spec.startswith("torch:") or (
+        ":" in spec and name not in BUILTIN_WORKLOADS and not spec.lower().endswith(".csv")
+    )
+    if is_model:
+        from npukit.models.trace import workload_from_model_spec
+
+        return workload_from_model_spec(spec, input_shape)
+    return parse_workload_spec(spec)
+
+
+def build_arch(args: argparse.Namespace):  # -> Arch
+    from npukit.sim.arch import load_arch
+
+    arch = load_arch(args.arch)
+    changes: dict[str, object] = {}
+    if args.dataflow:
+        changes["dataflow"] = args.dataflow
+    if args.psum_bits is not None:
+        changes["bits.psum"] = args.psum_bits
+    if args.timing:
+        changes["timing"] = args.timing
+    if args.table:
+        changes["energy_table"] = args.table
+    return arch.with_(**changes) if changes else arch
+
+
+def run(args: argparse.Namespace) -> int:
+    from npukit.sim.energy import load_table
+    from npukit.sim.simulator import simulate
+
+    arch = build_arch(args)
+    table = load_table(arch.energy_table)
+    workload = load_workload(args.workload, args.input_shape)
+    result = simulate(workload, arch, table=table)
+    out = prepare_out_dir(args.out)
+    print(render(result, table.name, quiet=args.quiet))
+    stem = f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}"
+    ledger_path = result.ledger.save(Path(out) / f"{stem}.ledger.json")
+    csv_path = write_csv(Path(out) / f"{stem}.csv", result.rows())
+    print(f"wrote {ledger_path}")
+    print(f"wrote {csv_path}")
+    return 0
+
+
+def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimResult
+    """The per-layer table and totals as text (cycles, utilization %, energy in uJ)."""
+    a = result.arch
+    head = (
+        f"{result.workload} on {a.name}: {a.rows}x{a.cols} {a.dataflow}, timing {a.timing}, "
+        f"bits in/w/psum/out {a.bits.input}/{a.bits.weight}/{a.bits.psum}/{a.bits.output}, table {table_name}"
+    )
+    lines = [head, ""]
+    if not quiet:
+        headers = ["layer", "M", "N", "K", "cycles", "stall", "map eff %", "util %"]
+        headers += [f"{c} uJ" for c, _ in COMPONENT_COLUMNS] + ["total uJ"]
+        rows = []
+        for r in result.layers:
+            e = r.energy_pj
+            rows.append(
+                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})", r.M, r.N, r.K, r.compute_cycles, r.stall_cycles,
+                 100 * r.mapping_efficiency, 100 * r.utilization]
+                + [sum(e.get(k, 0.0) for k in keys) / 1e6 for _, keys in COMPONENT_COLUMNS]
+                + [sum(e.values()) / 1e6]
+            )
+        lines += [format_table(headers, rows), ""]
+    comp = result.energy_by_component()
+    total = result.energy_pj()
+    util = result.macs / (result.compute_cycles * a.rows * a.cols) if result.compute_cycles else 0.0
+    lines.append(
+        f"total: {len(result.layers)} layers, {result.macs:,} MACs, {result.compute_cycles:,} compute cycles "
+        f"+ {result.stall_cycles:,} stall = {result.cycles:,} cycles ({result.latency_s() * 1e3:.3f} ms at "
+        f"{a.clock_ghz:g} GHz), utilization {100 * util:.1f}%"
+    )
+    lines.append(
+        f"energy: {total / 1e6:,.1f} uJ = "
+        + ", ".join(f"{k} {v / 1e6:,.1f}" for k, v in comp.items() if v)
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as: npukit sim")
