@@ -9,6 +9,7 @@ from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
+from .report import write_report
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
     Layer,
@@ -27,6 +28,7 @@ __all__ = [
     "BUILTIN_TABLES", "EnergyTable", "load_table",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
+    "write_report",
     "LayerResult", "SimResult", "map_layer", "simulate",
     "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
     "parse_workload_spec", "resnet18",
