@@ -1,0 +1,222 @@
+"""Sweep spec files: parse and validate a ``[sweep]`` + ``[grid]`` TOML file into its points.
+
+Every problem is one :class:`ConfigError` line naming the file and the key. :func:`expand_points`
+builds and checks every point (arch validation, buffer minimums, workloads, energy tables)
+before anything runs, so a bad grid fails before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ._mapping import check_buffers
+from .arch import BUILTIN_ARCHS, Arch, Bits, SramKiB, load_arch
+from .energy import BUILTIN_TABLES, load_table
+from .errors import ConfigError, NpukitError
+from .workload import BUILTIN_WORKLOADS, parse_workload_spec
+
+_SWEEP_KEYS = ("name", "arch", "workloads")
+_TABLES = ("sweep", "grid")
+_SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB}
+
+
+def grid_keys() -> list[str]:
+    """Every key a ``[grid]`` may vary: top-level Arch fields and ``bits.*`` / ``sram_kib.*``."""
+    out: list[str] = []
+    for f in fields(Arch):
+        if f.name in _SUBTABLES:
+            out += [f"{f.name}.{s.name}" for s in fields(_SUBTABLES[f.name])]
+        else:
+            out.append(f.name)
+    return out
+
+
+def column_name(key: str) -> str:
+    """SQLite/CSV column of an arch field or grid key: dots become underscores, ``name`` -> ``arch_name``."""
+    return "arch_name" if key == "name" else key.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One (arch, workload) pair of a sweep. ``key`` is the first 32 hex digits of the sha256 of
+    ``config`` (canonical JSON of the full arch dict, workload spec and npukit version)."""
+
+    key: str
+    arch: Arch
+    workload: str  # spec string as written in the sweep file
+    workload_path: str  # what the worker parses: the spec itself, or a CSV path resolved against the spec folder
+    grid: dict[str, Any]
+    config: str
+    layers: int
+
+
+@dataclass
+class SweepSpec:
+    """A parsed sweep file: base arch, workload specs and the grid (key -> list of values)."""
+
+    name: str
+    arch: str
+    workloads: list[str]
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    base_dir: Path = field(default_factory=Path)
+    origin: str = "<sweep>"
+
+    @property
+    def n_points(self) -> int:
+        n = len(self.workloads)
+        for vals in self.grid.values():
+            n *= len(vals)
+        return n
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and validate the syntax of a sweep TOML file (relative paths resolve against its folder)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"sweep spec '{p}' does not exist; pass a .toml file with [sweep] and [grid] tables")
+    try:
+        data = tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"sweep spec '{p}' is not valid TOML: {exc}") from None
+    return parse_sweep_spec(data, origin=str(p), base_dir=p.parent, default_name=p.stem)
+
+
+def parse_sweep_spec(
+    data: dict[str, Any], origin: str = "<sweep>", base_dir: str | Path = ".", default_name: str = "sweep"
+) -> SweepSpec:
+    """Validate a parsed sweep table (the TOML layout of :func:`load_sweep_spec`)."""
+    for key in data:
+        if key not in _TABLES:
+            raise ConfigError(f"{origin}: unknown table '{key}' (known: [sweep], [grid])")
+    sw = data.get("sweep")
+    if not isinstance(sw, dict):
+        raise ConfigError(f"{origin}: missing [sweep] table with arch = \"...\" and workloads = [...]")
+    for key in sw:
+        if key not in _SWEEP_KEYS:
+            raise ConfigError(f"{origin}: unknown key 'sweep.{key}' (known: {', '.join(_SWEEP_KEYS)})")
+    name = sw.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{origin}: 'sweep.name' must be a non-empty string, got {name!r}")
+    arch = sw.get("arch")
+    if not isinstance(arch, str) or not arch.strip():
+        raise ConfigError(f"{origin}: 'sweep.arch' must be a built-in arch name ({', '.join(BUILTIN_ARCHS)}) or a file path")
+    wls = sw.get("workloads")
+    if not isinstance(wls, list) or not wls:
+        raise ConfigError(f"{origin}: 'sweep.workloads' must be a non-empty list, e.g. [\"resnet18\"]")
+    for i, w in enumerate(wls):
+        if not isinstance(w, str) or not w.strip():
+            raise ConfigError(f"{origin}: 'sweep.workloads[{i}]' must be a non-empty string, got {w!r}")
+    wls = [w.strip() for w in wls]
+    for i, w in enumerate(wls):
+        if w in wls[:i]:
+            raise ConfigError(f"{origin}: 'sweep.workloads' lists '{w}' twice; list each workload once")
+    grid_raw = data.get("grid", {})
+    if not isinstance(grid_raw, dict):
+        raise ConfigError(f"{origin}: 'grid' must be a table [grid] of key = [values]")
+    grid = _flatten_grid(grid_raw, origin)
+    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin)
+
+
+def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
+    known = grid_keys()
+    flat: dict[str, Any] = {}
+    for key, val in raw.items():
+        if isinstance(val, dict):  # unquoted dotted keys: bits.psum = [...] parses as [grid.bits] psum = [...]
+            if key not in _SUBTABLES:
+                raise ConfigError(f"{origin}: unknown grid key '{key}' (known: {', '.join(known)})")
+            for sub, v in val.items():
+                flat[f"{key}.{sub}"] = v
+        else:
+            flat[key] = val
+    for key, vals in flat.items():
+        if key not in known:
+            hint = f"; vary one field such as '{key}.psum'" if key in _SUBTABLES else ""
+            raise ConfigError(f"{origin}: unknown grid key '{key}'{hint} (known: {', '.join(known)})")
+        if not isinstance(vals, list):
+            raise ConfigError(f"{origin}: grid key '{key}' must be a list of values, e.g. {key!r} = [{vals!r}]")
+        if not vals:
+            raise ConfigError(f"{origin}: grid key '{key}' has an empty list; give at least one value")
+        for i, v in enumerate(vals):
+            if isinstance(v, dict | list):
+                raise ConfigError(f"{origin}: grid key '{key}' value #{i + 1} must be a number or string, got {v!r}")
+            if any((v == u and type(v) is type(u)) or _num_eq(v, u) for u in vals[:i]):
+                raise ConfigError(f"{origin}: grid key '{key}' lists {v!r} twice; list each value once")
+    return flat
+
+
+def _num_eq(a: Any, b: Any) -> bool:
+    num = (int, float)
+    return isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+
+
+def _canon(obj: Any) -> Any:
+    """Integral floats become ints so ``256`` and ``256.0`` KiB hash alike."""
+    if isinstance(obj, dict):
+        return {k: _canon(v) for k, v in obj.items()}
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
+    return obj
+
+
+def _resolve(spec: SweepSpec, value: str) -> str:
+    p = Path(value)
+    return value if p.is_absolute() else str(spec.base_dir / p)
+
+
+def expand_points(spec: SweepSpec) -> list[SweepPoint]:
+    """All points (grid combinations outer, workloads inner), each validated; raises ConfigError
+    naming the grid key or point on the first bad one."""
+    o = spec.origin
+    arch_src = spec.arch if spec.arch in BUILTIN_ARCHS else _resolve(spec, spec.arch)
+    try:
+        base = load_arch(arch_src)
+    except NpukitError as exc:
+        raise ConfigError(f"{o}: 'sweep.arch': {exc}") from None
+    grid = {k: [_resolve(spec, v) if k == "energy_table" and isinstance(v, str) and v not in BUILTIN_TABLES else v
+                for v in vals] for k, vals in spec.grid.items()}
+    for key, vals in grid.items():  # each value alone first, so the error names the value
+        for v in vals:
+            try:
+                base.with_(**{key: v})
+            except NpukitError as exc:
+                raise ConfigError(f"{o}: grid key '{key}' = {v!r}: {exc}") from None
+    workloads: list[tuple[str, str, int, str | None]] = []
+    for i, w in enumerate(spec.workloads):
+        name = w.partition(":")[0]
+        path = w if name in BUILTIN_WORKLOADS else _resolve(spec, w)
+        try:
+            n_layers = len(parse_workload_spec(path).layers)
+        except NpukitError as exc:
+            raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): {exc}") from None
+        digest = None if name in BUILTIN_WORKLOADS else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        workloads.append((w, path, n_layers, digest))
+    keys = list(grid)
+    tables_ok: set[str] = set()
+    points: list[SweepPoint] = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        overrides = dict(zip(keys, combo, strict=True))
+        try:
+            arch = base.with_(**overrides) if overrides else base
+            check_buffers(arch)
+            if arch.energy_table not in tables_ok:
+                load_table(arch.energy_table)
+                tables_ok.add(arch.energy_table)
+        except NpukitError as exc:
+            where = ", ".join(f"{k}={v!r}" for k, v in overrides.items()) or "base arch"
+            raise ConfigError(f"{o}: grid point ({where}): {exc}") from None
+        arch_dict = _canon(arch.to_dict())
+        for w, path, n_layers, digest in workloads:
+            cfg: dict[str, Any] = {"arch": arch_dict, "workload": w, "npukit": __version__}
+            if digest is not None:
+                cfg["workload_sha256"] = digest
+            config = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+            key = hashlib.sha256(config.encode()).hexdigest()[:32]
+            points.append(SweepPoint(key, arch, w, path, overrides, config, n_layers))
+    return points

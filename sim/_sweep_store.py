@@ -1,0 +1,197 @@
+"""The sweep results database: one SQLite table ``points``, one complete row per finished point.
+
+The database runs in WAL mode; rows go in with ``INSERT OR IGNORE`` on the point key, a small
+batch per transaction, so a process killed at any moment loses no committed row and leaves no
+partial one. Every column is ``NOT NULL``.
+
+Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
+field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum``, ``sram_kib_psum``, ...),
+``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``cycles`` (clock cycles),
+``utilization`` (macs / (compute_cycles x rows x cols)), ``energy_total_pj``, one
+``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the
+simulation took), ``npukit_version``, ``created_at`` (ISO 8601 UTC).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ._sweep_spec import _SUBTABLES, SweepPoint, column_name, grid_keys
+from .arch import Arch
+from .errors import ConfigError
+from .ledger import atomic_write_text
+from .simulator import COMPONENTS
+
+_ARCH_TYPES: dict[str, str] = {}
+for _f in fields(Arch):
+    if _f.name in _SUBTABLES:
+        for _s in fields(_SUBTABLES[_f.name]):
+            _ARCH_TYPES[f"{_f.name}.{_s.name}"] = "INTEGER" if _s.type in ("int", int) else "REAL"
+    else:
+        _ARCH_TYPES[_f.name] = {"int": "INTEGER", "float": "REAL"}.get(str(_f.type), "TEXT")
+
+RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("layers", "INTEGER"),
+    ("macs", "INTEGER"),
+    ("compute_cycles", "INTEGER"),
+    ("stall_cycles", "INTEGER"),
+    ("cycles", "INTEGER"),
+    ("utilization", "REAL"),
+    ("energy_total_pj", "REAL"),
+    *((f"energy_{c}_pj", "REAL") for c in COMPONENTS),
+    ("latency_s", "REAL"),
+    ("wall_s", "REAL"),
+)
+
+
+def base_columns() -> list[tuple[str, str]]:
+    """(column, SQLite type) of a fresh ``points`` table, in order."""
+    cols = [("key", "TEXT"), ("config", "TEXT"), ("workload", "TEXT")]
+    cols += [(column_name(k), _ARCH_TYPES[k]) for k in grid_keys()]
+    cols += list(RESULT_COLUMNS)
+    cols += [("npukit_version", "TEXT"), ("created_at", "TEXT")]
+    return cols
+
+
+def point_columns(point: SweepPoint) -> dict[str, Any]:
+    """The columns of a point known before it runs: key, config, workload and the arch fields."""
+    cfg = json.loads(point.config)
+    row: dict[str, Any] = {"key": point.key, "config": point.config, "workload": point.workload}
+    for k in grid_keys():
+        top, _, sub = k.partition(".")
+        row[column_name(k)] = cfg["arch"][top][sub] if sub else cfg["arch"][top]
+    row["npukit_version"] = cfg["npukit"]
+    return row
+
+
+class SweepStore:
+    """The ``points`` table of one SQLite file. Only the process that owns it writes to it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise ConfigError(f"sweep database '{self.path}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open sweep database '{self.path}' ({exc}); pass a writable --db path") from None
+        try:
+            self.con.execute("PRAGMA journal_mode=WAL")
+            self.con.execute("PRAGMA synchronous=NORMAL")
+            self._columns = self._ensure_schema()
+        except sqlite3.DatabaseError as exc:
+            self.con.close()
+            raise ConfigError(f"'{self.path}' is not a usable sweep database ({exc}); pass a new --db path") from None
+
+    def _ensure_schema(self) -> list[str]:
+        have = [r[1] for r in self.con.execute("PRAGMA table_info(points)")]
+        if not have:
+            cols = ", ".join(f"{c} {t} NOT NULL" + (" PRIMARY KEY" if c == "key" else "") for c, t in base_columns())
+            self.con.execute(f"CREATE TABLE IF NOT EXISTS points ({cols})")
+            return [c for c, _ in base_columns()]
+        if "key" not in have or "config" not in have:
+            raise sqlite3.DatabaseError("its 'points' table has no key/config columns")
+        for c, t in base_columns():  # a newer npukit added a column: old rows get NULL there
+            if c not in have:
+                self.con.execute(f"ALTER TABLE points ADD COLUMN {c} {t}")
+                have.append(c)
+        return have
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> SweepStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def keys(self) -> set[str]:
+        """Keys of every stored point."""
+        return {r[0] for r in self.con.execute("SELECT key FROM points")}
+
+    def count(self) -> int:
+        return int(self.con.execute("SELECT count(*) FROM points").fetchone()[0])
+
+    def insert(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert complete rows in one transaction (``INSERT OR IGNORE`` on key); returns rows added."""
+        if not rows:
+            return 0
+        for extra in sorted({c for r in rows for c in r} - set(self._columns)):
+            if not extra.startswith("energy_") or not extra.isidentifier():
+                raise ValueError(f"unexpected sweep column {extra!r}")
+            self.con.execute(f"ALTER TABLE points ADD COLUMN {extra} REAL NOT NULL DEFAULT 0")
+            self._columns.append(extra)
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        cols = [c for c in self._columns if c in rows[0] or c == "created_at"]
+        sql = f"INSERT OR IGNORE INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        data = [tuple(now if c == "created_at" else r.get(c, 0.0) for c in cols) for r in rows]
+        before = self.con.total_changes
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            self.con.executemany(sql, data)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return self.con.total_changes - before
+
+
+def _open_ro(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise ConfigError(f"sweep database '{path}' does not exist; run npukit sweep SPEC.toml first")
+    try:
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
+        con.execute("SELECT key FROM points LIMIT 1")
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"'{path}' is not a sweep database ({exc}); pass the .sqlite file npukit sweep wrote") from None
+    return con
+
+
+def read_rows(db: str | Path, keys: Iterable[str] | None = None, with_config: bool = False) -> list[dict[str, Any]]:
+    """Rows of a sweep database as dicts: all of them in insertion order, or those of ``keys`` in that
+    order (keys not stored are skipped). ``config`` is left out unless ``with_config``."""
+    con = _open_ro(Path(db))
+    try:
+        cur = con.execute("SELECT * FROM points ORDER BY rowid")
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur]
+    finally:
+        con.close()
+    if not with_config:
+        for r in rows:
+            r.pop("config", None)
+    if keys is None:
+        return rows
+    by_key = {r["key"]: r for r in rows}
+    return [by_key[k] for k in keys if k in by_key]
+
+
+def export_csv(db: str | Path, csv_path: str | Path, keys: Iterable[str] | None = None) -> Path:
+    """Write the rows of ``db`` (or of ``keys`` only, in that order) to ``csv_path`` atomically; returns
+    the path. Columns as in the database, ``config`` left out."""
+    rows = read_rows(db, keys)
+    out = Path(csv_path)
+    if out.is_dir():
+        raise ConfigError(f"CSV path '{out}' is a folder; pass a file path such as out/sweep/sweep.csv")
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        buf.write(",".join(c for c, _ in base_columns() if c != "config") + "\n")
+    try:
+        atomic_write_text(out, buf.getvalue())
+    except OSError as exc:
+        raise ConfigError(f"cannot write CSV '{out}' ({exc.strerror}); pass a writable --csv path") from None
+    return out

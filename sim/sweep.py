@@ -1,0 +1,188 @@
+"""Design-space sweeps: (grid of arch overrides) x (workloads) -> one SQLite row per point.
+
+A sweep file::
+
+    [sweep]
+    name = "psum-study"                       # optional, default: the file's stem
+    arch = "npu128"                           # built-in, .toml or SCALE-Sim .cfg (relative to this file)
+    workloads = ["resnet18", "gemm:M=512,N=512,K=512"]   # workload specs or topology CSV paths
+    [grid]                                    # Arch fields or dotted sub-fields -> lists of values
+    rows = [64, 128]
+    dataflow = ["ws", "os", "is"]
+    "bits.psum" = [8, 16, 32]
+
+:func:`run_sweep` validates every point first (nothing is written for a bad grid), skips points
+whose key is already in the database, runs the rest on an :class:`Executor` in chunks (workers
+compute, this process alone writes SQLite) and commits each finished chunk in its own transaction.
+The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the same point.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._sweep_exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor
+from ._sweep_spec import SweepPoint, SweepSpec, column_name, expand_points, grid_keys, load_sweep_spec, parse_sweep_spec
+from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
+from .arch import Arch
+from .energy import BUILTIN_TABLES, EnergyTable, load_table
+from .simulator import SimResult, simulate
+from .workload import Workload, parse_workload_spec
+
+__all__ = [
+    "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor",
+    "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
+    "SweepStore", "base_columns", "export_csv", "read_rows",
+    "SweepSummary", "point_metrics", "run_points", "run_sweep",
+]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class SweepSummary:
+    """What a sweep run did. ``keys``: every point's key in grid order; ``layer_points``: layers
+    simulated now (points x layers); ``seconds``: wall time of the run."""
+
+    name: str
+    db: Path
+    total: int
+    computed: int
+    present: int
+    layer_points: int
+    seconds: float
+    keys: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        rate = self.layer_points / self.seconds if self.seconds > 0 else 0.0
+        return (
+            f"sweep '{self.name}': {self.total} points, {self.computed} computed now, {self.present} already present "
+            f"({self.layer_points} layer-points in {self.seconds:.2f} s, {rate:,.0f} layer-points/s)"
+        )
+
+
+def point_metrics(result: SimResult) -> dict[str, Any]:
+    """The result columns of one simulated point (cycles in clock cycles, energies in pJ, latency in s)."""
+    arch = result.arch
+    compute = result.compute_cycles
+    row: dict[str, Any] = {
+        "layers": len(result.layers),
+        "macs": result.macs,
+        "compute_cycles": compute,
+        "stall_cycles": result.stall_cycles,
+        "cycles": result.cycles,
+        "utilization": result.macs / (compute * arch.rows * arch.cols) if compute else 0.0,
+        "energy_total_pj": result.energy_pj(),
+    }
+    for comp, pj in result.energy_by_component().items():
+        row[f"energy_{comp}_pj"] = pj
+    row["latency_s"] = result.latency_s()
+    return row
+
+
+# ------------------------------------------------------------------------------ worker side
+_WORKLOADS: dict[str, Workload] = {}
+_TABLES: dict[str, EnergyTable] = {}
+
+
+def _compute_chunk(chunk: Sequence[tuple[str, Arch, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Simulate (key, arch, workload path) items; runs inside a worker (caches workloads and tables)."""
+    out = []
+    for key, arch, wl in chunk:
+        t0 = time.perf_counter()
+        workload = _WORKLOADS.get(wl)
+        if workload is None:
+            workload = _WORKLOADS[wl] = parse_workload_spec(wl)
+        table = None
+        if arch.energy_table not in BUILTIN_TABLES:
+            table = _TABLES.get(arch.energy_table)
+            if table is None:
+                table = _TABLES[arch.energy_table] = load_table(arch.energy_table)
+        row = point_metrics(simulate(workload, arch, table=table))
+        row["wall_s"] = time.perf_counter() - t0
+        out.append((key, row))
+    return out
+
+
+# ------------------------------------------------------------------------------ parent side
+def _chunks(points: Sequence[SweepPoint], workers: int) -> Iterator[list[tuple[str, Arch, str]]]:
+    """Chunks of about ``total layers / (8 x workers)`` layers (20..2000), so IPC stays small next
+    to compute while every worker gets several chunks."""
+    total = sum(p.layers for p in points)
+    target = min(2000, max(20, -(-total // (8 * workers))))
+    chunk: list[tuple[str, Arch, str]] = []
+    layers = 0
+    for p in points:
+        chunk.append((p.key, p.arch, p.workload_path))
+        layers += p.layers
+        if layers >= target:
+            yield chunk
+            chunk, layers = [], 0
+    if chunk:
+        yield chunk
+
+
+def run_points(
+    points: Sequence[SweepPoint],
+    db: str | Path,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    name: str = "sweep",
+) -> SweepSummary:
+    """Compute the points missing from ``db`` and insert them; see :func:`run_sweep`."""
+    t0 = time.perf_counter()
+    own = executor is None
+    ex = executor if executor is not None else local_executor(workers)  # checks workers before db is touched
+    computed = 0
+    try:
+        with SweepStore(db) as store:
+            have = store.keys()
+            missing = [p for p in points if p.key not in have]
+            by_key = {p.key: p for p in missing}
+            if progress is not None:
+                progress(0, len(missing))
+            if missing:
+                for results in ex.map_unordered(_compute_chunk, _chunks(missing, ex.workers)):
+                    rows = [point_columns(by_key[k]) | metrics for k, metrics in results]
+                    store.insert(rows)
+                    computed += len(rows)
+                    if progress is not None:
+                        progress(len(rows), len(missing))
+    finally:
+        if own:
+            ex.close()
+    return SweepSummary(
+        name=name,
+        db=Path(db),
+        total=len(points),
+        computed=computed,
+        present=len(points) - len(missing),
+        layer_points=sum(p.layers for p in missing),
+        seconds=time.perf_counter() - t0,
+        keys=[p.key for p in points],
+    )
+
+
+def run_sweep(
+    spec: SweepSpec | str | Path,
+    db: str | Path,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> SweepSummary:
+    """Run a sweep (a :class:`SweepSpec` or the path of its TOML file) into the SQLite file ``db``.
+
+    Every point is validated before ``db`` is touched (:class:`ConfigError` naming the key). Points
+    already in ``db`` are skipped. ``workers`` (default ``os.cpu_count()``; 1 runs in-process)
+    picks the local backend unless ``executor`` is given. ``progress(n, total)`` is called with
+    ``(0, missing)`` first, then with the points stored by each chunk.
+    """
+    if not isinstance(spec, SweepSpec):
+        spec = load_sweep_spec(spec)
+    points = expand_points(spec)
+    return run_points(points, db, executor=executor, workers=workers, progress=progress, name=spec.name)

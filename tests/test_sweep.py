@@ -1,0 +1,342 @@
+"""``npukit sweep``: spec validation, results equal to simulate(), resume, crash safety, CSV export."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from npukit.cli import main
+from npukit.sim import ConfigError, load_arch, parse_workload_spec, simulate
+from npukit.sim.simulator import COMPONENTS
+from npukit.sim.sweep import (
+    Executor,
+    SerialExecutor,
+    SweepStore,
+    expand_points,
+    load_sweep_spec,
+    read_rows,
+    run_sweep,
+)
+
+SMALL = """
+[sweep]
+name = "small"
+arch = "npu128"
+workloads = ["resnet18", "gemm:M=512,N=256,K=384", "topo.csv"]
+[grid]
+rows = [64, 128]
+dataflow = ["ws", "os", "is"]
+"bits.psum" = [8, 32]
+"sram_kib.psum" = [256, 1024]
+"""
+TOPO = "Layer, M, N, K,\nqkv, 128, 1152, 384,\nffn, 128, 1536, 384,\n"
+
+
+def write_spec(folder: Path, text: str = SMALL, name: str = "spec.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "topo.csv").write_text(TOPO)
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def null_count(con: sqlite3.Connection) -> int:
+    cols = [r[1] for r in con.execute("PRAGMA table_info(points)")]
+    return con.execute(f"SELECT count(*) FROM points WHERE {' OR '.join(f'{c} IS NULL' for c in cols)}").fetchone()[0]
+
+
+# ------------------------------------------------------------------------------ validation
+BAD_SPECS = [
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grids]\nrows = [64]\n', "'grids'"),
+    ('[sweep]\narch = "npu128"\nworkload = ["resnet18"]\n', "sweep.workload"),
+    ('[sweep]\narch = "npu128"\nworkloads = []\n', "sweep.workloads"),
+    ('[sweep]\nworkloads = ["resnet18"]\n', "sweep.arch"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrows = []\n', "'rows'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrows = 64\n', "'rows'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrowz = [64]\n', "'rowz'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psun" = [8]\n', "'bits.psun'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrows = [64, 0]\n', "'rows'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\ndataflow = ["ws", "xs"]\n', "'dataflow'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 8]\n', "'bits.psum'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nbits.psum = [8, 128]\n', "'bits.psum'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet99"]\n', "sweep.workloads[0]"),
+    ('[sweep]\narch = "nosuch.toml"\nworkloads = ["resnet18"]\n', "sweep.arch"),
+    # each value is fine alone; the combination leaves the psum buffer too small for one row of psums
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"sram_kib.psum" = [0.125, 64]\n"bits.psum" = [8, 32]\n',
+     "sram_kib.psum"),
+    ("[sweep\n", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("text,needle", BAD_SPECS)
+def test_bad_spec_is_one_line_config_error_and_writes_nothing(tmp_path, text, needle):
+    spec = write_spec(tmp_path, text)
+    db = tmp_path / "out" / "sweep.sqlite"
+    with pytest.raises(ConfigError) as exc:
+        run_sweep(spec, db, workers=1)
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_bad_spec_exit_2_nothing_written(tmp_path, capsys):
+    spec = write_spec(tmp_path, '[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 0]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bits.psum" in err
+    assert not out.exists()
+    assert main(["sweep", str(write_spec(tmp_path)), "--out", str(out), "--workers", "0"]) == 2
+    assert not out.exists()
+
+
+def test_grid_expansion_and_keys(tmp_path, monkeypatch):
+    spec = load_sweep_spec(write_spec(tmp_path))
+    points = expand_points(spec)
+    assert spec.n_points == len(points) == 2 * 3 * 2 * 2 * 3
+    assert len({p.key for p in points}) == len(points)
+    assert {(p.grid["rows"], p.grid["dataflow"], p.workload) for p in points} >= {(64, "is", "topo.csv"), (128, "ws", "resnet18")}
+    for p in points[:6]:
+        assert p.arch.rows == p.grid["rows"] and p.arch.bits.psum == p.grid["bits.psum"]
+    # same config -> same key (256 KiB written as an int or a float); another npukit version -> another key
+    again = write_spec(tmp_path / "b", SMALL.replace("[256, 1024]", "[256.0, 1024.0]"))
+    assert [p.key for p in expand_points(load_sweep_spec(again))] == [p.key for p in points]
+    monkeypatch.setattr("npukit.sim._sweep_spec.__version__", "9.9.9")
+    assert not {p.key for p in expand_points(spec)} & {p.key for p in points}
+
+
+def test_relative_arch_and_topology_resolve_against_spec_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "small.toml").write_text('name = "mini"\nrows = 16\ncols = 8\n')
+    (folder / "scalesim.cfg").write_text(
+        "[general]\nrun_name = cfgarch\n[architecture_presets]\nArrayHeight: 32\nArrayWidth: 16\n"
+        "IfmapSramSzkB: 512\nFilterSramSzkB: 512\nOfmapSramSzkB: 256\nDataflow: os\nBandwidth: 16\n"
+    )
+    monkeypatch.chdir(tmp_path)  # not the spec's folder
+    for arch, rows, cols, df in (("small.toml", 16, 8, "ws"), ("scalesim.cfg", 32, 16, "os")):
+        spec = write_spec(folder, f'[sweep]\narch = "{arch}"\nworkloads = ["topo.csv"]\n[grid]\n"bits.psum" = [8, 16]\n')
+        points = expand_points(load_sweep_spec(Path("study") / spec.name))
+        assert [(p.arch.rows, p.arch.cols, p.arch.dataflow, p.arch.bits.psum, p.layers) for p in points] == [
+            (rows, cols, df, 8, 2), (rows, cols, df, 16, 2)]
+
+
+# ------------------------------------------------------------------------------ results
+def test_rows_equal_direct_simulate(tmp_path):
+    spec = write_spec(tmp_path)
+    db = tmp_path / "s.sqlite"
+    summary = run_sweep(spec, db, workers=1)
+    assert summary.computed == summary.total == 72 and summary.present == 0
+    rows = {(r["workload"], r["rows"], r["dataflow"], r["bits_psum"], r["sram_kib_psum"]): r for r in read_rows(db)}
+    assert len(rows) == 72
+    base = load_arch("npu128")
+    cases = [("resnet18", 64, "os", 8, 256), ("topo.csv", 128, "ws", 32, 1024), ("gemm:M=512,N=256,K=384", 64, "is", 8, 1024)]
+    for wl, r, df, bp, sp in cases:
+        arch = base.with_(rows=r, dataflow=df, **{"bits.psum": bp, "sram_kib.psum": sp})
+        res = simulate(parse_workload_spec(str(tmp_path / wl) if wl.endswith(".csv") else wl), arch)
+        row = rows[(wl, r, df, bp, sp)]
+        assert (row["layers"], row["macs"]) == (len(res.layers), res.macs)
+        assert (row["compute_cycles"], row["stall_cycles"], row["cycles"]) == (res.compute_cycles, res.stall_cycles, res.cycles)
+        assert row["utilization"] == res.macs / (res.compute_cycles * r * arch.cols)
+        assert row["energy_total_pj"] == pytest.approx(res.energy_pj(), rel=1e-12)
+        for comp, pj in res.energy_by_component().items():
+            assert row[f"energy_{comp}_pj"] == pytest.approx(pj, rel=1e-12)
+        assert row["latency_s"] == pytest.approx(res.latency_s(), rel=1e-12)
+        assert row["cols"] == 128 and row["arch_name"] == "npu128" and row["wall_s"] > 0
+
+
+def test_process_pool_equals_in_process(tmp_path):
+    spec = write_spec(tmp_path)
+    run_sweep(spec, tmp_path / "one.sqlite", workers=1)
+    s2 = run_sweep(spec, tmp_path / "two.sqlite", workers=2)
+    assert s2.computed == 72
+    skip = {"wall_s", "created_at"}
+
+    def strip(rows):
+        return {r["key"]: {k: v for k, v in r.items() if k not in skip} for r in rows}
+
+    assert strip(read_rows(tmp_path / "one.sqlite")) == strip(read_rows(tmp_path / "two.sqlite"))
+
+
+class CountingExecutor(Executor):
+    """A third-party backend: only map_unordered, results reversed to check order independence."""
+
+    def __init__(self) -> None:
+        self.workers = 3
+        self.calls = 0
+
+    def map_unordered(self, fn, items):
+        results = []
+        for item in items:
+            self.calls += 1
+            results.append(fn(item))
+        yield from reversed(results)
+
+
+def test_custom_executor_backend(tmp_path):
+    spec = write_spec(tmp_path)
+    ex = CountingExecutor()
+    s = run_sweep(spec, tmp_path / "c.sqlite", executor=ex)
+    assert s.computed == 72 and ex.calls > 1
+    ref = run_sweep(spec, tmp_path / "r.sqlite", executor=SerialExecutor())
+    assert {r["key"]: r["cycles"] for r in read_rows(tmp_path / "c.sqlite")} == {
+        r["key"]: r["cycles"] for r in read_rows(tmp_path / "r.sqlite")
+    }
+    assert ref.computed == 72
+
+
+def test_rerun_computes_only_missing_points(tmp_path):
+    spec = write_spec(tmp_path)
+    db = tmp_path / "s.sqlite"
+    first = run_sweep(spec, db, workers=2)
+    before = {r["key"]: r for r in read_rows(db)}
+    gone = sorted(before)[::9]  # 8 rows
+    con = sqlite3.connect(db)
+    with con:
+        con.executemany("DELETE FROM points WHERE key = ?", [(k,) for k in gone])
+    con.close()
+    seen: list[tuple[int, int]] = []
+    second = run_sweep(spec, db, workers=2, progress=lambda n, total: seen.append((n, total)))
+    assert (second.computed, second.present, second.total) == (len(gone), first.total - len(gone), first.total)
+    assert seen[0] == (0, len(gone)) and sum(n for n, _ in seen) == len(gone)
+    after = {r["key"]: r for r in read_rows(db)}
+    assert set(after) == set(before)
+    for k in before:  # untouched rows were not rewritten; recomputed ones got new rows with equal numbers
+        if k in gone:
+            assert after[k]["created_at"] >= before[k]["created_at"] and after[k]["cycles"] == before[k]["cycles"]
+        else:
+            assert after[k] == before[k]
+    assert run_sweep(spec, db, workers=2).computed == 0
+
+
+def test_store_rejects_non_database(tmp_path):
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("not a database, just text\n" * 100)
+    with pytest.raises(ConfigError, match="not a usable sweep database"):
+        SweepStore(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_rows(tmp_path / "missing.sqlite")
+
+
+# ------------------------------------------------------------------------------ CLI
+def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "2", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    db, csv_path = out / "sweep.sqlite", out / "sweep.csv"
+    assert str(db) in printed and str(csv_path) in printed
+    assert "72 points, 72 computed now, 0 already present" in printed
+    lines = csv_path.read_text().splitlines()
+    header = lines[0].split(",")
+    assert len(lines) == 73 and {"bits_psum", "sram_kib_psum", "rows", "dataflow", "workload", "energy_total_pj"} <= set(header)
+    assert {f"energy_{c}_pj" for c in COMPONENTS} <= set(header)
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert "0 computed now, 72 already present" in capsys.readouterr().out
+    exported = tmp_path / "all.csv"
+    assert main(["sweep", "export", str(db), "--csv", str(exported)]) == 0
+    assert str(exported) in capsys.readouterr().out
+    assert sorted(exported.read_text().splitlines()) == sorted(lines)
+    assert main(["sweep", "export", str(tmp_path / "nope.sqlite"), "--csv", str(tmp_path / "n.csv")]) == 2
+    assert not (tmp_path / "n.csv").exists()
+
+
+def test_sweep_path_imports_no_torch(tmp_path):
+    spec = write_spec(tmp_path)
+    code = (
+        "import sys; from npukit.cli import main; import npukit.sim.sweep, npukit._cli_sweep\n"
+        f"rc = main(['sweep', {str(spec)!r}, '--out', {str(tmp_path / 'o')!r}, '--workers', '1', '--no-progress'])\n"
+        "heavy = [m for m in ('torch', 'triton') if m in sys.modules]\n"
+        "assert rc == 0 and not heavy, (rc, heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o" / "sweep.sqlite").is_file()
+
+
+# ------------------------------------------------------------------------------ crash safety
+BIG = """
+[sweep]
+name = "big"
+arch = "npu128"
+workloads = ["resnet18", "minilm-l6"]
+[grid]
+rows = [32, 64, 128, 256]
+cols = [32, 64, 128, 256]
+dataflow = ["ws", "os", "is"]
+"bits.psum" = [8, 16, 32]
+"sram_kib.psum" = [256, 1024, 4096]
+"""
+
+
+def live_in_session(sid: int) -> list[int]:
+    """Pids of live (not zombie) processes of session ``sid`` (Linux /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def test_kill_9_mid_sweep_then_resume(tmp_path):
+    spec = write_spec(tmp_path, BIG)
+    expected = {p.key for p in expand_points(load_sweep_spec(spec))}
+    db = tmp_path / "out" / "sweep.sqlite"
+    cmd = [sys.executable, "-m", "npukit", "sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        n = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                try:
+                    con = sqlite3.connect(db, timeout=5)
+                    n = con.execute("SELECT count(*) FROM points").fetchone()[0]
+                    con.close()
+                except sqlite3.OperationalError:
+                    n = 0  # table not created yet
+                if n >= 40:
+                    break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+        if Path("/proc/self/stat").exists():  # the orphaned pool workers notice and exit by themselves
+            deadline = time.monotonic() + 5
+            while live_in_session(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert live_in_session(proc.pid) == []
+    finally:
+        try:  # the pool's workers, if any outlived their parent
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.stderr:
+            proc.stderr.close()
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    kept = {r[0] for r in con.execute("SELECT key FROM points")}
+    assert null_count(con) == 0
+    con.close()
+    assert 40 <= len(kept) < len(expected) and kept <= expected
+    summary = run_sweep(spec, db, workers=2)
+    assert (summary.present, summary.computed) == (len(kept), len(expected) - len(kept))
+    con = sqlite3.connect(db)
+    keys = [r[0] for r in con.execute("SELECT key FROM points")]
+    assert null_count(con) == 0 and con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    assert len(keys) == len(set(keys)) == len(expected) and set(keys) == expected
