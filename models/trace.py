@@ -1,0 +1,531 @@
+"""Build an npukit :class:`~npukit.sim.Workload` from any PyTorch model by tracing one forward pass.
+
+:func:`trace_workload` runs the model once under ``torch.no_grad()`` with three observers:
+
+* a ``TorchDispatchMode`` that sees every aten op (so functional calls such as ``torch.matmul`` or
+  ``F.linear`` and the insides of user ``torch.library`` ops are seen, not just ``nn.Module`` s) and
+  records each GEMM-like one: ``mm``/``addmm``/``bmm``/``baddbmm``/``mv``/``dot``, ``convolution`` and the
+  fused scaled-dot-product-attention kernels; composite ops that reach it undecomposed (``matmul``,
+  ``linear``, ``einsum`` ...) are decomposed so that their GEMMs are seen;
+* a ``TorchFunctionMode`` that tells which torch-level call issued each aten op, so that ``F.linear``
+  is recorded as ``linear``, ``F.scaled_dot_product_attention`` as two ``attention`` layers (scores and
+  context) and ``torch.matmul``/``bmm``/``einsum`` as ``matmul``;
+* forward pre/post hooks on every submodule, so that each layer is named after the innermost named
+  module that issued it (``layer3.0.conv2``; repeats inside one module get ``.1``, ``.2``; ops outside
+  any named submodule get the op name, e.g. ``matmul``, ``attention.scores``).
+
+Lowering (sizes are element counts): a linear on input ``(..., K)`` -> M = product of the leading dims;
+a batched matmul -> ``batch`` = product of the batch dims; a convolution -> M = N_batch*OH*OW,
+N = out_channels/groups, K = in_channels/groups*Fh*Fw, ``batch`` = groups (a grouped or depthwise
+convolution is ``groups`` separate GEMMs) and ``Layer.conv`` = (padded H, padded W, Fh, Fw, Cin/groups,
+Cout/groups, stride) as :func:`npukit.sim.workload.conv_layer` writes it (padded extent = H + 2*pad).
+Shapes that tuple cannot express (dilation, unequal strides, 3-D or transposed convolution) keep their
+exact GEMM shape and get ``conv=None``; a transposed convolution is lowered as the scatter GEMM
+M = N_batch*H_in*W_in, K = Cin/groups, N = Cout/groups*Fh*Fw. Attention ``softmax(Q K^T) V`` with Q of
+``(B, heads, Lq, E)``, K of ``(B, heads, Lk, E)``, V of ``(B, heads, Lk, Ev)`` -> ``scores``
+(M=Lq, N=Lk, K=E, batch=B*heads) and ``context`` (M=Lq, N=Ev, K=Lk, batch=B*heads).
+
+The model is traced in eval mode (so batch-norm statistics are not updated and training-only branches
+are skipped); its training flags are restored and all hooks removed afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..sim.errors import WorkloadError
+from ..sim.workload import Layer, Workload
+
+__all__ = ["trace_workload", "workload_from_model_spec", "BUILTIN_MODELS"]
+
+_aten = torch.ops.aten
+_SDPA = "scaled_dot_product_attention"
+_MATMUL_FUNCS = {"matmul", "rmatmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot",
+                 "einsum", "tensordot", "inner", "chain_matmul", "int_mm"}
+# aten ops whose shapes this module lowers; everything else is passed through untouched
+_GEMM_OPS = {"mm": (0, 1), "_int_mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bmm": (0, 1),
+             "baddbmm": (1, 2), "addbmm": (1, 2), "mv": (0, 1), "addmv": (1, 2), "dot": (0, 1), "vdot": (0, 1)}
+_CONV_OPS = {"convolution", "_convolution"}
+_FUSED_SDPA_OPS = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+                   "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                   "_scaled_dot_product_fused_attention_overrideable"}
+# weight-only-quantized matmuls: activation (M, K) times a packed weight; N is read off the output
+_PACKED_WEIGHT_MM = {"_weight_int8pack_mm", "_weight_int4pack_mm", "_weight_int4pack_mm_for_cpu"}
+# GEMM-like ops the tracer cannot lower: raise rather than silently drop their work
+_UNSUPPORTED = {"_trilinear": "F.bilinear (aten._trilinear)"}
+_PLAIN_NAMESPACES = {"aten", "prim", "prims"}
+
+
+@dataclass
+class _Op:
+    """One recorded GEMM before naming."""
+
+    scope: str  # innermost named module ('' outside any)
+    opname: str  # torch-level call (or aten op) that issued it
+    kind: str
+    role: str | None  # 'scores' | 'context' for attention
+    M: int
+    N: int
+    K: int
+    batch: int
+    conv: tuple[int, ...] | None
+    dtype: str
+    aten: str
+    region: int | None
+
+
+class _Recorder:
+    """Shared state of the module hooks and the two modes."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.modules: list[str] = []
+        self.regions: list[tuple[int, str]] = []  # (call id, torch-level function name)
+        self.region_gemms: dict[int, int] = {}
+        self.next_region = 0
+        self.ops: list[_Op] = []
+        self.pending_context: int | None = None
+        self.param_storages = {p.untyped_storage().data_ptr() for p in model.parameters() if p.numel()} - {0}
+
+    # --------------------------------------------------------------- module hooks
+    def enter(self, name: str, module: nn.Module, args: Any) -> None:
+        self.modules.append(name)
+
+    def exit(self, name: str, module: nn.Module, args: Any, output: Any) -> None:
+        if self.modules and self.modules[-1] == name:
+            self.modules.pop()
+
+    # --------------------------------------------------------------- recording
+    def _region(self) -> tuple[int | None, str | None]:
+        return self.regions[-1] if self.regions else (None, None)
+
+    def record(self, aten_name: str, M: int, N: int, K: int, batch: int, dtype: torch.dtype,
+               kind: str | None = None, conv: tuple[int, ...] | None = None, weight: torch.Tensor | None = None) -> None:
+        """Record one GEMM issued by aten op ``aten_name``; ``kind`` None means 'decide from the call site'."""
+        if min(M, N, K, batch) <= 0:
+            return  # an empty tensor: no multiply-accumulates to simulate
+        rid, fname = self._region()
+        role = None
+        if kind is None:
+            if fname == _SDPA and rid is not None:
+                n = self.region_gemms.get(rid, 0)
+                kind, role = "attention", ("scores", "context")[n % 2]
+            elif fname == "linear":
+                kind = "linear"
+            elif fname in _MATMUL_FUNCS:
+                kind = "matmul"
+            elif self.pending_context is not None and self.pending_context == rid:
+                kind, role = "attention", "context"
+                self.pending_context = None
+            elif aten_name in ("addmm", "addmv", "_addmm_activation") or self._is_param(weight):
+                kind = "linear"  # inside an opaque call (e.g. F.multi_head_attention_forward): a bias or a weight
+            else:
+                kind = "matmul"
+        if rid is not None:
+            self.region_gemms[rid] = self.region_gemms.get(rid, 0) + 1
+        scope = self.modules[-1] if self.modules else ""
+        opname = fname if fname is not None else aten_name.strip("_")
+        self.ops.append(_Op(scope, opname, kind, role, M, N, K, batch, conv, _dtype_name(dtype), aten_name, rid))
+
+    def attention(self, aten_name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Record a fused attention kernel as its scores and context GEMMs (layout (..., L, E))."""
+        batch = math.prod(q.shape[:-2])
+        lq, e, lk, ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+        self.record(aten_name, lq, lk, e, batch, q.dtype, kind="attention")
+        self.ops[-1].role = "scores"
+        self.record(aten_name, lq, ev, lk, batch, q.dtype, kind="attention")
+        self.ops[-1].role = "context"
+
+    def softmax_seen(self, aten_name: str) -> None:
+        """A softmax right after a batched GEMM inside one opaque call (the math path of scaled-dot-product
+        attention, which alone uses ``aten._safe_softmax``, or ``F.multi_head_attention_forward``): that GEMM
+        is the attention scores and the next one in the same call the context."""
+        rid, fname = self._region()
+        if rid is None or fname == _SDPA or fname in _MATMUL_FUNCS or fname == "linear" or not self.ops:
+            return
+        last = self.ops[-1]
+        batched = last.aten in ("bmm", "baddbmm") or aten_name == "_safe_softmax"
+        if last.region == rid and last.role is None and last.kind == "matmul" and batched:
+            last.kind, last.role = "attention", "scores"
+            self.pending_context = rid
+
+    def _is_param(self, t: torch.Tensor | None) -> bool:
+        return t is not None and t.numel() > 0 and t.untyped_storage().data_ptr() in self.param_storages
+
+    # --------------------------------------------------------------- naming
+    def layers(self) -> tuple[list[Layer], dict[str, str], dict[str, str]]:
+        used: set[str] = set()
+        counts: dict[str, int] = {}
+        layers: list[Layer] = []
+        dtypes: dict[str, str] = {}
+        aten_ops: dict[str, str] = {}
+        for op in self.ops:
+            if op.role is not None:
+                base = f"{op.scope or 'attention'}.{op.role}"
+            else:
+                base = op.scope or op.opname
+            n = counts.get(base, 0)
+            name = base if n == 0 else f"{base}.{n}"
+            while name in used:
+                n += 1
+                name = f"{base}.{n}"
+            counts[base] = n + 1
+            used.add(name)
+            layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv))
+            dtypes[name] = op.dtype
+            aten_ops[name] = op.aten
+        return layers, dtypes, aten_ops
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _fn_name(func: Any) -> str:
+    name = getattr(func, "__name__", None) or type(func).__name__
+    name = name.split(".")[0].strip("_")
+    return "matmul" if name == "rmatmul" else name
+
+
+def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Map an aten op's arguments to their schema names."""
+    out: dict[str, Any] = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            out[a.name] = args[i]
+        elif a.name in kwargs:
+            out[a.name] = kwargs[a.name]
+        else:
+            out[a.name] = a.default_value if a.has_default_value() else None
+    return out
+
+
+def _expand(v: Any, n: int) -> list[int]:
+    v = [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
+    return v * n if len(v) == 1 else v
+
+
+def _record_gemm(rec: _Recorder, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    if name in ("dot", "vdot"):
+        rec.record(name, 1, 1, a.shape[0], 1, a.dtype, weight=b)
+    elif name in ("mv", "addmv"):
+        rec.record(name, a.shape[0], 1, a.shape[1], 1, a.dtype, weight=a)
+    elif name in ("bmm", "baddbmm", "addbmm"):
+        rec.record(name, a.shape[1], b.shape[2], a.shape[2], a.shape[0], a.dtype, weight=b)
+    else:
+        rec.record(name, a.shape[0], b.shape[1], a.shape[1], 1, a.dtype, weight=b)
+
+
+def _record_conv(rec: _Recorder, name: str, p: dict[str, Any], out: torch.Tensor) -> None:
+    x, w = p["input"], p["weight"]
+    g = int(p["groups"])
+    sp = w.dim() - 2
+    ks = list(w.shape[2:])
+    batched = x.dim() == w.dim()
+    nb = x.shape[0] if batched else 1
+    cin = x.shape[1] if batched else x.shape[0]
+    in_sp = list(x.shape[-sp:]) if sp else []
+    if p.get("transposed"):
+        cout = w.shape[1] * g  # weight of a transposed conv is (Cin, Cout/groups, *kernel)
+        rec.record(name, nb * math.prod(in_sp), cout // g * math.prod(ks), cin // g, g, x.dtype, kind="conv")
+        return
+    cout = w.shape[0]
+    out_sp = list(out.shape[-sp:]) if sp else []
+    stride, pad, dil = _expand(p["stride"], sp), _expand(p["padding"], sp), _expand(p["dilation"], sp)
+    conv = None
+    if sp in (1, 2) and all(d == 1 for d in dil) and len(set(stride)) == 1:
+        if sp == 2:
+            conv = (in_sp[0] + 2 * pad[0], in_sp[1] + 2 * pad[1], ks[0], ks[1], cin // g, cout // g, stride[0])
+        else:
+            conv = (1, in_sp[0] + 2 * pad[0], 1, ks[0], cin // g, cout // g, stride[0])
+        oh = (conv[0] - conv[2]) // conv[6] + 1
+        ow = (conv[1] - conv[3]) // conv[6] + 1
+        if oh * ow != math.prod(out_sp):
+            conv = None  # not expressible as a SCALE-Sim conv row; keep the GEMM shape only
+    rec.record(name, nb * math.prod(out_sp), cout // g, cin // g * math.prod(ks), g, x.dtype, kind="conv", conv=conv)
+
+
+class _CallSites(TorchFunctionMode):
+    """Remembers which torch-level call (``linear``, ``matmul``, ``scaled_dot_product_attention`` ...) is running."""
+
+    def __init__(self, rec: _Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        rec = self.rec
+        rec.regions.append((rec.next_region, _fn_name(func)))
+        rec.next_region += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            rec.regions.pop()
+
+
+class _GemmCapture(TorchDispatchMode):
+    """Records every GEMM-like aten op (see the module docstring)."""
+
+    def __init__(self, rec: _Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+        self._composite: dict[Any, bool] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        name = func.__name__.split(".")[0]
+        if func.namespace == "aten":
+            if name in _GEMM_OPS:
+                i, j = _GEMM_OPS[name]
+                out = func(*args, **kwargs)
+                _record_gemm(self.rec, name, args[i], args[j])
+                return out
+            if name in _CONV_OPS:
+                out = func(*args, **kwargs)
+                _record_conv(self.rec, name, _bind(func, args, kwargs), out)
+                return out
+            if name in _PACKED_WEIGHT_MM:
+                out = func(*args, **kwargs)
+                x = args[0]
+                self.rec.record(name, math.prod(x.shape[:-1]), out.shape[-1], x.shape[-1], 1, x.dtype, kind="linear")
+                return out
+            if name in _UNSUPPORTED:
+                raise WorkloadError(f"{_UNSUPPORTED[name]} is not supported by the tracer; "
+                                    f"express it with linear/matmul/conv ops to simulate it")
+            if name in _FUSED_SDPA_OPS:
+                out = func(*args, **kwargs)
+                self.rec.attention(name, args[0], args[1], args[2])
+                return out
+            if name in ("_safe_softmax", "_softmax"):
+                self.rec.softmax_seen(name)
+        if self._is_composite(func):
+            with self:  # run the decomposition with this mode on, so its GEMMs are seen
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        if func.namespace == "quantized" and ("linear" in name or "conv" in name):
+            raise WorkloadError(f"quantized op {func} is not supported by the tracer (its weight is packed); "
+                                f"trace the float model instead, it has the same GEMM shapes")
+        if func.namespace not in _PLAIN_NAMESPACES:
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            if tensors:
+                # a user op: run its kernel below the Python key with this mode on, so its GEMMs are seen
+                keys = torch._C._dispatch_keys(tensors[0])
+                for t in tensors[1:]:
+                    keys = keys | torch._C._dispatch_keys(t)
+                keys = keys & torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+                with self:
+                    return func.redispatch(keys, *args, **kwargs)
+        return func(*args, **kwargs)
+
+    def _is_composite(self, func: Any) -> bool:
+        hit = self._composite.get(func)
+        if hit is None:
+            hit = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+            self._composite[func] = hit
+        return hit
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+def _split_inputs(example_inputs: Any) -> tuple[tuple, dict]:
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,), {}
+    if isinstance(example_inputs, dict):
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs), {}
+    raise WorkloadError(
+        f"example inputs must be a Tensor, a tuple of positional inputs or a dict of keyword inputs, "
+        f"not {type(example_inputs).__name__}"
+    )
+
+
+def _shape_of(x: Any) -> Any:
+    return list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name: str = "model") -> Workload:
+    """Run ``model(*example_inputs)`` once and return its GEMM-like ops as a :class:`Workload`.
+
+    ``example_inputs`` is a Tensor, a tuple of positional inputs or a dict of keyword inputs. Layer sizes are
+    element counts; ``Workload.meta`` holds ``dtypes`` (layer -> operand dtype, e.g. ``'float32'``),
+    ``aten_ops`` (layer -> aten op), ``input_shapes`` and ``source='torch-trace'``. Raises
+    :class:`WorkloadError` (one line) if the forward pass fails or the model has no linear, conv, matmul or
+    attention op.
+    """
+    if not isinstance(model, nn.Module):
+        raise WorkloadError(f"trace_workload needs a torch.nn.Module, got {type(model).__name__}")
+    args, kwargs = _split_inputs(example_inputs)
+    rec = _Recorder(model)
+    training = {m: m.training for m in model.modules()}
+    handles = []
+    try:
+        model.eval()
+        for mname, module in model.named_modules():
+            handles.append(module.register_forward_pre_hook(partial(rec.enter, mname)))
+            handles.append(module.register_forward_hook(partial(rec.exit, mname), always_call=True))
+        with torch.no_grad(), _GemmCapture(rec), _CallSites(rec):
+            model(*args, **kwargs)
+    except WorkloadError:
+        raise
+    except Exception as e:
+        raise WorkloadError(f"model '{name}': forward pass failed while tracing: {_one_line(e)}") from e
+    finally:
+        for h in handles:
+            h.remove()
+        for m, flag in training.items():
+            m.training = flag
+    layers, dtypes, aten_ops = rec.layers()
+    if not layers:
+        raise WorkloadError(f"model '{name}' has no linear, conv, matmul or attention op; nothing to simulate")
+    meta = {
+        "source": "torch-trace",
+        "input_shapes": [_shape_of(a) for a in args] + [f"{k}={_shape_of(v)}" for k, v in kwargs.items()],
+        "dtypes": dtypes,
+        "aten_ops": aten_ops,
+    }
+    return Workload(name, layers, meta)
+
+
+# ---------------------------------------------------------------------------- model specs
+def _builtin_resnet18() -> nn.Module:
+    from .resnet18 import resnet18
+
+    return resnet18()
+
+
+def _builtin_minilm() -> nn.Module:
+    from .minilm import minilm_l6
+
+    return minilm_l6()
+
+
+# name -> (factory, default input shape, input kind: 'float' randn or 'tokens' int64 ids)
+BUILTIN_MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], str]] = {
+    "resnet18": (_builtin_resnet18, (1, 3, 224, 224), "float"),
+    "minilm-l6": (_builtin_minilm, (1, 128), "tokens"),
+}
+
+
+def _parse_shape(input_shape: str | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(input_shape, str):
+        parts = [p.strip() for p in input_shape.replace("x", ",").split(",")]
+        ok = bool(parts) and all(p.isdigit() and int(p) > 0 for p in parts)
+        dims = tuple(int(p) for p in parts) if ok else ()
+    else:
+        dims = tuple(input_shape)
+        ok = bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
+    if not ok:
+        raise WorkloadError(f"input shape '{input_shape}' must be comma-separated positive integers, e.g. 1,3,224,224")
+    return dims
+
+
+def _random_input(shape: tuple[int, ...], kind: str, model: nn.Module) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    if kind == "tokens":
+        vocab = getattr(model, "vocab_size", 1000)
+        t = torch.randint(0, vocab, shape, generator=gen)
+    else:
+        t = torch.randn(shape, generator=gen)
+    p = next(model.parameters(), None)
+    return t.to(p.device) if p is not None else t
+
+
+def _load_factory(target: str, attr: str, spec: str) -> Any:
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise WorkloadError(f"model file '{target}' does not exist (spec '{spec}')")
+        mod_name = f"_npukit_model_{path.stem}_{abs(hash(str(path.resolve())))}"
+        ispec = importlib.util.spec_from_file_location(mod_name, path)
+        if ispec is None or ispec.loader is None:
+            raise WorkloadError(f"model file '{target}' cannot be loaded as Python (spec '{spec}')")
+        module = importlib.util.module_from_spec(ispec)
+        sys.modules[mod_name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            ispec.loader.exec_module(module)
+        except Exception as e:
+            sys.modules.pop(mod_name, None)
+            raise WorkloadError(f"model file '{target}' failed to import: {_one_line(e)}") from e
+        finally:
+            sys.path.remove(str(path.resolve().parent))
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as e:
+            raise WorkloadError(f"cannot import model module '{target}' (spec '{spec}'): {_one_line(e)}") from e
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise WorkloadError(f"'{target}' has no attribute '{attr}' (spec '{spec}'); name a function returning an nn.Module")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise WorkloadError(f"'{target}:{attr}' is not callable; name a function returning an nn.Module")
+    return obj
+
+
+def workload_from_model_spec(spec: str, input_shape: str | None = None) -> Workload:
+    """A traced :class:`Workload` from a model spec (for the CLI).
+
+    ``spec`` is ``path/to/file.py:factory``, ``package.module:factory`` or a built-in ``torch:<name>``
+    (``torch:resnet18``, ``torch:minilm-l6``). The factory is called with no arguments and returns an
+    ``nn.Module`` or a ``(module, example_inputs)`` tuple. ``input_shape`` (e.g. ``1,3,224,224``) gives a
+    float32 ``randn`` input (seed 0); it is required unless the factory returns inputs or the model is a
+    built-in, and overrides them if given. Every failure raises :class:`WorkloadError` with one line.
+    """
+    if not isinstance(spec, str) or not all(spec.rpartition(":")[::2]):
+        raise WorkloadError(
+            f"model spec '{spec}' must be path/to/file.py:factory, package.module:factory or "
+            f"torch:<{'|'.join(BUILTIN_MODELS)}>"
+        )
+    target, _, attr = spec.rpartition(":")
+    shape = _parse_shape(input_shape) if input_shape is not None else None
+    inputs: Any = None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        if target == "torch":
+            if attr not in BUILTIN_MODELS:
+                raise WorkloadError(f"unknown built-in model 'torch:{attr}'; use one of "
+                                    f"{', '.join('torch:' + n for n in BUILTIN_MODELS)}")
+            factory, default_shape, kind = BUILTIN_MODELS[attr]
+            model = factory()
+            inputs = _random_input(shape or default_shape, kind, model)
+            return trace_workload(model, inputs, attr)
+        factory = _load_factory(target, attr, spec)
+        try:
+            made = factory()
+        except Exception as e:
+            raise WorkloadError(f"model factory '{spec}' raised {_one_line(e)}") from e
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):
+        model, inputs = made
+    elif isinstance(made, nn.Module):
+        model = made
+    else:
+        raise WorkloadError(
+            f"model factory '{spec}' returned {type(made).__name__}; it must return an nn.Module "
+            f"or a (module, example_inputs) tuple"
+        )
+    if shape is not None:
+        inputs = _random_input(shape, "float", model)
+    elif inputs is None:
+        raise WorkloadError(f"model factory '{spec}' returns no example inputs; give an input shape such as 1,3,224,224")
+    name = attr.rpartition(".")[2]
+    wl = trace_workload(model, inputs, name)
+    wl.meta["model_spec"] = spec
+    return wl

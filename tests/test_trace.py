@@ -1,0 +1,314 @@
+"""Tracing PyTorch models into npukit workloads (npukit.models.trace)."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from npukit.models.minilm import minilm_l6 as minilm_module
+from npukit.models.resnet18 import resnet18 as resnet18_module
+from npukit.models.trace import trace_workload, workload_from_model_spec
+from npukit.sim import Layer, WorkloadError, load_arch, minilm_l6, resnet18, simulate
+
+
+def _rows(wl):
+    return [(ly.name, ly.M, ly.N, ly.K, ly.batch, ly.kind, ly.conv) for ly in wl.layers]
+
+
+@pytest.fixture(scope="module")
+def traced_resnet18():
+    torch.manual_seed(0)
+    return trace_workload(resnet18_module(), torch.randn(1, 3, 224, 224), "resnet18")
+
+
+def test_resnet18_matches_builtin_layer_for_layer(traced_resnet18):
+    assert _rows(traced_resnet18) == _rows(resnet18())
+    assert traced_resnet18.macs == 1_814_073_344
+    assert traced_resnet18.meta["dtypes"]["layer3.0.conv2"] == "float32"
+    assert set(traced_resnet18.meta["dtypes"]) == {ly.name for ly in traced_resnet18.layers}
+    assert traced_resnet18.meta["input_shapes"] == [[1, 3, 224, 224]]
+
+
+def test_resnet18_simulates_like_builtin(traced_resnet18):
+    arch = load_arch("npu128")
+    got, ref = simulate(traced_resnet18, arch), simulate(resnet18(), arch)
+    assert (got.compute_cycles, got.stall_cycles, got.macs) == (ref.compute_cycles, ref.stall_cycles, ref.macs)
+    assert got.energy_pj() == pytest.approx(ref.energy_pj(), rel=1e-12)
+    assert got.energy_by_component() == pytest.approx(ref.energy_by_component(), rel=1e-12)
+
+
+def test_trace_leaves_model_and_outputs_unchanged():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 4))
+    model.train()
+    x = torch.randn(2, 3, 6, 6)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        before = model.eval()(x)
+    model.train()
+    wl = trace_workload(model, x, "tiny")
+    assert [ly.name for ly in wl.layers] == ["0", "4"]
+    assert all(m.training for m in model.modules())  # training flags restored
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())  # hooks removed
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, state[k]), k  # batch-norm running stats not updated
+    with torch.no_grad():
+        assert torch.equal(model.eval()(x), before)
+
+
+class _Block(nn.Module):
+    """A pre-norm transformer block: fused qkv, SDPA, output projection, FFN."""
+
+    def __init__(self, d: int = 32, heads: int = 4, ffn: int = 64) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.up = nn.Linear(d, ffn)
+        self.down = nn.Linear(ffn, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+        return x + self.down(F.gelu(self.up(x)))
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+
+def test_transformer_block_layers():
+    b, n, d, h = 2, 10, 32, 4
+    wl = trace_workload(_Net(), torch.randn(b, n, d), "block")
+    assert _rows(wl) == [
+        ("block.qkv", b * n, 3 * d, d, 1, "linear", None),
+        ("block.scores", n, n, d // h, b * h, "attention", None),
+        ("block.context", n, d // h, n, b * h, "attention", None),
+        ("block.proj", b * n, d, d, 1, "linear", None),
+        ("block.up", b * n, 64, d, 1, "linear", None),
+        ("block.down", b * n, d, 64, 1, "linear", None),
+    ]
+    macs = b * n * d * 3 * d + 2 * (b * h * n * n * (d // h)) + b * n * d * d + 2 * b * n * d * 64
+    assert wl.macs == macs
+
+
+def test_sdpa_unequal_head_dims_outside_any_module():
+    # Ev != E forces the unfused math path (two aten.bmm), which must still read as scores + context
+    class Attn(nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 6)
+    wl = trace_workload(Attn(), (q, k, v))
+    assert _rows(wl) == [
+        ("attention.scores", 4, 5, 8, 6, "attention", None),
+        ("attention.context", 4, 6, 5, 6, "attention", None),
+    ]
+
+
+class _Functional(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 8))
+        self.b = nn.Parameter(torch.randn(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, self.w, self.b)  # (2, 5, 16)
+        z = torch.matmul(y, y.transpose(-1, -2))  # (2, 5, 5)
+        z = torch.bmm(z, y)  # (2, 5, 16)
+        e = torch.einsum("bij,bkj->bik", z, y)  # (2, 5, 5)
+        return e @ torch.ones(5, 3)
+
+
+def test_functional_calls_are_captured():
+    wl = trace_workload(_Functional(), (torch.randn(2, 5, 8),), "fn")
+    assert _rows(wl) == [
+        ("linear", 10, 16, 8, 1, "linear", None),
+        ("matmul", 5, 5, 16, 2, "matmul", None),
+        ("bmm", 5, 16, 5, 2, "matmul", None),
+        ("einsum", 5, 5, 16, 2, "matmul", None),
+        ("matmul.1", 10, 3, 5, 1, "matmul", None),
+    ]
+
+
+def test_repeated_ops_in_one_module_get_suffixes():
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(self.fc(x)) @ x.t()
+
+    wl = trace_workload(Twice(), torch.randn(3, 4))
+    assert [ly.name for ly in wl.layers] == ["fc", "fc.1", "matmul"]
+
+
+def test_grouped_depthwise_dilated_transposed_and_1d_convs():
+    class Convs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.grouped = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=4)
+            self.dilated = nn.Conv2d(16, 4, 3, dilation=2)
+            self.up = nn.ConvTranspose2d(4, 2, 2, stride=2)
+            self.c1d = nn.Conv1d(4, 6, 5, padding=2)
+
+        def forward(self, x):
+            x = self.dilated(self.grouped(self.dw(x)))  # (2, 4, 4, 4)
+            return self.c1d(x.flatten(2)), self.up(x)
+
+    wl = trace_workload(Convs(), torch.randn(2, 8, 16, 16))
+    got = {ly.name: ly for ly in wl.layers}
+    assert got["dw"] == Layer("dw", 2 * 16 * 16, 1, 9, 8, "conv", (18, 18, 3, 3, 1, 1, 1))
+    assert got["grouped"] == Layer("grouped", 2 * 8 * 8, 4, 2 * 9, 4, "conv", (18, 18, 3, 3, 2, 4, 2))
+    # dilation: exact GEMM shape (8x8 -> 4x4 with a 5x5 effective window), no SCALE-Sim conv row
+    assert got["dilated"] == Layer("dilated", 2 * 4 * 4, 4, 16 * 9, 1, "conv", None)
+    assert got["c1d"] == Layer("c1d", 2 * 16, 6, 4 * 5, 1, "conv", (1, 20, 1, 5, 4, 6, 1))
+    # transposed: every input pixel times Cin x (Cout*Fh*Fw)
+    assert got["up"] == Layer("up", 2 * 4 * 4, 2 * 4, 4, 1, "conv", None)
+    assert got["up"].macs == 2 * 4 * 4 * 4 * 2 * 2 * 2
+    assert [ly.name for ly in wl.layers] == ["dw", "grouped", "dilated", "c1d", "up"]
+
+
+def test_multihead_attention_module():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0] + self.attn(x, x, x)[0]
+
+    wl = trace_workload(M(), torch.randn(2, 10, 32))
+    one_pass = [("linear", 20, 96, 32, 1), ("attention", 10, 10, 8, 8), ("attention", 10, 8, 10, 8), ("linear", 20, 32, 32, 1)]
+    assert [(ly.kind, *ly.shape()) for ly in wl.layers] == one_pass * 2
+    assert [ly.name for ly in wl.layers][:4] == ["attn", "attn.scores", "attn.context", "attn.1"]
+
+
+@torch.library.custom_op("npukit_test_trace::pairmm", mutates_args=())
+def _pairmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a @ b) @ b.t()
+
+
+def test_gemms_inside_a_user_op_are_seen():
+    class U(nn.Module):
+        def forward(self, x):
+            return _pairmm(x, torch.ones(6, 3))
+
+    wl = trace_workload(U(), torch.randn(4, 6))
+    assert [(ly.name, *ly.shape()) for ly in wl.layers] == [("pairmm", 4, 3, 6, 1), ("pairmm.1", 4, 6, 3, 1)]
+
+
+def test_dtype_is_recorded():
+    model = nn.Sequential(nn.Linear(8, 4)).to(torch.bfloat16)
+    wl = trace_workload(model, torch.randn(3, 8, dtype=torch.bfloat16))
+    assert wl.meta["dtypes"] == {"0": "bfloat16"}
+
+
+def test_minilm_trace_matches_builtin():
+    wl = trace_workload(minilm_module(), torch.zeros(1, 128, dtype=torch.long), "minilm")
+    ref = minilm_l6(seq=128)
+    assert [(ly.M, ly.N, ly.K, ly.batch, ly.kind) for ly in wl.layers] == [
+        (ly.M, ly.N, ly.K, ly.batch, ly.kind) for ly in ref.layers
+    ]
+    assert [ly.name for ly in wl.layers] == [ly.name for ly in ref.layers]
+
+
+def test_spec_module_factory_and_shape():
+    wl = workload_from_model_spec("npukit.models.resnet18:resnet18", "1,3,64,64")
+    assert _rows(wl) == _rows(resnet18(image=64))
+    assert wl.name == "resnet18"
+
+
+def test_spec_builtin_and_file_factory(tmp_path):
+    wl = workload_from_model_spec("torch:minilm-l6", "1,16")
+    assert wl.layers[3] == Layer("encoder.layer.0.attention.scores", 16, 16, 32, 12, "attention")
+    f = tmp_path / "mymodel.py"
+    f.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def make():\n    return nn.Linear(5, 7), (torch.randn(3, 5),)\n\n"
+        "def bare():\n    return nn.Linear(5, 7)\n"
+    )
+    wl = workload_from_model_spec(f"{f}:make", None)
+    assert _rows(wl) == [("linear", 3, 7, 5, 1, "linear", None)]  # the root module has no name: the op names it
+    assert wl.name == "make"
+    assert wl.meta["model_spec"] == f"{f}:make"
+    wl = workload_from_model_spec(f"{f}:bare", "2x4x5")
+    assert math.prod((wl.layers[0].M, wl.layers[0].N, wl.layers[0].K)) == 8 * 7 * 5
+
+
+@pytest.mark.parametrize(
+    "spec,shape,match",
+    [
+        ("nowhere/missing.py:f", "1,2", "does not exist"),
+        ("npukit.models.resnet18:nope", "1,3,32,32", "has no attribute 'nope'"),
+        ("npukit.no_such_module:f", "1,2", "cannot import model module"),
+        ("torch:vgg99", None, "unknown built-in model"),
+        ("resnet18", None, "must be path/to/file.py:factory"),
+        ("torch:resnet18", "1,3,-2", "input shape"),
+        ("torch:resnet18", "a,b", "input shape"),
+        ("{file}:boom", "1,2", "raised RuntimeError: kaboom"),
+        ("{file}:notmodel", "1,2", "must return an nn.Module"),
+        ("{file}:bare", None, "returns no example inputs"),
+        ("{file}:relu", "1,2", "has no linear, conv, matmul or attention op"),
+        ("{file}:bare", "1,3", "forward pass failed"),
+        ("{broken}:f", "1,2", "failed to import"),
+    ],
+)
+def test_spec_errors_are_one_line(tmp_path, spec, shape, match):
+    f = tmp_path / "m.py"
+    f.write_text(
+        "from torch import nn\n"
+        "def boom():\n    raise RuntimeError('kaboom\\nsecond line')\n"
+        "def notmodel():\n    return 3\n"
+        "def bare():\n    return nn.Linear(5, 7)\n"
+        "def relu():\n    return nn.ReLU()\n"
+    )
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ImportError('no deps here')\n")
+    with pytest.raises(WorkloadError, match=match) as e:
+        workload_from_model_spec(spec.format(file=f, broken=broken), shape)
+    assert "\n" not in str(e.value)
+
+
+def test_trace_errors():
+    with pytest.raises(WorkloadError, match="nothing to simulate"):
+        trace_workload(nn.Sequential(nn.ReLU(), nn.MaxPool2d(2)), torch.randn(1, 1, 4, 4), "pool")
+    with pytest.raises(WorkloadError, match="needs a torch.nn.Module"):
+        trace_workload(lambda x: x, torch.randn(2))  # type: ignore[arg-type]
+    with pytest.raises(WorkloadError, match="example inputs must be"):
+        trace_workload(nn.Linear(2, 2), 3)  # type: ignore[arg-type]
+
+
+def test_importing_sim_does_not_import_torch():
+    code = "import sys, npukit.sim; assert 'torch' not in sys.modules, 'npukit.sim imported torch'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_weight_only_int8_matmul_and_unsupported_bilinear():
+    class Q(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("w", torch.randint(-8, 8, (4, 8), dtype=torch.int8))
+            self.register_buffer("scales", torch.ones(4, dtype=torch.bfloat16))
+
+        def forward(self, x):
+            return torch._weight_int8pack_mm(x, self.w, self.scales)
+
+    wl = trace_workload(Q(), torch.randn(3, 8, dtype=torch.bfloat16))
+    assert _rows(wl) == [("weight_int8pack_mm", 3, 4, 8, 1, "linear", None)]
+    with pytest.raises(WorkloadError, match="F.bilinear"):
+        trace_workload(nn.Bilinear(4, 4, 2), (torch.randn(3, 4), torch.randn(3, 4)))
