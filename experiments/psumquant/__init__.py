@@ -1,0 +1,1 @@
+"""PsumQuant experiments (issue 4)."""
