@@ -24,6 +24,11 @@ from .ledger import Ledger
 from .workload import Layer, Workload
 
 _DATAFLOWS = {"ws": dataflow_ws.map_layer, "os": dataflow_os.map_layer, "is": dataflow_is.map_layer}
+TRAFFIC_KEYS = (
+    "ifmap_sram.sram_read", "ifmap_sram.sram_write", "filter_sram.sram_read", "filter_sram.sram_write",
+    "psum_buffer.sram_read", "psum_buffer.sram_write", "ofmap_sram.sram_read", "ofmap_sram.sram_write",
+    "dram.dram_read", "dram.dram_write",
+)
 COMPONENTS = ("pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram")
 
 
@@ -46,6 +51,7 @@ class LayerResult:
     dram_bytes: float
     psum_buffer_bytes: float
     energy_pj: dict[str, float] = field(default_factory=dict)
+    traffic_bytes: dict[str, float] = field(default_factory=dict)  # '<component>.<action>' -> bytes
 
     @property
     def cycles(self) -> int:
@@ -96,12 +102,25 @@ class SimResult:
         for r in self.layers:
             d = asdict(r)
             e = d.pop("energy_pj")
+            t = d.pop("traffic_bytes")
             d["cycles"] = r.cycles
+            for key in TRAFFIC_KEYS:
+                d[f"{key.replace('.', '_')}_bytes"] = t.get(key, 0.0)
             for comp in COMPONENTS:
                 d[f"energy_{comp}_pj"] = e.get(comp, 0.0)
             d["energy_total_pj"] = sum(e.values())
             out.append(d)
         return out
+
+
+def _traffic_bytes(ledger: Ledger) -> dict[str, float]:
+    """Bytes moved per '<component>.<action>' for the memory actions of a ledger."""
+    out: dict[str, float] = {}
+    for (_, comp, act, bits), n in ledger.counts.items():
+        if act.startswith(("sram_", "dram_")):
+            key = f"{comp}.{act}"
+            out[key] = out.get(key, 0.0) + n * bits[0] / 8
+    return out
 
 
 def map_layer(layer: Layer, arch: Arch) -> LayerCounts:
@@ -191,6 +210,7 @@ def simulate(
         declare_components(one, arch)
         res = simulate_layer(layer, arch, one, scope)
         res.energy_pj = one.energy_by(tab, "component")
+        res.traffic_bytes = _traffic_bytes(one)
         ledger.merge(one)
         results.append(res)
     return SimResult(workload.name, arch, results, ledger)

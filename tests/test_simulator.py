@@ -183,3 +183,15 @@ def test_arch_overrides():
         a.with_(**{"bits.psumm": 8})
     with pytest.raises(ConfigError, match="unknown arch key 'depth'"):
         a.with_(depth=3)
+
+
+def test_per_operand_traffic_in_rows():
+    layer = Layer("x", 1000, 256, 1000)
+    r = simulate(Workload("w", [layer]), arch("ws", sram_kib=BIG, bits=Bits(psum=16)))
+    row = r.rows()[0]
+    upd = (math.ceil(1000 / 128) - 1) * 1000 * 256
+    assert row["psum_buffer_sram_read_bytes"] == upd * 2
+    assert row["filter_sram_sram_read_bytes"] == 1000 * 256  # each 8-bit weight read once
+    assert row["ifmap_sram_sram_read_bytes"] == 1000 * 1000 * 2  # streamed once per column fold
+    assert row["dram_dram_write_bytes"] == 1000 * 256  # 8-bit outputs written once
+    assert row["dram_dram_read_bytes"] == r.layers[0].dram_bytes - row["dram_dram_write_bytes"]
