@@ -32,4 +32,23 @@ __all__ = [
     "LayerResult", "SimResult", "map_layer", "simulate",
     "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
     "parse_workload_spec", "resnet18",
+    "run_gemm", "CycleResult", "quantize", "dequantize",
 ]
+
+# The cycle-level model and the quantizer need numpy (and numba on first use): loaded on demand so
+# that ``npukit sim`` starts without them.
+_LAZY = {
+    "run_gemm": ("cycle", "run_gemm"),
+    "CycleResult": ("cycle", "CycleResult"),
+    "quantize": ("quant", "quantize"),
+    "dequantize": ("quant", "dequantize"),
+}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy attributes
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

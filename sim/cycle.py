@@ -1,0 +1,283 @@
+"""Cycle-level systolic-array model: one GEMM stepped register by register, bit- and cycle-exact.
+
+:func:`run_gemm` runs ``A (M x K) @ B (K x N)`` on an R x C array under the contract shared with the
+RTL (``CYCLE_CONTRACT.md``; summary below) and returns the outputs, the exact cycle count (equal to
+the analytical model's ``compute_cycles``), the cycle each output leaves the array, and optionally
+the psums that leave the array in every fold (what the PsumQuant quantizer sees).
+
+Datapath: operands are signed ``data_bits``-bit integers; every PE register holding a psum is
+``psum_bits`` (P) wide and every addition in a PE is saturated or wrapped to P bits (``overflow``).
+For ws/is, psums that leave the array go through the psum quantizer
+(:func:`npukit.sim.quant.quantize`, when ``quant=(mult, shift)``) and the K-fold accumulator of
+``acc_bits`` (B) bits: ``acc <- ovf_B(q)`` for the first K-fold, ``acc <- ovf_B(acc + q)`` after,
+summing K-folds in order i = 0, 1, ...; within a fold the psum adds rows 0..R-1 top to bottom.
+For os the accumulator is the PE itself (k = 0..K-1 in order); ``quant`` (if given) maps the final
+P-bit values to ``quantize(x, mult, shift, B)``.
+
+Timing (cycles numbered from 0, absolute): see the kernels' docstrings in ``_cycle_ws`` /
+``_cycle_os`` / ``_cycle_is``. ``cycles`` is the index of the last cycle of the last fold's window
+(``F*T - 1`` in scalesim timing, ``R + F*T' - 1`` / ``F*K + R + C - 3`` double-buffered), which is
+the leave cycle of the last output whenever the last fold uses the whole array.
+``out_cycle[m, n]`` is the cycle at which the final psum of output (m, n) leaves the array (ws/is:
+its last K-fold; os: the cycle its accumulator is final); the quantizer and accumulator are taken
+as combinational at that cycle.
+
+Ledger (when given; recorded in the ledger's current scope, component names of
+:mod:`npukit.sim.simulator`): ``pe_array mac (D, D, P)``; ``pe_registers reg_write`` at D bits for
+input and weight registers and at P bits for psum registers, counting only writes of registers that
+latch valid data an output needs (see the kernels: weights of mapped PEs once per fold, moving
+operands in mapped PEs, psums in mapped columns including the pass-through rows below the last
+mapped K row, which the analytical model does not count); ``ifmap_sram``/``filter_sram sram_read``
+at D bits for every operand element entering the array; ``psum_buffer sram_read`` and
+``sram_write`` at B bits and ``psum_adder int_add`` at B bits for every psum leaving the array in a
+K-fold after the first; and ``add_cycles(cycles)``. SRAM capacities are not declared: declare them
+(e.g. ``simulator.declare_components``) before pricing energy.
+
+Limits of the int64 model: ``data_bits`` <= 32, ``psum_bits`` and ``acc_bits`` <= 62, and for ws/is
+with a quantizer ``|mult| * 2**(P-1) < 2**63`` (P <= 48 for any 16-bit multiplier).
+
+The numba kernels are imported on first use, so importing this module stays light.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+from .ledger import Ledger
+from .quant import MAX_SHIFT, MULT_BITS, OVERFLOW_MODES, check_mult, quantize
+
+__all__ = ["CycleResult", "run_gemm", "contract_cycles"]
+
+DATAFLOWS = ("ws", "os", "is")
+TIMING_MODES = ("scalesim", "double-buffered")
+
+FoldPsum = tuple[int, int, slice, slice, np.ndarray]
+
+
+@dataclass
+class CycleResult:
+    """Result of :func:`run_gemm`.
+
+    ``out``: (M, N) int64 outputs (B-bit accumulator values for ws/is; P-bit, or quantized B-bit,
+    values for os). ``cycles``: compute cycles (equal to the analytical model). ``out_cycle``: (M, N)
+    int64, absolute cycle each output leaves the array. ``fold_psums``: when requested, one
+    ``(fold, k_fold, rows, cols, psums)`` per fold in fold order, ``psums`` = int64
+    ``out[rows, cols]``-shaped P-bit psums leaving the array in that fold (os: the final values).
+    ``pe_cycles``: ``rows * cols * cycles``. ``counts``: event counts recorded into the ledger."""
+
+    out: np.ndarray
+    cycles: int
+    out_cycle: np.ndarray
+    fold_psums: list[FoldPsum] | None
+    pe_cycles: int
+    dataflow: str = "ws"
+    timing: str = "scalesim"
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _pos_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or int(v) <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _width(name: str, v: Any, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= int(v) <= hi:
+        raise ConfigError(f"{name} must be an integer in 1..{hi} bits (int64 model), got {v!r}")
+    return int(v)
+
+
+def _operand(name: str, x: Any, bits: int) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim != 2 or 0 in arr.shape:
+        raise ConfigError(f"{name} must be a non-empty 2-D integer matrix, got shape {arr.shape}")
+    ints = arr.dtype != bool and np.issubdtype(arr.dtype, np.integer)
+    if arr.dtype == object:  # e.g. nested lists of Python ints too big for int64
+        ints = all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in arr.flat)
+    if not ints:
+        raise ConfigError(f"{name} must hold integers (got dtype {arr.dtype}); quantize it to {bits}-bit integers first")
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    amin, amax = int(arr.min()), int(arr.max())
+    if amin < lo or amax > hi:
+        raise ConfigError(
+            f"{name} holds values in [{amin}, {amax}] that do not fit data_bits={bits} (signed [{lo}, {hi}]); "
+            f"clip the operand or raise data_bits"
+        )
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _quant(quant: Any) -> tuple[int, int] | None:
+    if quant is None:
+        return None
+    if not isinstance(quant, tuple | list) or len(quant) != 2:
+        raise ConfigError(f"quant must be None or (multiplier, shift), got {quant!r}")
+    mult = check_mult(quant[0], MULT_BITS)
+    shift = quant[1]
+    if isinstance(shift, bool) or not isinstance(shift, int | np.integer) or not 0 <= int(shift) <= MAX_SHIFT:
+        raise ConfigError(f"quant shift must be an integer in 0..{MAX_SHIFT}, got {shift!r}")
+    return mult, int(shift)
+
+
+def contract_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str, timing: str) -> int:
+    """The contract's total compute cycles of one GEMM (== ``map_layer(...).compute_cycles``)."""
+    R, C = rows, cols
+    if dataflow == "os":
+        F = -(-M // R) * -(-N // C)
+        return F * (R + C + K - 2) - 1 if timing == "scalesim" else F * K + R + C - 3
+    temporal, extent = (M, N) if dataflow == "ws" else (N, M)
+    F = -(-K // R) * -(-extent // C)
+    return F * (2 * R + C + temporal - 2) - 1 if timing == "scalesim" else R + F * (temporal + R + C - 2) - 1
+
+
+def run_gemm(
+    A: Any,
+    B: Any,
+    rows: int,
+    cols: int,
+    dataflow: str = "ws",
+    data_bits: int = 8,
+    psum_bits: int = 32,
+    overflow: str = "saturate",
+    timing: str = "scalesim",
+    acc_bits: int | None = None,
+    quant: tuple[int, int] | None = None,
+    return_fold_psums: bool = False,
+    ledger: Ledger | None = None,
+) -> CycleResult:
+    """Run ``A @ B`` on a ``rows`` x ``cols`` systolic array, cycle by cycle (see module docstring).
+
+    ``A``: (M, K), ``B``: (K, N) signed integers of ``data_bits`` bits. ``psum_bits``: P, PE psum
+    register width (bits). ``acc_bits``: B, K-fold accumulator width (bits, default P). ``quant``:
+    ``(multiplier, shift)`` of the psum quantizer or None. Raises :class:`ConfigError` on bad input."""
+    R = _pos_int("rows", rows)
+    C = _pos_int("cols", cols)
+    if dataflow not in DATAFLOWS:
+        raise ConfigError(f"unknown dataflow '{dataflow}': use one of {', '.join(DATAFLOWS)}")
+    if timing not in TIMING_MODES:
+        raise ConfigError(f"unknown timing mode '{timing}': use one of {', '.join(TIMING_MODES)}")
+    if overflow not in OVERFLOW_MODES:
+        raise ConfigError(f"unknown overflow mode '{overflow}': use one of {', '.join(OVERFLOW_MODES)}")
+    D = _width("data_bits", data_bits, 32)
+    P = _width("psum_bits", psum_bits, 62)
+    Bb = P if acc_bits is None else _width("acc_bits", acc_bits, 62)
+    q = _quant(quant)
+    a = _operand("A", A, D)
+    b = _operand("B", B, D)
+    M, K = a.shape
+    K2, N = b.shape
+    if K2 != K:
+        raise ConfigError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions must match")
+    if q is not None and dataflow != "os" and abs(q[0]) * (1 << (P - 1)) >= 1 << 63:
+        raise ConfigError(
+            f"quant multiplier {q[0]} times a {P}-bit psum overflows the int64 model; use psum_bits <= 48"
+        )
+    sat = overflow == "saturate"
+    nb = 1 if timing == "scalesim" else 2
+    has_q = q is not None
+    mult, shift = q if q is not None else (1, 0)
+
+    if dataflow == "os":
+        from . import _cycle_os as k_os
+
+        counts = np.zeros(k_os.N_COUNTERS, np.int64)
+        period = R + C + K - 2 if timing == "scalesim" else K
+        raw = np.zeros((M, N), np.int64)
+        out_cycle = np.full((M, N), -1, np.int64)
+        k_os.run_os(a, b, R, C, period, nb, P, sat, raw, out_cycle, counts)
+        out = quantize(raw, mult, shift, Bb) if has_q else raw
+        ev = {
+            "macs": int(counts[k_os.N_MAC]),
+            "reg_input": int(counts[k_os.N_A_W]),
+            "reg_weight": int(counts[k_os.N_B_W]),
+            "reg_accumulator": int(counts[k_os.N_ACC_W]),
+            "ifmap_reads": int(counts[k_os.N_A_READ]),
+            "filter_reads": int(counts[k_os.N_B_READ]),
+            "psum_buffer_updates": 0,
+        }
+        fold_psums = None
+        if return_fold_psums:
+            mf, nf = -(-M // R), -(-N // C)
+            fold_psums = []
+            for f in range(mf * nf):
+                i, j = divmod(f, nf)
+                rs, cs = slice(i * R, min(M, (i + 1) * R)), slice(j * C, min(N, (j + 1) * C))
+                fold_psums.append((f, 0, rs, cs, raw[rs, cs].copy()))
+        last, last_out = int(counts[k_os.LAST_CYCLE]), int(counts[k_os.LAST_OUT])
+    else:
+        from . import _cycle_ws as k_ws
+
+        counts = np.zeros(k_ws.N_COUNTERS, np.int64)
+        temporal = M if dataflow == "ws" else N
+        period = 2 * R + C + temporal - 2 if timing == "scalesim" else temporal + R + C - 2
+        if dataflow == "ws":
+            F = -(-K // R) * -(-N // C)
+            fp = np.zeros((F, M, C) if return_fold_psums else (1, 1, 1), np.int64)
+            out = np.zeros((M, N), np.int64)
+            out_cycle = np.full((M, N), -1, np.int64)
+            k_ws.run_ws(a, b, R, C, period, nb, P, sat, Bb, has_q, mult, shift, return_fold_psums, fp, out, out_cycle, counts)
+        else:
+            from . import _cycle_is as k_is
+
+            out, out_cycle, fp = k_is.run_is(a, b, R, C, period, nb, P, sat, Bb, has_q, mult, shift, return_fold_psums, counts)
+        moving, stationary = int(counts[k_ws.N_ACT_W]), int(counts[k_ws.N_STAT_W])
+        ev = {
+            "macs": int(counts[k_ws.N_MAC]),
+            "reg_input": moving if dataflow == "ws" else stationary,
+            "reg_weight": stationary if dataflow == "ws" else moving,
+            "reg_accumulator": int(counts[k_ws.N_PSUM_W]),
+            "ifmap_reads": int(counts[k_ws.N_STREAM_READ if dataflow == "ws" else k_ws.N_STAT_READ]),
+            "filter_reads": int(counts[k_ws.N_STAT_READ if dataflow == "ws" else k_ws.N_STREAM_READ]),
+            "psum_buffer_updates": int(counts[k_ws.N_PSUM_RW]),
+        }
+        fold_psums = None
+        if return_fold_psums:
+            kf = -(-K // R)
+            ext = N if dataflow == "ws" else M
+            fold_psums = []
+            for f in range(fp.shape[0]):
+                j, i = divmod(f, kf)
+                span = slice(j * C, min(ext, (j + 1) * C))
+                used = span.stop - span.start
+                if dataflow == "ws":
+                    fold_psums.append((f, i, slice(0, M), span, fp[f, :, :used].copy()))
+                else:
+                    fold_psums.append((f, i, span, slice(0, N), fp[f, :, :used].T.copy()))
+        last, last_out = int(counts[k_ws.LAST_CYCLE]), int(counts[k_ws.LAST_OUT])
+
+    cycles = last
+    expected = contract_cycles(M, N, K, R, C, dataflow, timing)
+    if cycles != expected or last_out > cycles or int(out_cycle.min()) < 0:  # internal consistency of the kernels
+        raise AssertionError(
+            f"cycle model inconsistent: stepped {cycles} cycles (contract {expected}), last output at {last_out}"
+        )
+    ev["last_output_cycle"] = last_out
+    if ledger is not None:
+        _record(ledger, ev, D, P, Bb, cycles)
+    return CycleResult(
+        out=out,
+        cycles=cycles,
+        out_cycle=out_cycle,
+        fold_psums=fold_psums,
+        pe_cycles=R * C * cycles,
+        dataflow=dataflow,
+        timing=timing,
+        counts=ev,
+    )
+
+
+def _record(ledger: Ledger, ev: dict[str, int], D: int, P: int, Bb: int, cycles: int) -> None:
+    rec = ledger.record
+    rec("pe_array", "mac", (D, D, P), ev["macs"])
+    rec("pe_registers", "reg_write", D, ev["reg_input"])
+    rec("pe_registers", "reg_write", D, ev["reg_weight"])
+    rec("pe_registers", "reg_write", P, ev["reg_accumulator"])
+    rec("ifmap_sram", "sram_read", D, ev["ifmap_reads"])
+    rec("filter_sram", "sram_read", D, ev["filter_reads"])
+    rec("psum_buffer", "sram_read", Bb, ev["psum_buffer_updates"])
+    rec("psum_buffer", "sram_write", Bb, ev["psum_buffer_updates"])
+    rec("psum_adder", "int_add", Bb, ev["psum_buffer_updates"])
+    ledger.add_cycles(cycles)
