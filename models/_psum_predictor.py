@@ -1,0 +1,154 @@
+"""The PsumQuant scale predictor: input-tile features -> log2 of that tile's psum range.
+
+Predictor: a ridge-regularised linear model in the log2 domain, one per layer, fitted post-training
+on calibration rows (network weights unchanged). Features of one tile (all log2 of psum-domain
+magnitudes, so that the Cauchy-Schwarz bound |x . w| <= ||x|| ||w|| is a linear function of them):
+
+* transfer semantics, tile (row m, K-tile t, N-tile j): 1, log2 RMS(x[m, t]), log2 crest(x[m, t])
+  (crest factor = peak / RMS), log2 max_col ||w[t, col in j]||_2 (a static weight feature), the
+  tile position t / kf, and a one-hot of the N-tile j (when nt <= 64);
+* buffer semantics, output tile (row m, N-tile j; the scale is shared by all K-tiles): 1,
+  log2 RMS(x[m, :]), log2 crest(x[m, :]), mean_t and max_t of log2 crest(x[m, t]), log2 max_t
+  RMS(x[m, t]), log2 max_col ||w[:, col in j]||_2, one-hot of j.
+
+Target: log2 of the tile's true psum range max |psum| (buffer: over every running-sum prefix).
+Fit: closed-form ridge least squares (lambda = 1e-3 x trace / n_features) on the rows sampled during
+calibration; all-zero tiles are left out. The prediction plus a per-layer head-room ``margin``
+(chosen by the policy to minimise output error on the calibration rows) gives the log2 step
+``pred + margin - log2(2^(B-1) - 1)``, rounded to hardware form by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._psum_exec import LOG2_FLOOR, Geom, TileFeatures, safe_log2
+
+MAX_ONE_HOT = 64
+
+
+def weight_norms(w: torch.Tensor, g: Geom, semantics: str) -> torch.Tensor:
+    """log2 of the max column L2 norm: transfer (kf, nt) per (K-tile, N-tile); buffer (nt,)."""
+    wf = w.float()
+    padk = g.kf * g.rows - g.K
+    padn = g.nt * g.cols - g.N
+    wp = torch.nn.functional.pad(wf, (0, padn, 0, padk))
+    sq = wp.square().view(g.kf, g.rows, g.nt, g.cols).sum(1)  # (kf, nt, cols)
+    if semantics == "transfer":
+        return safe_log2(sq.amax(2).sqrt())
+    return safe_log2(sq.sum(0).amax(1).sqrt())
+
+
+class ScalePredictor:
+    """Linear model in log2 space from tile features to log2 max |psum| (see module docstring)."""
+
+    def __init__(self, g: Geom, semantics: str, ridge: float = 1e-3) -> None:
+        self.g = g
+        self.semantics = semantics
+        self.ridge = ridge
+        self.theta: torch.Tensor | None = None
+        self.report: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ features
+    def features(self, f: TileFeatures, wn: torch.Tensor) -> torch.Tensor:
+        """Design matrix: transfer (M, kf, nt, F); buffer (M, nt, F)."""
+        g = self.g
+        M = f.rms.shape[0]
+        one_hot = g.nt > 1 and g.nt <= MAX_ONE_HOT
+        eye = torch.eye(g.nt) if one_hot else None
+        if self.semantics == "transfer":
+            lr = safe_log2(f.rms)  # (M, kf)
+            lc = safe_log2(f.peak) - lr
+            pos = (torch.arange(g.kf, dtype=torch.float32) / max(1, g.kf)).expand(M, g.kf)
+            cols = [
+                torch.ones(M, g.kf, g.nt),
+                lr[:, :, None].expand(M, g.kf, g.nt),
+                lc[:, :, None].expand(M, g.kf, g.nt),
+                wn[None].expand(M, g.kf, g.nt),
+                pos[:, :, None].expand(M, g.kf, g.nt),
+            ]
+            X = torch.stack(cols, -1)
+            if eye is not None:
+                X = torch.cat([X, eye[None, None].expand(M, g.kf, g.nt, g.nt)], -1)
+            return X
+        lr = safe_log2(f.row_rms)
+        lc = safe_log2(f.row_peak) - lr
+        tl = safe_log2(f.rms)
+        tc = safe_log2(f.peak) - tl
+        valid = f.rms > 0
+        tcm = torch.where(valid, tc, torch.zeros_like(tc))
+        mean_tc = tcm.sum(1) / valid.sum(1).clamp_min(1)
+        max_tc = torch.where(valid, tc, torch.full_like(tc, -1e9)).amax(1).clamp_min(0)
+        max_tr = tl.amax(1)
+        per_row = torch.stack([torch.ones(M), lr, lc, mean_tc, max_tc, max_tr], -1)  # (M, 6)
+        X = torch.cat([per_row[:, None].expand(M, g.nt, 6), wn[None, :, None].expand(M, g.nt, 1)], -1)
+        if eye is not None:
+            X = torch.cat([X, eye[None].expand(M, g.nt, g.nt)], -1)
+        return X
+
+    def _zero_mask(self, f: TileFeatures) -> torch.Tensor:
+        """True where the input tile is all zero (its psums are exactly zero)."""
+        g = self.g
+        if self.semantics == "transfer":
+            return (f.peak == 0)[:, :, None].expand(-1, g.kf, g.nt)
+        return (f.row_peak == 0)[:, None].expand(-1, g.nt)
+
+    # ------------------------------------------------------------------ fit / predict
+    def fit(self, f: TileFeatures, wn: torch.Tensor, target_log2: torch.Tensor) -> dict[str, float]:
+        """Fit on calibration tiles; ``target_log2`` has the design's leading shape. Returns the report."""
+        X = self.features(f, wn).double()
+        F = X.shape[-1]
+        keep = ~self._zero_mask(f) & (target_log2 > LOG2_FLOOR + 1)
+        Xk = X[keep].reshape(-1, F)
+        yk = target_log2.double()[keep].reshape(-1)
+        n = yk.numel()
+        if n == 0:
+            self.theta = torch.zeros(F, dtype=torch.float64)
+            self.theta[0] = LOG2_FLOOR
+            self.report = {"n_tiles": 0.0, "mae_log2": 0.0, "rmse_log2": 0.0, "max_err_log2": 0.0, "r2": 1.0}
+            return self.report
+        A = Xk.T @ Xk
+        lam = self.ridge * float(torch.trace(A)) / F + 1e-9
+        self.theta = torch.linalg.solve(A + lam * torch.eye(F, dtype=torch.float64), Xk.T @ yk)
+        res = Xk @ self.theta - yk
+        var = float(yk.var()) if n > 1 else 0.0
+        self.report = {
+            "n_tiles": float(n),
+            "n_features": float(F),
+            "mae_log2": float(res.abs().mean()),
+            "rmse_log2": float(res.square().mean().sqrt()),
+            "max_err_log2": float(res.abs().max()),
+            "bias_log2": float(res.mean()),
+            "r2": 1.0 - float(res.square().mean()) / var if var > 0 else 1.0,
+        }
+        self.residuals = -res.float()  # target - prediction
+        return self.report
+
+    def predict(self, f: TileFeatures, wn: torch.Tensor) -> torch.Tensor:
+        """Predicted log2 max |psum| per tile (transfer (M, kf, nt), buffer (M, nt))."""
+        if self.theta is None:
+            raise RuntimeError("ScalePredictor.predict before fit")
+        X = self.features(f, wn).double()
+        out = (X @ self.theta).float()
+        return torch.where(self._zero_mask(f), torch.full_like(out, LOG2_FLOOR), out)
+
+    def residual_quantile(self, q: float) -> float:
+        r = getattr(self, "residuals", None)
+        if r is None or r.numel() == 0:
+            return 0.0
+        return float(torch.quantile(r, q)) if r.numel() < 2**24 else float(r.max())
+
+    def describe(self) -> str:
+        names = (
+            ["1", "log2_rms", "log2_crest", "log2_wnorm", "pos"]
+            if self.semantics == "transfer"
+            else ["1", "log2_rms", "log2_crest", "mean_tile_log2_crest", "max_tile_log2_crest", "max_tile_log2_rms", "log2_wnorm"]
+        )
+        if self.theta is None:
+            return "unfitted"
+        coef = ", ".join(f"{n}={float(c):+.3f}" for n, c in zip(names, self.theta[: len(names)], strict=False))
+        extra = len(self.theta) - len(names)
+        mae = self.report.get("mae_log2", math.nan)
+        return coef + (f", +{extra} N-tile offsets" if extra > 0 else "") + f" (mae {mae:.3f} log2)"
