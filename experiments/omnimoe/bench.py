@@ -1,0 +1,424 @@
+"""``npukit bench omnimoe``: microbenchmarks of the OmniMoE paths, PEER and the torch reference.
+
+For every (tokens, experts, topk) point at the given hidden size it times the Cartesian router, a
+dense N-way router, the scheduler, the expert-centric forward and backward, the token-centric
+(PEER-style) forward and backward, the whole OmniMoE layer (forward; forward+backward), the npukit
+PEER layer, the public PEER-pytorch layer and the OmniMoE_Pytorch-style torch reference. Medians in
+ms (``triton.testing.do_bench`` on CUDA, ``time.perf_counter`` on CPU), FLOPs and DRAM bytes counted
+from shapes in a Ledger (:mod:`npukit.kernels.omnimoe.accounting`), achieved GFLOP/s and GB/s
+against ceilings measured on the device (a large copy and a large matmul).
+
+It then measures the CPU router target (N = 1,048,576, tokens 4,096, hidden 1,024, k = 32:
+Cartesian vs dense router; the dense logits, 16 GiB in fp32, are computed in chunks of tokens)
+and prints ``router speedup: NNx``, and maps one point onto the 128x128 NPU model (expert-centric
+vs token-centric, :mod:`.npu_cost`). Writes ``bench_omnimoe.csv``, ``npu_cost.csv`` and
+``summary.txt`` to ``--out``. This module imports torch only inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = "out/bench/omnimoe"
+GPU_GRID = dict(tokens=[1024, 4096], experts=[4096, 65536, 1048576], hidden=1024, topk=[16, 32])
+CPU_GRID = dict(tokens=[256, 1024], experts=[4096, 65536], hidden=256, topk=[16, 32])
+TARGET = dict(tokens=4096, experts=1048576, hidden=1024, topk=32)
+CPU_MEM_BUDGET = 6 * 2**30  # bytes a CPU point may allocate; bigger points are skipped with a note
+DENSE_CHUNK = 128  # tokens per chunk of the dense router
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    if not vals or any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got '{text}'")
+    return vals
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``npukit bench omnimoe``."""
+    p.add_argument("--tokens", type=_int_list, metavar="T[,T..]",
+                   help="token counts (default CUDA 1024,4096; CPU 256,1024)")
+    p.add_argument("--experts", type=_int_list, metavar="N[,N..]",
+                   help="expert counts, perfect squares (default CUDA 4096,65536,1048576; CPU 4096,65536)")
+    p.add_argument("--hidden", type=int, metavar="H", help="hidden size (default CUDA 1024; CPU 256)")
+    p.add_argument("--topk", type=_int_list, metavar="K[,K..]", help="experts per token (default 16,32)")
+    p.add_argument("--reps", type=int, default=3, metavar="R", help="CPU timing repetitions, median (default 3)")
+    p.add_argument("--no-router-target", dest="router_target", action="store_false",
+                   help="skip the CPU router target point (N=1,048,576, 4,096 tokens, hidden 1,024, k=32; ~2 min, ~5 GiB)")
+    p.add_argument("--npu-point", type=_int_list, metavar="T,N,H,K", default=None,
+                   help="point mapped onto the NPU model (default: the largest benchmarked point)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+
+
+# ---------------------------------------------------------------------------------------------- timing
+def _timer(cuda: bool, reps: int) -> Callable[[Callable[[], Any]], float]:
+    if cuda:
+        import triton.testing
+
+        return lambda fn: float(triton.testing.do_bench(fn, return_mode="median"))
+
+    def cpu(fn: Callable[[], Any]) -> float:
+        t0 = time.perf_counter()
+        fn()  # warm-up; a call over 2 s is its own (single) measurement
+        first = time.perf_counter() - t0
+        if first > 2.0:
+            return 1e3 * first
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return 1e3 * statistics.median(times)
+
+    return cpu
+
+
+def measure_ceilings(cuda: bool) -> dict[str, float]:
+    """Device ceilings: copy bandwidth (GB/s, read+write) and fp32/bf16 matmul throughput (GFLOP/s)."""
+    import torch
+
+    dev = "cuda" if cuda else "cpu"
+    nbytes = (1 << 30) if cuda else (1 << 27)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+    timer = _timer(cuda, 3)
+    ms = timer(lambda: dst.copy_(src))
+    n = 8192 if cuda else 1024
+    dt = torch.bfloat16 if cuda else torch.float32
+    a = torch.randn(n, n, device=dev, dtype=dt)
+    b = torch.randn(n, n, device=dev, dtype=dt)
+    ms_mm = timer(lambda: a @ b)
+    return {"gbps": 2 * nbytes / ms / 1e6, "gflops": 2 * n**3 / ms_mm / 1e6}
+
+
+# ---------------------------------------------------------------------------------------------- paths
+def dense_router(x: Any, w: Any, k: int, chunk: int = DENSE_CHUNK) -> tuple[Any, Any]:
+    """A dense N-way router: logits x @ w.T, top-k, log-softmax normaliser (logsumexp over N);
+    computed ``chunk`` tokens at a time so the (T, N) logits never exist at once."""
+    import torch
+
+    scores, idx = [], []
+    for c in range(0, x.shape[0], chunk):
+        logits = x[c:c + chunk] @ w.t()
+        s, i = logits.topk(k, dim=-1)
+        scores.append(s - torch.logsumexp(logits, dim=-1, keepdim=True))
+        idx.append(i)
+    return torch.cat(scores), torch.cat(idx)
+
+
+def _mem_estimate(T: int, N: int, H: int, k: int) -> float:
+    """Bytes a CPU point allocates (fp32): expert tables x2 layers (OmniMoE, PEER x2) and dense grads."""
+    return 4.0 * (2 * N * H * 3 + 2 * N * H + 6 * T * k * H)
+
+
+def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok: bool = True) -> list[dict[str, Any]]:
+    """Time every path at one point; returns CSV rows (median_ms, gflop, hbm_mb, ...)."""
+    import torch
+
+    from npukit.kernels.omnimoe import accounting as acc
+    from npukit.kernels.omnimoe.expert import omni_expert
+    from npukit.kernels.omnimoe.scheduler import build_schedule
+    from npukit.kernels.omnimoe.token import token_centric
+    from npukit.models._omnimoe_reference import reference_forward
+    from npukit.models.omnimoe import PEER, OmniMoE
+    from npukit.sim.ledger import Ledger
+
+    dev = "cuda" if cuda else "cpu"
+    dt = torch.bfloat16 if cuda else torch.float32
+    bits = 16 if cuda else 32
+    torch.manual_seed(0)
+    timer = _timer(cuda, reps)
+    n = math.isqrt(N)
+    layer = OmniMoE(H, 4 * H, N, k).to(dev, dt).eval()
+    x = torch.randn(T, H, device=dev, dtype=dt)
+    with torch.no_grad():
+        scores, idx = layer.route(x)
+        g = torch.exp(scores)
+    sched = build_schedule(idx, N)
+    A = sched.num_active
+    u, v = layer.up_embed.weight, layer.down_embed.weight
+    rows: list[dict[str, Any]] = []
+
+    def add(path: str, fn: Callable[[], Any] | None, record: Callable[[Ledger], None], note: str = "") -> None:
+        led = Ledger()
+        record(led)
+        ms = timer(fn) if fn is not None else float("nan")
+        rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
+                         topk=k, active=A, reuse=round(T * k / N, 4), median_ms=ms,
+                         gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6, note=note))
+
+    with torch.no_grad():
+        add("router (cartesian)", lambda: layer.route(x), lambda led: acc.record_router(led, T, H, n, k, bits))
+        if dense_ok:
+            wd = torch.randn(N, H, device=dev, dtype=dt) * H**-0.5
+            add("router (dense N-way)", lambda: dense_router(x, wd, k),
+                lambda led: acc.record_router(led, T, H, n, k, bits, dense=True), f"chunks of {DENSE_CHUNK} tokens")
+            del wd
+        add("scheduler", lambda: build_schedule(idx, N), lambda led: acc.record_schedule(led, T * k, N, A))
+        add("expert fwd", lambda: omni_expert(x, u, v, g, idx, sched),
+            lambda led: acc.record_expert_forward(led, T, H, k, N, A, bits))
+        add("token-centric fwd", lambda: token_centric(x, u, v, g, idx),
+            lambda led: acc.record_token_forward(led, T, H, k, N, A, bits))
+        add("layer fwd", lambda: layer(x), lambda led: (
+            acc.record_router(led, T, H, n, k, bits), acc.record_schedule(led, T * k, N, A),
+            acc.record_mlp(led, T, H, 4 * H, bits), acc.record_expert_forward(led, T, H, k, N, A, bits)))
+        add("torch reference fwd", lambda: reference_forward(layer, x), lambda led: (
+            acc.record_router(led, T, H, n, n, bits), acc.record_mlp(led, T, H, 4 * H, bits),
+            acc.record_token_forward(led, T, H, k, N, A, bits)), "OmniMoE_Pytorch algorithm: full-n ranking + gather")
+    # backward paths
+    xg, ug, vg, gg = (t.detach().clone().requires_grad_() for t in (x, u, v, g))
+    dout = torch.randn_like(x)
+    out_e = omni_expert(xg, ug, vg, gg, idx, sched)
+    add("expert bwd", lambda: torch.autograd.grad(out_e, (xg, ug, vg, gg), dout, retain_graph=True),
+        lambda led: acc.record_expert_backward(led, T, H, k, N, A, bits))
+    out_t = token_centric(xg, ug, vg, gg, idx)
+    add("token-centric bwd", lambda: torch.autograd.grad(out_t, (xg, ug, vg, gg), dout, retain_graph=True),
+        lambda led: acc.record_token_backward(led, T, H, k, N, A, bits))
+    layer.train()
+
+    def layer_step() -> None:
+        layer.zero_grad(set_to_none=True)
+        layer(x).backward(dout)
+
+    add("layer fwd+bwd", layer_step, lambda led: (
+        acc.record_router(led, T, H, n, k, bits), acc.record_schedule(led, T * k, N, A),
+        acc.record_mlp(led, T, H, 4 * H, bits), acc.record_mlp(led, T, H, 4 * H, bits, backward=True),
+        acc.record_expert_forward(led, T, H, k, N, A, bits), acc.record_expert_backward(led, T, H, k, N, A, bits),
+        acc.record_router_backward(led, T, n, k, bits)))
+    layer.zero_grad(set_to_none=True)
+    heads = max(1, k // 16)
+    peer = PEER(H, heads=heads, num_experts=N, experts_per_head=k // heads, non_competing_scores=False).to(dev, dt).eval()
+    peer_rec = lambda led: (acc.record_router(led, T * heads, H // 2, n, k // heads, bits),  # noqa: E731
+                            acc.record_token_forward(led, T, H, heads * (k // heads), N, A, bits))
+    with torch.no_grad():
+        add("PEER fwd (npukit)", lambda: peer(x), peer_rec, f"{heads} head(s) x {k // heads} experts")
+        try:
+            from PEER_pytorch import PEER as RefPEER
+        except ImportError:
+            add("PEER-pytorch fwd", None, peer_rec, "PEER-pytorch not installed (pip install PEER-pytorch)")
+        else:
+            ref = RefPEER(H, heads=heads, num_experts=N, num_experts_per_head=k // heads,
+                          non_competing_scores=False).to(dev, dt).eval()
+            ref.load_state_dict(peer.state_dict())
+            add("PEER-pytorch fwd", lambda: ref(x.unsqueeze(0)), peer_rec, f"{heads} head(s) x {k // heads} experts")
+            del ref
+    return rows
+
+
+def router_target(cuda: bool, reps: int) -> list[dict[str, Any]]:
+    """Cartesian vs dense router at the target point (router only)."""
+    import torch
+
+    from npukit.kernels.omnimoe import accounting as acc
+    from npukit.kernels.omnimoe.router import cartesian_router
+    from npukit.sim.ledger import Ledger
+
+    T, N, H, k = TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"]
+    n = math.isqrt(N)
+    dev = "cuda" if cuda else "cpu"
+    dt = torch.bfloat16 if cuda else torch.float32
+    bits = 16 if cuda else 32
+    torch.manual_seed(0)
+    gx = torch.nn.Linear(H, n, bias=False).to(dev, dt)
+    gy = torch.nn.Linear(H, n, bias=False).to(dev, dt)
+    nx = torch.nn.BatchNorm1d(n, affine=False).to(dev, dt).eval()
+    ny = torch.nn.BatchNorm1d(n, affine=False).to(dev, dt).eval()
+
+    x = torch.randn(T, H, device=dev, dtype=dt)
+
+    def cart() -> Any:
+        lx = torch.log_softmax(nx(gx(x)), -1)
+        ly = torch.log_softmax(ny(gy(x)), -1)
+        return cartesian_router(lx, ly, k)
+
+    timer = _timer(cuda, reps)
+    rows = []
+    with torch.no_grad():
+        for path, fn, dense in (("router (cartesian) [target]", cart, False), ("router (dense N-way) [target]", None, True)):
+            if dense:
+                w = torch.randn(N, H, device=dev, dtype=dt) * H**-0.5
+                fn = lambda w=w: dense_router(x, w, k)  # noqa: E731
+            led = Ledger()
+            acc.record_router(led, T, H, n, k, bits, dense=dense)
+            ms = timer(fn)
+            rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
+                             topk=k, active=float("nan"), reuse=round(T * k / N, 4), median_ms=ms,
+                             gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6,
+                             note=f"dense logits in chunks of {DENSE_CHUNK} tokens" if dense else ""))
+            if dense:
+                del w
+    return rows
+
+
+def cuda_selfcheck() -> list[str]:
+    """On CUDA: the Triton kernels against the torch references at small shapes (fp32)."""
+    import torch
+
+    from npukit.kernels.omnimoe.expert import (
+        expert_backward_torch,
+        expert_backward_triton,
+        expert_forward_torch,
+        expert_forward_triton,
+    )
+    from npukit.kernels.omnimoe.router import cartesian_topk_triton, dense_topk_torch
+    from npukit.kernels.omnimoe.scheduler import schedule_torch
+    from npukit.kernels.omnimoe.token import token_forward_torch, token_forward_triton
+
+    def rel(a: Any, b: Any) -> float:
+        return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    T, H, N, k = 512, 1024, 4096, 32
+    lx = torch.randn(T, 64, device="cuda", generator=g).log_softmax(-1)
+    ly = torch.randn(T, 64, device="cuda", generator=g).log_softmax(-1)
+    same = torch.equal(cartesian_topk_triton(lx, ly, k)[1], dense_topk_torch(lx, ly, k)[1])
+    x = torch.randn(T, H, device="cuda", generator=g)
+    u = torch.randn(N, H, device="cuda", generator=g) * H**-0.5
+    v = torch.randn(N, H, device="cuda", generator=g) * H**-0.5
+    w = torch.rand(T, k, device="cuda", generator=g)
+    idx = dense_topk_torch(lx, ly, k)[1]
+    sched = schedule_torch(idx, N)
+    ref, s = expert_forward_torch(x, u, v, w, sched)
+    out = [rel(expert_forward_triton(x, u, v, w, idx, sched, det)[0], ref) for det in (False, True)]
+    dout = torch.randn_like(x)
+    want = expert_backward_torch(dout, x, u, v, w, s, sched)
+    bwd = max(rel(a, b) for det in (False, True)
+              for a, b in zip(expert_backward_triton(dout, x, u, v, w, idx, s, sched, det), want, strict=True))
+    tok = rel(token_forward_triton(x, u, v, w, idx), token_forward_torch(x, u, v, w, idx))
+    ok = same and max(out + [bwd, tok]) < 1e-4
+    return [f"CUDA self-check ({'PASS' if ok else 'FAIL'}): router indices equal brute force: {same}; "
+            f"expert fwd rel err {max(out):.1e}, bwd {bwd:.1e}, token-centric fwd {tok:.1e} (limit 1e-4)"]
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark; prints tables and writes CSVs to ``args.out``."""
+    import torch
+
+    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
+    from npukit.sim.errors import ConfigError
+
+    from .npu_cost import npu_cost
+
+    cuda = torch.cuda.is_available()
+    grid = GPU_GRID if cuda else CPU_GRID
+    tokens = args.tokens or grid["tokens"]
+    experts = args.experts or grid["experts"]
+    hidden = args.hidden if args.hidden is not None else grid["hidden"]
+    topks = args.topk or grid["topk"]
+    if hidden < 2:
+        raise ConfigError(f"--hidden must be >= 2, got {hidden}")
+    if args.reps < 1:
+        raise ConfigError(f"--reps must be >= 1, got {args.reps}")
+    for N in experts:
+        if math.isqrt(N) ** 2 != N or N < 4:
+            raise ConfigError(f"--experts values must be perfect squares >= 4 (n*n experts), got {N}")
+        for k in topks:
+            if k > N:
+                raise ConfigError(f"--topk {k} exceeds --experts {N}; lower --topk")
+    if args.npu_point is not None and len(args.npu_point) != 4:
+        raise ConfigError("--npu-point takes four integers T,N,H,K")
+    out = prepare_out_dir(args.out)
+    device = torch.cuda.get_device_name() if cuda else "CPU (torch paths; no CUDA device)"
+    print(f"npukit bench omnimoe on {device}, {torch.get_num_threads()} threads")
+    checks = cuda_selfcheck() if cuda else []
+    for ln in checks:
+        print(ln)
+    ceil = measure_ceilings(cuda)
+    print(f"measured ceilings: copy {ceil['gbps']:.1f} GB/s, matmul {ceil['gflops']:.1f} GFLOP/s")
+    rows: list[dict[str, Any]] = []
+    for T in tokens:
+        for N in experts:
+            for k in topks:
+                if not cuda and _mem_estimate(T, N, hidden, k) > CPU_MEM_BUDGET:
+                    print(f"skip T={T} N={N} H={hidden} k={k}: needs ~{_mem_estimate(T, N, hidden, k) / 2**30:.1f} GiB on CPU")
+                    continue
+                dense_ok = cuda or (N * hidden * 4 <= 2**30 and T * N * hidden <= 2e11)
+                print(f"point T={T} N={N} H={hidden} k={k} ...", flush=True)
+                rows.extend(bench_point(T, N, hidden, k, cuda, args.reps, dense_ok))
+    if args.router_target:
+        print("router target point T=4096 N=1,048,576 H=1024 k=32 (dense router chunked over tokens) ...", flush=True)
+        rows.extend(router_target(cuda, args.reps))
+    for r in rows:
+        s = r["median_ms"] / 1e3
+        r["gflops_per_s"] = r["gflop"] / s if s == s and s > 0 else float("nan")
+        r["gb_per_s"] = r["hbm_mb"] / 1e3 / s if s == s and s > 0 else float("nan")
+        r["pct_bw_ceiling"] = 100 * r["gb_per_s"] / ceil["gbps"]
+        r["pct_flop_ceiling"] = 100 * r["gflops_per_s"] / ceil["gflops"]
+    headers = ["path", "T", "N", "k", "reuse", "ms", "GFLOP", "MB", "GFLOP/s", "GB/s", "%BW", "note"]
+    table = format_table(headers, [
+        [r["path"], r["tokens"], r["experts"], r["topk"], r["reuse"], r["median_ms"], r["gflop"], r["hbm_mb"],
+         r["gflops_per_s"], r["gb_per_s"], r["pct_bw_ceiling"], r["note"]] for r in rows])
+    print(table)
+    lines = [f"device: {device}", f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+             f"ceilings: copy {ceil['gbps']:.1f} GB/s, matmul {ceil['gflops']:.1f} GFLOP/s"]
+    sp = _router_speedup(rows)
+    if sp is not None:
+        ratio, where = sp
+        line = f"router speedup: {ratio:.0f}x (Cartesian vs dense N-way router at {where})"
+        print(line)
+        lines.append(line)
+    for ln in _gpu_targets(rows, cuda):
+        print(ln)
+        lines.append(ln)
+    lines += checks
+    if cuda:
+        text = "\n".join(["# OmniMoE GPU figures", "", *lines, "", table, ""])
+        print(f"wrote {write_text(Path(out) / 'gpu_figures.md', text)}")
+    if args.npu_point is not None:
+        T, N, H, k = args.npu_point
+    else:
+        big = max(rows, key=lambda r: (r["tokens"] * r["topk"], r["experts"])) if rows else None
+        T, N, H, k = (big["tokens"], big["experts"], big["hidden"], big["topk"]) if big else (1024, 4096, hidden, 16)
+    npu = npu_cost(T, H, N, k)
+    print(f"\nNPU model ({npu['arch']}, table {npu['table']}) at T={T} N={N} H={H} k={k}, "
+          f"reuse {npu['reuse']:.3g}, {npu['active']} active experts:")
+    print(format_table(["path", "part", "cycles", "DRAM MB", "energy uJ", "DRAM uJ"], [
+        [r["path"], r["part"], r["cycles"], r["dram_bytes"] / 1e6, r["energy_total_pj"] / 1e6, r["energy_dram_pj"] / 1e6]
+        for r in npu["rows"]]))
+    for r in npu["rows"]:
+        r.update(tokens=T, experts=N, hidden=H, topk=k)
+    print(f"wrote {write_csv(Path(out) / 'bench_omnimoe.csv', rows)}")
+    print(f"wrote {write_csv(Path(out) / 'npu_cost.csv', npu['rows'])}")
+    print(f"wrote {write_text(Path(out) / 'summary.txt', chr(10).join(lines) + chr(10) + table + chr(10))}")
+    return 0
+
+
+def _router_speedup(rows: list[dict[str, Any]]) -> tuple[float, str] | None:
+    by: dict[tuple[int, int, int, int], dict[str, float]] = {}
+    for r in rows:
+        if r["path"].startswith("router ("):
+            kind = "dense" if "dense" in r["path"] else "cart"
+            by.setdefault((r["tokens"], r["experts"], r["hidden"], r["topk"]), {})[kind] = r["median_ms"]
+    pts = [(key, v) for key, v in by.items() if "dense" in v and "cart" in v]
+    if not pts:
+        return None
+    target = (TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"])
+    key, v = next(((kk, vv) for kk, vv in pts if kk == target), max(pts, key=lambda p: (p[0][1], p[0][0])))
+    return v["dense"] / v["cart"], f"N={key[1]:,}, tokens={key[0]:,}, hidden={key[2]:,}, k={key[3]}"
+
+
+def _gpu_targets(rows: list[dict[str, Any]], cuda: bool) -> list[str]:
+    if not cuda:
+        return ["GPU targets (layer >= 10x PEER at 4,096 tokens; expert kernel >= 50% of the bandwidth ceiling): "
+                "not measured, no CUDA device in this run"]
+    out = []
+    lay = {(r["tokens"], r["experts"], r["topk"]): r["median_ms"] for r in rows if r["path"] == "layer fwd"}
+    peer = {(r["tokens"], r["experts"], r["topk"]): r["median_ms"] for r in rows if r["path"] == "PEER fwd (npukit)"}
+    for key in sorted(set(lay) & set(peer)):
+        if key[0] == 4096:
+            out.append(f"layer vs PEER kernel at T={key[0]} N={key[1]} k={key[2]}: {peer[key] / lay[key]:.1f}x (target >= 10x)")
+    for r in rows:
+        if r["path"] == "expert fwd" and r["tokens"] == 1024 and r["topk"] == 32:
+            out.append(f"expert fwd T=1024 N={r['experts']} k=32: {r['pct_bw_ceiling']:.0f}% of the bandwidth ceiling "
+                       "(target >= 50%)")
+    return out

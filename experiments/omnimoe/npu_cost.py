@@ -1,0 +1,138 @@
+"""OmniMoE on the 128x128 NPU model: expert-centric dense work vs token-centric gathers.
+
+Both schedules of one OmniMoE layer (T tokens, hidden H, N experts, top-k, shared MLP of
+intermediate size I) become GEMM-shaped :class:`~npukit.sim.workload.Layer` lists for
+:func:`npukit.sim.simulate`:
+
+- shared (both): router projection (T x 2n x H), SwiGLU gate+up (T x 2I x H) and down (T x H x I);
+- expert-centric: per active expert e with m_e tokens, ``X_e (m_e x H) @ u_e (H x 1)`` and
+  ``a_e (m_e x 1) @ v_e (1 x H)``; experts with the same m_e form one layer with batch = their
+  count. u_e and v_e are fetched from DRAM once per expert; the token rows are gathered per pair
+  (ifmap traffic). Recorded on top: the scheduler's sort traffic (32-bit keys and ids, radix
+  passes of 8 bits) and the scatter-add of the per-pair outputs (psum-width DRAM read and an
+  accumulator add per element), with their DRAM stall cycles at the arch's bandwidth;
+- token-centric (PEER-style): per token, ``x_t (1 x H) @ U_t (H x k)`` and ``a_t (1 x k) @ V_t
+  (k x H)`` with U_t, V_t the token's gathered expert rows (filter traffic: 2*T*k*H elements),
+  plus the 32-bit index reads.
+
+Expert loads m_e come from uniform routing (a router at initialisation is close to uniform), drawn
+with a fixed seed, unless ``counts`` is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from npukit.sim import Layer, Ledger, Workload, load_arch, load_table, simulate
+
+IDX_BITS = 32
+
+
+def uniform_counts(tokens: int, k: int, num_experts: int, seed: int = 0) -> list[int]:
+    """Tokens per active expert when each token picks k distinct experts uniformly at random."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    P = tokens * k
+    if k * 4 <= num_experts:  # distinct-per-token draws; repeats within a token are rare enough to resample
+        ids = rng.integers(0, num_experts, size=(tokens, k))
+        dup = np.array([len(set(r)) < k for r in ids])
+        for t in np.nonzero(dup)[0]:
+            ids[t] = rng.choice(num_experts, size=k, replace=False)
+    else:
+        ids = np.stack([rng.choice(num_experts, size=k, replace=False) for _ in range(tokens)])
+    counts = np.bincount(ids.reshape(-1), minlength=num_experts)
+    out = [int(c) for c in counts if c]
+    assert sum(out) == P
+    return out
+
+
+def workloads(tokens: int, hidden: int, num_experts: int, k: int, intermediate: int,
+              counts: list[int]) -> dict[str, Workload]:
+    """The two schedules as NPU workloads (see the module docstring)."""
+    T, H, I = tokens, hidden, intermediate
+    n = math.isqrt(num_experts)
+    shared = [
+        Layer("router_proj", T, 2 * n, H, kind="linear"),
+        Layer("mlp_gate_up", T, 2 * I, H, kind="linear"),
+        Layer("mlp_down", T, H, I, kind="linear"),
+    ]
+    ec = list(shared)
+    for m, c in sorted(Counter(counts).items()):
+        ec.append(Layer(f"experts_up_m{m}", m, 1, H, batch=c, kind="gemm"))
+        ec.append(Layer(f"experts_down_m{m}", m, H, 1, batch=c, kind="gemm"))
+    tc = list(shared) + [
+        Layer("tokens_up", 1, k, H, batch=T, kind="gemm"),
+        Layer("tokens_down", 1, H, k, batch=T, kind="gemm"),
+    ]
+    meta = dict(tokens=T, hidden=H, experts=num_experts, topk=k, intermediate=I, active=len(counts))
+    return {"expert_centric": Workload("expert_centric", ec, dict(meta)),
+            "token_centric": Workload("token_centric", tc, dict(meta))}
+
+
+def npu_cost(tokens: int, hidden: int, num_experts: int, k: int, intermediate: int | None = None,
+             arch: str = "npu128", counts: list[int] | None = None, seed: int = 0) -> dict[str, Any]:
+    """Simulate both schedules; returns ``{"rows": [...], "ledgers": {name: Ledger}, "table": name}``.
+
+    Each row: path, part (``shared``/``experts``/``extra``/``total``), cycles, DRAM bytes and energy
+    per component in pJ.
+    """
+    I = intermediate or 4 * hidden
+    counts = counts if counts is not None else uniform_counts(tokens, k, num_experts, seed)
+    a = load_arch(arch)
+    table = load_table(a.energy_table)
+    P, H = tokens * k, hidden
+    rows: list[dict[str, Any]] = []
+    ledgers: dict[str, Ledger] = {}
+    bw = a.dram_bandwidth_bytes_per_cycle
+    for name, wl in workloads(tokens, hidden, num_experts, k, I, counts).items():
+        res = simulate(wl, a, table=table)
+        led = res.ledger
+        scope = f"{name}/extra"
+        if name == "expert_centric":
+            passes = max(1, math.ceil(math.log2(max(num_experts, 2)) / 8))
+            sort_elems = P * 2 * passes  # keys + ids per pass, read and written
+            led.record("dram", "dram_read", IDX_BITS, sort_elems + P, scope)
+            led.record("dram", "dram_write", IDX_BITS, sort_elems + len(counts) + 1, scope)
+            led.record("dram", "dram_read", a.bits.psum, P * H, scope)  # scatter-add read-back
+            led.record("psum_adder", "int_add", a.bits.accumulator, P * H, scope)
+            extra_bytes = (2 * sort_elems + P + len(counts) + 1) * IDX_BITS / 8 + P * H * a.bits.psum / 8
+        else:
+            led.record("dram", "dram_read", IDX_BITS, P, scope)  # each token's k expert ids
+            extra_bytes = P * IDX_BITS / 8
+        led.add_cycles(extra_bytes / bw, "stall", scope)
+        ledgers[name] = led
+        parts = {"shared": [r for r in res.layers if not r.name.startswith(("experts_", "tokens_"))],
+                 "experts": [r for r in res.layers if r.name.startswith(("experts_", "tokens_"))]}
+        for part, lrs in parts.items():
+            e: dict[str, float] = {}
+            for r in lrs:
+                for c, v in r.energy_pj.items():
+                    e[c] = e.get(c, 0.0) + v
+            rows.append(_row(name, part, sum(r.cycles for r in lrs), sum(r.dram_bytes for r in lrs), e))
+        ex = _scope_energy(led, table, scope)
+        rows.append(_row(name, "extra", extra_bytes / bw, extra_bytes, ex))
+        rows.append(_row(name, "total", led.total_cycles(), sum(r.dram_bytes for r in res.layers) + extra_bytes,
+                         led.energy_by(table, "component")))
+    return {"rows": rows, "ledgers": ledgers, "table": table.name, "arch": a.name, "active": len(counts),
+            "reuse": P / num_experts}
+
+
+def _scope_energy(led: Ledger, table: Any, scope: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for sc, row in led.energy_matrix(table).items():
+        if sc == scope:
+            for c, v in row.items():
+                out[c] = out.get(c, 0.0) + v
+    return out
+
+
+def _row(path: str, part: str, cycles: float, dram_bytes: float, energy: dict[str, float]) -> dict[str, Any]:
+    row: dict[str, Any] = {"path": path, "part": part, "cycles": float(cycles), "dram_bytes": float(dram_bytes)}
+    for comp in ("pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram",
+                 "dram"):
+        row[f"energy_{comp}_pj"] = float(energy.get(comp, 0.0))
+    row["energy_total_pj"] = float(sum(energy.values()))
+    return row

@@ -1,0 +1,256 @@
+"""``npukit experiment omnimoe [--quick] [--out DIR]``: the OmniMoE experiment, CSV and plots.
+
+1. Router cost against N: Cartesian vs dense N-way router, measured on this machine's CPU and
+   counted in FLOPs; the fitted log-log slopes show the sqrt N (0.5) vs N (1) growth.
+2. Expert-centric vs token-centric against N and tokens: measured CPU forward time (torch paths,
+   scheduler included), modelled GPU DRAM bytes and the 128x128 NPU model's cycles and energy; the
+   crossover in expert reuse (tokens * k / N) where token/expert crosses 1, per token count.
+3. A tiny byte-level LM on the python3-doc corpus with a dense SwiGLU FFN, OmniMoE and PEER at
+   matched active parameters per token: loss curves.
+
+``--quick`` (the test's mode) shrinks every sweep and the training to well under 3 minutes on two
+cores. GPU figures are not produced here: on a machine without CUDA the summary says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = "out/experiment/omnimoe"
+
+QUICK = dict(router=dict(experts=[1024, 4096, 16384, 65536], tokens=256, hidden=256, k=16),
+             time=dict(experts=[256, 1024, 4096, 16384, 65536], tokens=[256, 1024], hidden=128, k=16),
+             model=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=[1024, 4096], hidden=1024, k=32,
+                        npu_max_pairs=1 << 15),
+             lm=dict(steps=24, corpus_bytes=1_000_000, batch=16))
+FULL = dict(router=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=1024, hidden=1024, k=32),
+            time=dict(experts=[1024, 4096, 16384, 65536, 262144], tokens=[1024, 4096], hidden=256, k=32),
+            model=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=[1024, 4096], hidden=1024, k=32,
+                       npu_max_pairs=1 << 18),
+            lm=dict(steps=600, corpus_bytes=8_000_000, batch=16))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``npukit experiment omnimoe``."""
+    parser.add_argument("--quick", action="store_true", help="small sweeps and a short training run (< 3 min on 2 cores)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+    parser.add_argument("--steps", type=int, default=None, metavar="S",
+                        help="training steps per model (default 24 quick, 600 full)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="torch CPU threads (default 1 with --quick: small ops on a shared machine run fastest "
+                        "single-threaded; else torch's default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; writes CSVs, PNG plots and summary.md into ``args.out``."""
+    import torch
+
+    from npukit.sim.errors import ConfigError
+
+    cfg = QUICK if args.quick else FULL
+    steps = args.steps if args.steps is not None else cfg["lm"]["steps"]
+    if steps < 1:
+        raise ConfigError(f"--steps must be >= 1, got {steps}")
+    threads = args.threads if args.threads is not None else (1 if args.quick else None)
+    if threads is not None and threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {threads}")
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(args, cfg, steps)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _run(args: argparse.Namespace, cfg: dict[str, Any], steps: int) -> int:
+    import torch
+
+    from npukit._cli_common import prepare_out_dir, write_csv, write_text
+
+    from . import _sweeps as sw
+    from ._corpus import load_corpus
+    from ._lm import FFN_KINDS, LMConfig, ffn_configs, train_lm
+
+    corpus = load_corpus(cfg["lm"]["corpus_bytes"])  # fail early, before any sweep, when it is missing
+    out = prepare_out_dir(args.out)
+    t_start = time.perf_counter()
+    mode = "quick" if args.quick else "full"
+    print(f"npukit experiment omnimoe ({mode}) -> {out}")
+
+    rc = cfg["router"]
+    print(f"[1/3] router cost vs N (T={rc['tokens']}, H={rc['hidden']}, k={rc['k']}) ...", flush=True)
+    router_rows = sw.router_sweep(rc["experts"], rc["tokens"], rc["hidden"], rc["k"])
+    slopes = {}
+    for name in ("cartesian", "dense"):
+        pts = [r for r in router_rows if r["router"] == name]
+        slopes[name] = (sw.loglog_slope([r["experts"] for r in pts], [r["ms"] for r in pts]),
+                        sw.loglog_slope([r["experts"] for r in pts], [r["gflop"] for r in pts]))
+    write_csv(Path(out) / "router_cost.csv", router_rows)
+
+    tc = cfg["time"]
+    print(f"[2/3] expert- vs token-centric (CPU time at H={tc['hidden']}, k={tc['k']}; model at paper sizes) ...",
+          flush=True)
+    time_rows = sw.centric_time_sweep(tc["experts"], tc["tokens"], tc["hidden"], tc["k"])
+    mc = cfg["model"]
+    model_rows = sw.centric_model_sweep(mc["experts"], mc["tokens"], mc["hidden"], mc["k"],
+                                        npu_max_pairs=mc["npu_max_pairs"])
+    write_csv(Path(out) / "centric_time.csv", time_rows)
+    write_csv(Path(out) / "centric_model.csv", model_rows)
+    x_time = sw.crossover(time_rows, "token_over_expert")
+    x_bytes = sw.crossover(model_rows, "token_over_expert_bytes")
+    x_npu = sw.crossover(model_rows, "npu_token_over_expert_cycles")
+
+    print(f"[3/3] tiny LM on python3-doc, {steps} steps per model ...", flush=True)
+    data = torch.frombuffer(bytearray(corpus), dtype=torch.uint8)
+    split = int(0.95 * data.numel())
+    lm_cfg = LMConfig()
+    lm_rows: list[dict[str, Any]] = []
+    results = {}
+    for kind in FFN_KINDS:
+        res = train_lm(kind, data[:split], data[split:], lm_cfg, steps, batch=cfg["lm"]["batch"])
+        results[kind] = res
+        for step, tr, va, sec in res["curve"]:
+            lm_rows.append(dict(model=kind, step=step, train_loss=tr, val_loss=va, seconds=sec,
+                                active_ffn_params=res["active_ffn_params"], total_ffn_params=res["total_ffn_params"]))
+        print(f"  {kind:8s} active FFN params {res['active_ffn_params']:,} (total {res['total_ffn_params']:,}): "
+              f"val loss {res['final_val']:.3f} nats/byte, {res['seconds']:.1f} s", flush=True)
+    write_csv(Path(out) / "lm_loss.csv", lm_rows)
+
+    plots = _plots(out, router_rows, time_rows, model_rows, lm_rows)
+    cuda = torch.cuda.is_available()
+    lines = [
+        f"# OmniMoE experiment ({mode})", "",
+        f"Date {time.strftime('%Y-%m-%d %H:%M %Z')}; device: "
+        f"{torch.cuda.get_device_name() if cuda else 'CPU only'} ({torch.get_num_threads()} torch threads).",
+        "GPU figures: not measured in this run" + (" (the benchmark `npukit bench omnimoe` measures them on CUDA)."
+                                                   if cuda else " (no CUDA device)."), "",
+        "## Router cost vs N", "",
+        f"T={rc['tokens']}, hidden {rc['hidden']}, k={rc['k']}, CPU torch. Fitted log-log slope of time (FLOPs) vs N: "
+        f"Cartesian {slopes['cartesian'][0]:.2f} ({slopes['cartesian'][1]:.2f}), "
+        f"dense {slopes['dense'][0]:.2f} ({slopes['dense'][1]:.2f}); sqrt N growth is 0.5, linear 1.0.", "",
+        "| N | Cartesian ms | dense ms | dense / Cartesian |", "|---|---|---|---|",
+    ]
+    by_n: dict[int, dict[str, float]] = {}
+    for r in router_rows:
+        by_n.setdefault(r["experts"], {})[r["router"]] = r["ms"]
+    for N, d in by_n.items():
+        lines.append(f"| {N:,} | {d['cartesian']:.2f} | {d['dense']:.2f} | {d['dense'] / d['cartesian']:.1f}x |")
+    lines += ["", "## Expert-centric vs token-centric", "",
+              "Crossover = the expert reuse (tokens*k/N) where token-centric / expert-centric cost crosses 1 "
+              "(a ratio above 1 means expert-centric wins); '-' = no crossing inside the sweep.", "",
+              "| tokens | CPU time (measured) | GPU DRAM bytes (model) | NPU cycles (model) |", "|---|---|---|---|"]
+    for T in sorted(set(x_time) | set(x_bytes)):
+        lines.append(f"| {T:,} | {x_time.get(T) or '-'} | {x_bytes.get(T) or '-'} | {x_npu.get(T) or '-'} |")
+    lines += ["", f"CPU time (measured, hidden {tc['hidden']}, k={tc['k']}, uniform routing):", "",
+              "| tokens | N | reuse | active | expert-centric ms | token-centric ms | token / expert |",
+              "|---|---|---|---|---|---|---|"]
+    for r in time_rows:
+        lines.append(f"| {r['tokens']:,} | {r['experts']:,} | {r['reuse']:.3g} | {r['active']:,} | {r['expert_ms']:.2f} | "
+                     f"{r['token_ms']:.2f} | {r['token_over_expert']:.2f} |")
+    lines += ["", f"Models (hidden {mc['hidden']}, k={mc['k']}, bf16 on a GPU with a 50 MiB L2; NPU: npu128, 8-bit; "
+              "uniform routing):", "",
+              "| tokens | N | reuse | active | expert DRAM MB | token DRAM MB | token / expert bytes "
+              "| NPU token / expert cycles |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in model_rows:
+        lines.append(f"| {r['tokens']:,} | {r['experts']:,} | {r['reuse']:.3g} | {r['active']:,} | {r['expert_hbm_mb']:.1f} | "
+                     f"{r['token_hbm_mb']:.1f} | {r['token_over_expert_bytes']:.2f} | "
+                     f"{_fmt_x(r.get('npu_token_over_expert_cycles'))} |")
+    lines += ["", "## Tiny LM (matched active FFN parameters per token)", "",
+              f"d_model {lm_cfg.d_model}, {lm_cfg.layers} layers, seq {lm_cfg.seq}, batch {cfg['lm']['batch']}, "
+              f"{steps} steps, {lm_cfg.experts} experts; FFN configs {ffn_configs(lm_cfg.d_model, lm_cfg.experts)}.", "",
+              "| model | active FFN params | total FFN params | final val loss (nats/byte) | seconds |", "|---|---|---|---|---|"]
+    for kind, res in results.items():
+        lines.append(f"| {kind} | {res['active_ffn_params']:,} | {res['total_ffn_params']:,} | {res['final_val']:.3f} | "
+                     f"{res['seconds']:.1f} |")
+    lines += ["", "Files: router_cost.csv, centric_time.csv, centric_model.csv, lm_loss.csv, " + ", ".join(plots), ""]
+    summary = write_text(Path(out) / "summary.md", "\n".join(lines))
+    print("\n".join(lines[6:12]))
+    print(f"crossover reuse (time/bytes/NPU) per tokens: {x_time} / {x_bytes} / {x_npu}")
+    print(f"wrote {summary} ({time.perf_counter() - t_start:.0f} s)")
+    return 0
+
+
+def _fmt_x(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.2f}"
+
+
+def _plots(out: Path, router_rows: list[dict[str, Any]], time_rows: list[dict[str, Any]],
+           model_rows: list[dict[str, Any]], lm_rows: list[dict[str, Any]]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+
+    def save(fig: Any, name: str) -> None:
+        tmp = Path(out) / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        tmp.replace(Path(out) / name)
+        names.append(name)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, style in (("cartesian", "o-"), ("dense", "s-")):
+        pts = [r for r in router_rows if r["router"] == name]
+        ax.loglog([r["experts"] for r in pts], [r["ms"] for r in pts], style, label=f"{name} router (measured)")
+    ns = sorted({r["experts"] for r in router_rows})
+    c0 = next(r["ms"] for r in router_rows if r["router"] == "cartesian" and r["experts"] == ns[0])
+    d0 = next(r["ms"] for r in router_rows if r["router"] == "dense" and r["experts"] == ns[0])
+    ax.loglog(ns, [c0 * math.sqrt(n / ns[0]) for n in ns], ":", color="grey", label="sqrt N reference")
+    ax.loglog(ns, [d0 * n / ns[0] for n in ns], "--", color="grey", label="N reference")
+    ax.set_xlabel("experts N")
+    ax.set_ylabel("router time per call (ms, CPU)")
+    ax.legend(fontsize=8)
+    ax.set_title("Router cost vs N")
+    save(fig, "router_cost.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for T in sorted({r["tokens"] for r in time_rows}):
+        pts = sorted((r["reuse"], r["token_over_expert"]) for r in time_rows if r["tokens"] == T)
+        ax.semilogx(*zip(*pts, strict=True), "o-", label=f"CPU time, T={T}")
+    for T in sorted({r["tokens"] for r in model_rows}):
+        pts = sorted((r["reuse"], r["token_over_expert_bytes"]) for r in model_rows if r["tokens"] == T)
+        ax.semilogx(*zip(*pts, strict=True), "s--", label=f"GPU DRAM bytes (model), T={T}")
+        pts = sorted((r["reuse"], r["npu_token_over_expert_cycles"]) for r in model_rows
+                     if r["tokens"] == T and "npu_token_over_expert_cycles" in r)
+        if pts:
+            ax.semilogx(*zip(*pts, strict=True), "^:", label=f"NPU cycles (model), T={T}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("expert reuse = tokens * k / N")
+    ax.set_ylabel("token-centric / expert-centric cost")
+    ax.legend(fontsize=7)
+    ax.set_title("Expert-centric wins above 1")
+    save(fig, "centric.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for kind in sorted({r["model"] for r in lm_rows}):
+        pts = [r for r in lm_rows if r["model"] == kind]
+        ax.plot([r["step"] for r in pts], [r["train_loss"] for r in pts], label=f"{kind} train")
+        vp = [r for r in pts if r["val_loss"] == r["val_loss"]]
+        ax.plot([r["step"] for r in vp], [r["val_loss"] for r in vp], "o--", label=f"{kind} val")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/byte)")
+    ax.legend(fontsize=8)
+    ax.set_title("Tiny LM on python3-doc")
+    save(fig, "lm_loss.png")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m npukit.experiments.omnimoe.run``)."""
+    p = argparse.ArgumentParser(prog="npukit experiment omnimoe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
