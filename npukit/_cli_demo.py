@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     e32, e8 = (led.energy(table) for led in ledgers)
     print(f"psum buffer 32 -> 8 bits: total energy {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ "
           f"({100 * (e8 - e32) / e32:+.1f}%)")
+    from npukit.experiments.psumquant import digits_demo_summary
+
+    print("PsumQuant on real data: a digits CNN at 32-bit vs 8-bit psumquant psums (trained once, cached) ...")
+    print(digits_demo_summary(out))
     for key in ("md", "html"):
         print(f"wrote {paths[key]}")
     print(f"report: {paths['html']}")

@@ -1,0 +1,51 @@
+"""Where trained weights are cached: ``$NPUKIT_CACHE`` or ``~/.cache/npukit`` (never in the repo)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from npukit.sim.errors import ConfigError
+
+
+def cache_dir() -> Path:
+    """The psumquant cache folder (created on demand); raises ConfigError when it cannot be made."""
+    root = os.environ.get("NPUKIT_CACHE") or str(Path.home() / ".cache" / "npukit")
+    path = Path(root) / "psumquant"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot create cache folder '{path}' ({exc.strerror}); set NPUKIT_CACHE to a writable folder"
+        raise ConfigError(msg) from None
+    return path
+
+
+def load_state(name: str) -> dict[str, Any] | None:
+    """The cached object saved under ``name`` (a torch ``state``), or None when absent or unreadable."""
+    import torch
+
+    path = cache_dir() / name
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a corrupt cache entry is retrained, never trusted
+        return None
+
+
+def save_state(name: str, obj: dict[str, Any]) -> Path:
+    """Save ``obj`` atomically (temp + rename) under ``name``; returns its path."""
+    import torch
+
+    path = cache_dir() / name
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

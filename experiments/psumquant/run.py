@@ -1,0 +1,278 @@
+"""``npukit experiment psumquant``: every number of the PsumQuant evaluation, offline, in one call.
+
+Families (each row of every CSV has ``model``, ``policy``, ``bits``, ``array`` so runs can be joined):
+
+* ``digits.csv``: the digits CNN (``_digits.py``), ``top1`` per policy, psum bits and array.
+* ``minilm.csv``: all-MiniLM-L6-v2 (``_minilm.py``), ``cosine`` to the fp32 embeddings and
+  ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus.
+* ``lm.csv``: a byte-level causal LM trained here (``_lm.py``), ``ppl`` and ``delta_ppl``; it stands
+  in for the paper's Llama-3.1 perplexity result.
+* ``energy.csv``: ResNet-18 and a Llama-3.1-8B decoder layer on the 128x128 NPU per psum buffer
+  width (``_energy.py``).
+
+Plus ``accuracy_vs_bits.png``, ``energy_breakdown.png`` and ``summary.md`` (``_report.py``).
+Deltas are taken against policy ``none`` on the same array: int8 weights/activations with
+unquantized (32-bit) psums, the paper's fp32-psum baseline; ``float_*`` columns give the
+all-float32 model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from npukit.sim.errors import ConfigError
+
+ALL_BITS = (16, 12, 10, 8, 6, 4)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run evaluates (bits in bits, arrays as R for an R x R array)."""
+
+    quick: bool = False
+    policies: tuple[str, ...] = ("none", "static", "tile-max", "a2q", "sigma", "psumquant")
+    bits: tuple[int, ...] = ALL_BITS
+    digits_arrays: tuple[int, ...] = (128, 32)
+    digits_epochs: int = 15
+    digits_calib: int = 256  # calibration images (training split)
+    calib_rows: int = 1024  # rows per layer kept for the psumquant predictor fit
+    minilm_calib: int = 32  # calibration sentences
+    minilm_sentences: int = 256
+    minilm_max_words: int = 28
+    minilm_arrays: tuple[int, ...] = (128, 32)
+    minilm_policies: tuple[str, ...] | None = None  # None: same as policies
+    minilm_bits: tuple[int, ...] | None = None
+    lm_arrays: tuple[int, ...] = (128, 32)
+    lm_steps: int = 600
+    lm_eval_seqs: int = 256
+    lm_model: dict[str, int] = field(default_factory=lambda: {"d_model": 192, "n_layers": 3, "n_heads": 3, "ctx": 64})
+
+
+FULL = Plan()
+QUICK = Plan(
+    quick=True, policies=("none", "static", "psumquant"), bits=(8, 4), digits_arrays=(128, 32), digits_epochs=5,
+    digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
+    minilm_policies=("none", "psumquant"),
+    minilm_bits=(8,), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
+    lm_model={"d_model": 128, "n_layers": 2, "n_heads": 2, "ctx": 64},
+)
+
+
+def parse_list(text: str, what: str, allowed: Sequence[Any], conv: Callable[[str], Any]) -> tuple[Any, ...]:
+    """A comma-separated CLI list checked against ``allowed``; raises ConfigError naming the bad item."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigError(f"--{what} is empty; give a comma-separated list from {', '.join(map(str, allowed))}")
+    out = []
+    for t in items:
+        try:
+            v = conv(t)
+        except ValueError:
+            v = None
+        if v not in allowed:
+            raise ConfigError(f"--{what}: '{t}' is not one of {', '.join(map(str, allowed))}")
+        out.append(v)
+    return tuple(dict.fromkeys(out))
+
+
+def make_plan(quick: bool, policies: str | None = None, bits: str | None = None) -> Plan:
+    """The quick or full plan, with optional ``--policies`` / ``--bits`` overrides (none is always kept
+    as the reference)."""
+    from ._policy import POLICIES
+
+    plan = QUICK if quick else FULL
+    if policies is not None:
+        pol = parse_list(policies, "policies", POLICIES, str)
+        pol = pol if "none" in pol else ("none", *pol)
+        plan = replace(plan, policies=pol, minilm_policies=None)
+    if bits is not None:
+        b = parse_list(bits, "bits", ALL_BITS, int)
+        plan = replace(plan, bits=b, minilm_bits=None)
+    return plan
+
+
+def _pairs(policies: Sequence[str], bits: Sequence[int]) -> list[tuple[str, int]]:
+    """(policy, bits) to evaluate: 'none' once (it ignores bits), every other policy at every width."""
+    return ([("none", bits[0])] if "none" in policies else []) + [(p, b) for p in policies if p != "none" for b in bits]
+
+
+def run_digits(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Digits CNN top-1 per (array, policy, bits)."""
+    from tqdm import tqdm
+
+    from . import _digits
+    from ._policy import PsumSweep
+
+    data = _digits.load_data()
+    model, how = _digits.train_or_load(data, plan.digits_epochs, progress)
+    float_top1 = _digits.top1(model, data.x_test, data.y_test)
+    log(f"digits CNN ({plan.digits_epochs} epochs, {how}): float32 top-1 {float_top1:.4f} on {len(data.y_test)} test images")
+    calib = _digits.calib_batches(data, plan.digits_calib)
+    rows: list[dict[str, Any]] = []
+    pairs = _pairs(plan.policies, plan.bits)
+    bar = tqdm(total=len(pairs) * len(plan.digits_arrays), desc="digits CNN: policies x bits", disable=not progress, leave=False)
+    for r in plan.digits_arrays:
+        sweep = PsumSweep(model, r, calib, calib_rows=plan.calib_rows)
+        for pol, b in pairs:
+            acc = _digits.top1(sweep.set(pol, b), data.x_test, data.y_test)
+            fit = sweep.fit_figures()
+            for bb in (plan.bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
+                rows.append({"model": "digits-cnn", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "top1": acc,
+                             "float_top1": float_top1, "n_test": len(data.y_test),
+                             "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
+            bar.update(1)
+    bar.close()
+    _add_delta(rows, "top1", "delta_top1")
+    return rows
+
+
+def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """MiniLM embedding cosine / Spearman per (array, policy, bits)."""
+    from tqdm import tqdm
+
+    from . import _corpus, _minilm
+    from ._policy import PsumSweep
+
+    model, tok = _minilm.load_minilm()
+    sents = _corpus.sentences(plan.minilm_sentences, max_words=plan.minilm_max_words)
+    calib_s = _corpus.sentences(plan.minilm_calib, skip=plan.minilm_sentences, max_words=plan.minilm_max_words)
+    order = sorted(range(len(sents)), key=lambda i: len(sents[i]))  # less padding per batch
+    sents = [sents[i] for i in order]
+    packed = _minilm.batches(tok, sents)
+    ref = _minilm.embed(model, packed)
+    log(f"MiniLM: {len(sents)} sentences from the python3-doc corpus ({_corpus.docs_root()}), "
+        f"{len(calib_s)} more for calibration")
+    policies = plan.minilm_policies or plan.policies
+    bits = plan.minilm_bits or plan.bits
+    pairs = _pairs(policies, bits)
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=len(pairs) * len(plan.minilm_arrays), desc="MiniLM: policies x bits", disable=not progress, leave=False)
+    for r in plan.minilm_arrays:
+        sweep = PsumSweep(model, r, _minilm.batches(tok, calib_s), calib_rows=min(512, plan.calib_rows))
+        base = None
+        for pol, b in pairs:
+            emb = _minilm.embed(sweep.set(pol, b), packed)
+            base = emb if pol == "none" else base
+            cos, cos_min, rho = _minilm.compare(ref, emb)
+            # the psum effect alone: against the int8 model with unquantized psums
+            cos_n, _, rho_n = _minilm.compare(base, emb) if base is not None else (float("nan"), 0.0, float("nan"))
+            fit = sweep.fit_figures()
+            for bb in (bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
+                rows.append({"model": "all-MiniLM-L6-v2", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r,
+                             "cosine": cos, "cosine_min": cos_min, "spearman": rho, "cosine_vs_none": cos_n,
+                             "spearman_vs_none": rho_n, "n_sentences": len(sents),
+                             "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
+            bar.update(1)
+    bar.close()
+    return rows
+
+
+def run_lm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Byte-level LM perplexity per (array, policy, bits)."""
+    from tqdm import tqdm
+
+    from . import _lm
+    from ._policy import PsumSweep
+
+    cfg = _lm.LMConfig(**plan.lm_model)
+    corpus = _lm.load_corpus(cfg)
+    model, how = _lm.train_or_load(corpus, cfg, plan.lm_steps, progress)
+    evalb = _lm.eval_batches(corpus, cfg, plan.lm_eval_seqs)
+    float_ppl = _lm.perplexity(model, evalb)
+    name = f"bytelm-d{cfg.d_model}-l{cfg.n_layers}"
+    log(f"byte LM {name} ({plan.lm_steps} steps, {how}; {len(corpus.train):,} training bytes of python3-doc prose): "
+        f"float32 held-out perplexity {float_ppl:.3f} per byte (stands in for the paper's Llama-3.1)")
+    calib = _lm.calib_batches(corpus, cfg)
+    pairs = _pairs(plan.policies, plan.bits)
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=len(pairs) * len(plan.lm_arrays), desc="byte LM: policies x bits", disable=not progress, leave=False)
+    for r in plan.lm_arrays:
+        sweep = PsumSweep(model, r, calib, calib_rows=min(512, plan.calib_rows))
+        for pol, b in pairs:
+            ppl = _lm.perplexity(sweep.set(pol, b), evalb)
+            fit = sweep.fit_figures()
+            for bb in (plan.bits if pol == "none" else (b,)):
+                rows.append({"model": name, "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "ppl": ppl,
+                             "float_ppl": float_ppl, "n_eval_bytes": sum(x[:, 1:].numel() for x in evalb),
+                             "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"],
+                             "stands_in_for": "Llama-3.1 (paper)"})
+            bar.update(1)
+    bar.close()
+    _add_delta(rows, "ppl", "delta_ppl")
+    return rows
+
+
+def _add_delta(rows: list[dict[str, Any]], key: str, out_key: str) -> None:
+    """``out_key`` = row[key] - the 'none' row's value on the same array (first such row)."""
+    ref = {}
+    for r in rows:
+        if r["policy"] == "none":
+            ref.setdefault(r["array"], r[key])
+    for r in rows:
+        r[out_key] = r[key] - ref[r["array"]] if r["array"] in ref else float("nan")
+
+
+def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True,
+                   log: Callable[[str], None] = print) -> list[Path]:
+    """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
+    the written paths (each also logged as ``wrote PATH``)."""
+    import torch
+
+    from npukit._cli_common import prepare_out_dir
+
+    from . import _energy, _report
+
+    out = prepare_out_dir(out_dir)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    results: dict[str, list[dict[str, Any]]] = {}
+    timings: dict[str, float] = {}
+    for fam, fn in (("digits", run_digits), ("minilm", run_minilm), ("lm", run_lm)):
+        t = time.perf_counter()
+        results[fam] = fn(plan, progress, log)
+        timings[fam] = time.perf_counter() - t
+    t = time.perf_counter()
+    results["energy"] = _energy.energy_rows()
+    timings["energy"] = time.perf_counter() - t
+    assumptions = _energy.assumptions()
+    log("energy assumptions:")
+    for line in assumptions:
+        log(f"  {line}")
+    log(_report.energy_headline(results["energy"]))
+    paths = _report.write_all(out, results, assumptions, plan, timings)
+    for p in paths:
+        log(f"wrote {p}")
+    log(f"done in {time.perf_counter() - t0:.0f} s")
+    return paths
+
+
+def digits_demo_summary(out_dir: str | Path, epochs: int = FULL.digits_epochs) -> str:
+    """Digits CNN top-1 on a 128x128 array with 32-bit (unquantized) psums vs 8-bit ``psumquant``
+    psums, as a few lines of text for ``npukit demo``; also writes ``digits_psum.csv`` to ``out_dir``.
+    Loads the CNN the full experiment caches (or trains it: ``epochs`` epochs, well under a minute on
+    an idle 2-core machine)."""
+    from npukit._cli_common import prepare_out_dir, write_csv
+
+    from . import _digits
+    from ._policy import PsumSweep
+
+    out = prepare_out_dir(out_dir)
+    data = _digits.load_data()
+    model, how = _digits.train_or_load(data, epochs, progress=False)
+    sweep = PsumSweep(model, 128, _digits.calib_batches(data, 128), calib_rows=512)
+    rows = []
+    for pol, b in (("none", 32), ("psumquant", 8)):
+        acc = _digits.top1(sweep.set(pol, b if b < 32 else 8), data.x_test, data.y_test)
+        rows.append({"model": "digits-cnn", "policy": pol, "bits": b, "array": "128x128", "top1": acc})
+    path = write_csv(Path(out) / "digits_psum.csv", rows)
+    a32, a8 = (r["top1"] for r in rows)
+    return "\n".join([
+        f"digits CNN (sklearn digits, {len(data.y_test)} test images; weights {how}), int8 weights/activations, 128x128 array:",
+        f"  32-bit psums (policy none)   top-1 {100 * a32:.2f}%",
+        f"  8-bit psums, psumquant       top-1 {100 * a8:.2f}% ({100 * (a8 - a32):+.2f} points)",
+        f"wrote {path}",
+    ])
