@@ -17,8 +17,10 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                   "PsumQuant: psum bits x scale policy on a digits CNN, MiniLM and a small LM, plus NPU energy"),
     "omnimoe": ("npukit.experiments.omnimoe.run",
                 "OmniMoE: Cartesian vs dense router cost, expert- vs token-centric crossover, tiny-LM training"),
+    "cacheedit": ("npukit.experiments.cacheedit.run",
+                  "CacheEdit: adaptive activation cache for multi-round DiT editing vs baselines, DLE plots, NPU cost"),
 }
-SELF_PARSING = {"omnimoe"}
+SELF_PARSING = {"omnimoe", "cacheedit"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,268 @@
+"""``npukit experiment cacheedit``: CacheEdit vs baselines on multi-round editing sessions (CPU).
+
+Draws ``--images`` sessions of ``--rounds`` edits (each touching at most a quarter of the image) from
+the procedural dataset, runs every method of :data:`npukit.models.cacheedit.METHODS` on them in
+batches of ``--batch`` images, and reports per method: end-to-end wall-clock speedup over ``full``
+(each method timed back to back with ``full`` in one process; median over ``--reps`` of the per-rep
+ratios), PSNR (dB) / SSIM of the final images against full recomputation, FLOPs saved (from the
+Ledger), edit accuracy against the ground-truth targets (every round), IoU of the recomputed token
+set with the ground-truth edit patches, PSNR to the final ground truth. ToCa-like baselines recompute
+as many tokens per image and round as CacheEdit did; step-reuse's threshold is calibrated per round
+(on the full run's change indicators) to run as many steps as CacheEdit's FLOP fraction.
+Also writes the Delayed Latent Emergence measurement (``dle.csv``, ``dle.png``), the NPU cost of full
+vs cached sessions (``npu.csv``), the Ledger (``ledger.json``) and ``summary.txt``.
+This module imports torch only inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+DEFAULT_OUT = "out/experiments/cacheedit"
+TOKEN_METHODS = ("cacheedit", "toca-random", "toca-attn", "oracle")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``npukit experiment cacheedit``."""
+    p.add_argument("--quick", action="store_true", help="8 images, 1 timing rep, DLE on 4 images (< 3 min)")
+    p.add_argument("--images", type=int, default=None, metavar="N", help="sessions (default 50; --quick 8)")
+    p.add_argument("--rounds", type=int, default=3, metavar="R", help="edit rounds per session (default 3)")
+    p.add_argument("--steps", type=int, default=28, metavar="S", help="sampling steps (default 28)")
+    p.add_argument("--batch", type=int, default=10, metavar="B", help="images sampled together (default 10)")
+    p.add_argument("--reps", type=int, default=None, metavar="K", help="timing repetitions (default 3; --quick 1)")
+    p.add_argument("--ring", type=int, default=None, metavar="R", help="active-set dilation in patches (default: CacheConfig)")
+    p.add_argument("--layer", type=int, default=None, metavar="L", help="compared block (default: CacheConfig)")
+    p.add_argument("--ring-floor", dest="ring_floor", type=float, default=None, metavar="F",
+                   help="hysteresis of the ring: a ring token joins if its score >= F x threshold (default: CacheConfig)")
+    p.add_argument("--reference", choices=("identity", "previous"), default=None,
+                   help="divergence reference (default: CacheConfig)")
+    p.add_argument("--arch", default="npu32", help="NPU arch for the energy/latency estimate (default npu32)")
+    p.add_argument("--weights", default=None, metavar="FILE", help="DiT weights (default: the shipped ones)")
+    p.add_argument("--threads", type=int, default=None, metavar="T", help="torch CPU threads (default: torch's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+
+
+def _check(args: argparse.Namespace) -> None:
+    from npukit.sim.errors import ConfigError
+
+    for name in ("images", "rounds", "steps", "batch", "reps"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise ConfigError(f"--{name} must be >= 1, got {v}")
+    if args.steps < 2:
+        raise ConfigError(f"--steps must be >= 2, got {args.steps}")
+
+
+def _sessions(n: int, rounds: int, seed: int) -> list[Any]:
+    import numpy as np
+
+    from npukit.models.cacheedit import make_session
+
+    rng = np.random.default_rng(10_000 + seed)
+    return [make_session(rng, rounds) for _ in range(n)]
+
+
+def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any, reps: int, seed: int, ledger: Any,
+               tag: str) -> dict[str, dict[str, Any]]:
+    """All methods on one batch of sessions; per method: final images, per-round outputs, times, extras."""
+    import numpy as np
+    import torch
+
+    from npukit.models._cacheedit_metrics import patch_mask
+    from npukit.models.cacheedit import EditSession, calibrate_threshold, ledger_totals
+
+    cfg = model.cfg
+    src = torch.from_numpy(np.stack([s[0] for s in sess]))
+    instrs = [torch.tensor([s[1][r] for s in sess], dtype=torch.long) for r in range(rounds)]
+    gt_masks = [patch_mask(torch.from_numpy(np.stack([s[3][r] for s in sess])), cfg.patch) for r in range(rounds)]
+    out: dict[str, dict[str, Any]] = {}
+    ratios: dict[str, list[float]] = {}
+    for m in ("full", "cacheedit", "toca-attn", "step-reuse"):  # untimed warm-up (allocator, lazy init)
+        EditSession(model, src, m, steps=3, cache=cache, seed=seed).edit(instrs[0])
+    for rep in range(reps):
+        led = ledger if rep == 0 else None
+
+        def go(method: str, kw_per_round: list[dict[str, Any]] | None = None, *, _led: Any = led) -> tuple[Any, float]:
+            s = EditSession(model, src, method, steps=steps, cache=cache, seed=seed, ledger=_led, scope=f"{method}/{tag}")
+            t0 = time.perf_counter()
+            for r in range(rounds):
+                s.edit(instrs[r], **(kw_per_round[r] if kw_per_round else {}))
+            return s, time.perf_counter() - t0
+
+        s_full, t_full = go("full")
+        s_ce, t_ce = go("cacheedit")
+        counts = [res.active.sum(1) for res in s_ce.results]
+        frac = [c.float().mean().item() / cfg.tokens for c in counts]
+        runs = {"full": (s_full, t_full), "cacheedit": (s_ce, t_ce)}
+        runs["toca-random"] = go("toca-random", [{"counts": c, "generator": torch.Generator().manual_seed(seed + r)}
+                                                 for r, c in enumerate(counts)])
+        runs["toca-attn"] = go("toca-attn", [{"counts": c} for c in counts])
+        runs["oracle"] = go("oracle", [{"gt_mask": m} for m in gt_masks])
+        # step-reuse at CacheEdit's compute: FLOP fraction of cacheedit's round r -> steps to run
+        if rep == 0 and ledger is not None:
+            fl_full = ledger_totals(ledger, f"full/{tag}")["flops_executed"]
+            fl_ce = ledger_totals(ledger, f"cacheedit/{tag}")["flops_executed"]
+            ce_frac = fl_ce / max(fl_full, 1.0)
+        else:
+            ce_frac = out["cacheedit"]["flop_frac"]
+        target = max(2, round(steps * ce_frac))
+        thr = [calibrate_threshold(res.indicators, target) for res in s_full.results]
+        runs["step-reuse"] = go("step-reuse", [{"threshold": t} for t in thr])
+        for m, (s, t) in runs.items():
+            ratios.setdefault(m, []).append(t_full / t)
+            if rep == 0:
+                out[m] = {"session": s, "time": [t], "active_frac": frac if m != "full" else None}
+            else:
+                out[m]["time"].append(t)
+        if rep == 0:
+            out["cacheedit"]["flop_frac"] = ce_frac
+    for m in out:
+        out[m]["speedup"] = statistics.median(ratios[m])
+    out["_meta"] = {"src": src, "gt_masks": gt_masks}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; returns 0."""
+    import numpy as np
+    import torch
+
+    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
+    from npukit.models._cacheedit_metrics import edit_correct, iou, psnr_db, ssim
+    from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
+    from npukit.sim.ledger import Ledger
+
+    from . import dle, npu_cost
+
+    _check(args)
+    quick = bool(args.quick)
+    n_img = args.images or (8 if quick else 50)
+    reps = args.reps or (1 if quick else 3)
+    out_dir = prepare_out_dir(args.out)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.weights)
+    cfg = model.cfg
+    kw = {k: getattr(args, k, None) for k in ("ring", "layer", "ring_floor", "reference")}
+    kw = {k: v for k, v in kw.items() if v is not None}
+    cache = CacheConfig(**kw)
+    cache.check(len(model.blocks))
+    sessions = _sessions(n_img, args.rounds, args.seed)
+    ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})
+    t_start = time.perf_counter()
+    per: dict[str, dict[str, list[Any]]] = {m: {"psnr": [], "ssim": [], "edit": [], "iou": [], "psnr_gt": [],
+                                                "speedup": [], "time": [], "frac": [], "iou_det": [], "frac_r": {}}
+                                          for m in METHODS}
+    for bi in range(0, n_img, args.batch):
+        sess = sessions[bi: bi + args.batch]
+        res = _run_batch(model, sess, args.rounds, args.steps, cache, reps, args.seed, ledger, f"batch{bi // args.batch}")
+        gt_masks = res["_meta"]["gt_masks"]
+        full_final = res["full"]["session"].source
+        gt_final = torch.from_numpy(np.stack([s[2][-1] for s in sess]))
+        for m in METHODS:
+            s = res[m]["session"]
+            d = per[m]
+            d["psnr"] += psnr_db(s.source, full_final).tolist()
+            d["ssim"] += ssim(s.source, full_final).tolist()
+            d["psnr_gt"] += psnr_db(s.source, gt_final).tolist()
+            d["speedup"].append(res[m]["speedup"])
+            d["time"].append(statistics.median(res[m]["time"]))
+            for r, rr in enumerate(s.results):
+                src_r = torch.from_numpy(np.stack([x[0] if r == 0 else x[2][r - 1] for x in sess]))
+                tgt_r = torch.from_numpy(np.stack([x[2][r] for x in sess]))
+                mask_r = torch.from_numpy(np.stack([x[3][r] for x in sess]))
+                d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r).float().tolist()
+                if rr.active is not None:
+                    for i in range(len(sess)):
+                        d["iou"].append(iou(rr.active[i], gt_masks[r][i]))
+                        d["frac"].append(rr.active[i].float().mean().item())
+                        d["frac_r"].setdefault(r, []).append(d["frac"][-1])
+                        if rr.detected is not None:
+                            d["iou_det"].append(iou(rr.detected[i], gt_masks[r][i]))
+    fl_full = ledger_totals(ledger, "full")["flops_executed"]
+    rows = []
+    for m in METHODS:
+        d = per[m]
+        tot = ledger_totals(ledger, m)
+        # speedup: per batch medians of back-to-back ratios, combined as total-time ratio weights
+        rows.append(dict(
+            method=m,
+            speedup=round(sum(per["full"]["time"]) / sum(d["time"]), 3) if m != "full" else 1.0,
+            speedup_median_ratio=round(statistics.median(d["speedup"]), 3),
+            psnr_db=round(float(np.mean(d["psnr"])), 2) if m != "full" else float("inf"),
+            ssim=round(float(np.mean(d["ssim"])), 4),
+            flops_saved=round(1 - tot["flops_executed"] / fl_full, 4),
+            bytes_executed=int(tot["bytes_executed"]),
+            edit_acc=round(float(np.mean(d["edit"])), 4),
+            iou=round(float(np.mean(d["iou"])), 4) if d["iou"] else "",
+            iou_detected=round(float(np.mean(d["iou_det"])), 4) if d["iou_det"] else "",
+            active_frac=round(float(np.mean(d["frac"])), 4) if d["frac"] else "",
+            psnr_gt_db=round(float(np.mean(d["psnr_gt"])), 2),
+            time_s=round(sum(d["time"]), 3),
+        ))
+    write_csv(out_dir / "results.csv", rows)
+    ledger.meta.update({"images": n_img, "rounds": args.rounds, "steps": args.steps, "cache": cache.__dict__})
+    write_text(out_dir / "ledger.json", ledger.to_json())
+
+    # Delayed Latent Emergence on the first sessions' first round
+    n_dle = 4 if quick else 10
+    sd = sessions[:n_dle]
+    from npukit.models._cacheedit_metrics import patch_mask
+
+    dle_rows = dle.measure(model, torch.from_numpy(np.stack([s[0] for s in sd])),
+                           torch.tensor([s[1][0] for s in sd], dtype=torch.long),
+                           patch_mask(torch.from_numpy(np.stack([s[3][0] for s in sd])), cfg.patch), args.steps, args.seed)
+    write_csv(out_dir / "dle.csv", dle_rows)
+    dle.plot(dle_rows, out_dir / "dle.png")
+
+    # NPU cost per image session, full vs cacheedit (mean active tokens per round)
+    fr = per["cacheedit"]["frac_r"]
+    act_per_round = [float(np.mean(fr[r])) * cfg.tokens for r in range(args.rounds)]
+    layer = cache.layer % len(model.blocks)
+    npu = npu_cost.session_cost(act_per_round, cfg.to_dict(), args.steps, args.arch, ref_blocks=layer + 1,
+                                images=min(args.batch, n_img))
+    write_csv(out_dir / "npu.csv", [npu])
+
+    elapsed = time.perf_counter() - t_start
+    headers = ["method", "speedup", "psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_gt_db"]
+    table = format_table(headers, [[r[h] for h in headers] for r in rows])
+    s0 = [r for r in dle_rows if r["step"] == 0 and r["layer"] >= 0]
+    lat_mid = [r for r in dle_rows if r["layer"] == -1]
+    lines = [
+        f"CacheEdit experiment: {n_img} sessions x {args.rounds} rounds, {args.steps} steps, batch {args.batch}, "
+        f"{reps} timing rep(s); device: CPU ({torch.get_num_threads()} threads; no GPU in this run)",
+        f"model: {cfg.to_dict()} trained record: {getattr(model, 'record', {}).get('heldout', {})}",
+        f"cache: {cache}",
+        "",
+        table,
+        "",
+        "speedup = sum of full's wall time / sum of the method's (each batch timed back to back with full); "
+        "psnr/ssim vs full recomputation's final image; flops_saved from the Ledger (reference pass included).",
+        "Delayed Latent Emergence (step 0, per block: divergence inside / outside the edit mask): "
+        + ", ".join(f"b{r['layer']} {r['div_in']:.3f}/{r['div_out']:.3f}" for r in s0),
+        "latent x_t difference inside the mask at steps 0, S/4, S/2, 3S/4, S-1: "
+        + ", ".join(f"{lat_mid[i]['div_in']:.3f}" for i in (0, len(lat_mid) // 4, len(lat_mid) // 2, 3 * len(lat_mid) // 4, -1)),
+        f"NPU ({args.arch}) per batch of {npu['images']} sessions: "
+        f"full {npu['full_latency_ms']:.3f} ms / {npu['full_energy_uj']:.1f} uJ, "
+        f"cached {npu['cached_latency_ms']:.3f} ms / {npu['cached_energy_uj']:.1f} uJ "
+        f"(latency x{npu['latency_speedup']:.2f}, energy x{npu['energy_ratio']:.2f})",
+        f"wall time {elapsed:.1f} s",
+    ]
+    summary = "\n".join(lines) + "\n"
+    write_text(out_dir / "summary.txt", summary)
+    print(summary, end="")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="npukit experiment cacheedit", description=__doc__)
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Image metrics for CacheEdit: PSNR (dB), SSIM, edit correctness and patch-mask IoU.
+
+Images are float tensors in [-1, 1] of shape (B, 3, S, S) (converted to [0, 1] for PSNR/SSIM).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def psnr_db(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-image PSNR in dB of images in [-1, 1] (peak 1 on the [0, 1] scale); capped at 100 dB."""
+    mse = (((a - b) / 2) ** 2).flatten(1).mean(1)
+    return torch.clamp(10 * torch.log10(1.0 / mse.clamp_min(1e-10)), max=100.0)
+
+
+def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 7) -> torch.Tensor:
+    """Per-image mean SSIM (uniform ``window`` x ``window`` window, C1/C2 of Wang et al. 2004, on [0, 1])."""
+    x, y = (a + 1) / 2, (b + 1) / 2
+    c1, c2 = 0.01**2, 0.03**2
+    pad = window // 2
+
+    def avg(z: torch.Tensor) -> torch.Tensor:
+        return F.avg_pool2d(F.pad(z, (pad,) * 4, mode="replicate"), window, 1)
+
+    mx, my = avg(x), avg(y)
+    vx, vy, cxy = avg(x * x) - mx * mx, avg(y * y) - my * my, avg(x * y) - mx * my
+    s = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2))
+    return s.flatten(1).mean(1)
+
+
+def edit_correct(out: torch.Tensor, src: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
+                 tol_in: float = 0.1, tol_out: float = 0.03) -> torch.Tensor:
+    """Per-image bool: the edit was carried out and nothing else changed.
+
+    Inside the ground-truth edit ``mask`` (B, S, S) the output's mean absolute error to the target
+    (on the [0, 1] scale) is below ``tol_in`` and below half the source's error there; outside the
+    mask it is below ``tol_out``. A ``keep`` (empty mask) only needs the latter.
+    """
+    err_o = ((out - tgt).abs() / 2).mean(1)  # (B, S, S)
+    err_s = ((src - tgt).abs() / 2).mean(1)
+    m = mask.float()
+    n_in = m.flatten(1).sum(1)
+    n_out = (1 - m).flatten(1).sum(1)
+    in_o = (err_o * m).flatten(1).sum(1) / n_in.clamp_min(1)
+    in_s = (err_s * m).flatten(1).sum(1) / n_in.clamp_min(1)
+    out_o = (err_o * (1 - m)).flatten(1).sum(1) / n_out.clamp_min(1)
+    inside_ok = (in_o < tol_in) & (in_o < 0.5 * in_s)
+    return torch.where(n_in > 0, inside_ok, torch.ones_like(inside_ok)) & (out_o < tol_out)
+
+
+def patch_mask(mask: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, S, S) pixel mask -> (B, (S/patch)^2) bool: a patch is set if any of its pixels is."""
+    b, s, _ = mask.shape
+    m = mask.reshape(b, s // patch, patch, s // patch, patch).any(dim=(2, 4))
+    return m.reshape(b, -1)
+
+
+def iou(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Intersection over union of two bool sets (1.0 when both are empty)."""
+    inter = (a & b).sum().item()
+    union = (a | b).sum().item()
+    return 1.0 if union == 0 else inter / union

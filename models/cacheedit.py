@@ -1,0 +1,229 @@
+"""CacheEdit: multi-round DiT image editing with an Adaptive Activation Cache (a switch) and baselines.
+
+>>> model = load_model()                                     # the shipped editing DiT (CPU)
+>>> sess = EditSession(model, src, method="cacheedit")       # src: (B, 3, 32, 32) in [-1, 1]
+>>> out1 = sess.edit(instr1); out2 = sess.edit(instr2)       # instr: (B, 4) int64 tokens
+
+``method`` is one of :data:`METHODS`: ``full`` (recompute every token at every step),
+``cacheedit`` (the Adaptive Activation Cache, :mod:`._cacheedit_cache`), ``step-reuse``
+(TeaCache/FORA-like), ``toca-random`` / ``toca-attn`` (token caching at a given per-image token
+count, no first-step signal), ``oracle`` (ground-truth edit mask). Each round samples with
+``steps`` Euler steps of rectified flow from the same per-session noise; the next round edits the
+previous round's output. Executed and skipped MACs / DRAM elements per step and block go into
+``ledger`` under ``executed/<scope>/round<r>/step<k>/block<l>`` and ``skipped/...``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from npukit.sim.errors import ConfigError
+from npukit.sim.ledger import Ledger
+
+from ._cacheedit_baselines import calibrate_threshold, change_indicator, random_selection, rel_l1, topk_selection
+from ._cacheedit_cache import (
+    CacheConfig,
+    SessionState,
+    StepZero,
+    block_elems,
+    block_macs,
+    cached_step,
+    dilate,
+    divergence,
+    full_step,
+    ledger_totals,
+    mask_to_index,
+    otsu_threshold,
+    select_active,
+)
+from ._cacheedit_data import OPS, describe, make_session
+from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
+
+METHODS = ("full", "cacheedit", "step-reuse", "toca-random", "toca-attn", "oracle")
+WEIGHTS = Path(__file__).resolve().parent / "weights" / "cacheedit_dit.pt"
+KEEP = (0, 0, 0, 0)  # the identity instruction
+
+__all__ = [
+    "METHODS", "WEIGHTS", "CacheConfig", "DiTConfig", "EditDiT", "EditSession", "RoundResult", "SessionState",
+    "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round",
+    "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS",
+]
+
+
+def load_model(path: str | Path | None = None) -> EditDiT:
+    """Load the trained editing DiT (fp16 file -> fp32 model in eval mode)."""
+    p = Path(path) if path is not None else WEIGHTS
+    if not p.is_file():
+        raise ConfigError(f"CacheEdit weights not found at {p}; train them with "
+                          f"`python -m npukit.experiments.cacheedit.train --out {p}`")
+    blob = torch.load(p, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != "npukit-cacheedit-dit/1":
+        raise ConfigError(f"{p} is not a CacheEdit weights file (expected format npukit-cacheedit-dit/1)")
+    model = EditDiT(DiTConfig(**blob["config"]))
+    model.load_state_dict({k: v.float() for k, v in blob["state"].items()})
+    model.eval()
+    model.record = blob.get("record", {})  # type: ignore[attr-defined]
+    return model
+
+
+@dataclass
+class RoundResult:
+    """One round's output image (B, 3, S, S) and what the method decided."""
+
+    image: torch.Tensor
+    active: torch.Tensor | None = None  # (B, P) bool tokens recomputed at steps 1.. (token methods)
+    detected: torch.Tensor | None = None  # (B, P) bool before dilation (cacheedit)
+    scores: torch.Tensor | None = None  # (B, P) divergence (cacheedit)
+    steps_run: int = 0  # steps that executed the model (step-reuse), else all
+    indicators: list[float] | None = None  # per-step change indicator (full; used to calibrate step-reuse)
+
+
+def _record(ledger: Ledger | None, scope: str, model: EditDiT, counts: list[int], n: int, full: int,
+            upto: int | None = None, extra: bool = False) -> None:
+    """Record each block of one step: ``counts`` query tokens per image executed over ``n`` keys, of
+    ``full`` queries per image. ``extra`` (reference pass): executed work that skips nothing."""
+    if ledger is None:
+        return
+    cfg = model.cfg
+    for li in range(len(model.blocks) if upto is None else upto + 1):
+        sc = f"{scope}/block{li}"
+        ex_m = sum(block_macs(cfg, c, n) for c in counts)
+        ex_e = sum(block_elems(cfg, c, n) if c else 0 for c in counts)
+        fu_m = len(counts) * block_macs(cfg, full, n)
+        fu_e = len(counts) * block_elems(cfg, full, n)
+        ledger.record("pe_array", "mac", (16, 16, 32), ex_m, scope=f"executed/{sc}")
+        ledger.record("dram", "dram_read", (16,), ex_e, scope=f"executed/{sc}")
+        if not extra:
+            ledger.record("pe_array", "mac", (16, 16, 32), fu_m - ex_m, scope=f"skipped/{sc}")
+            ledger.record("dram", "dram_read", (16,), fu_e - ex_e, scope=f"skipped/{sc}")
+
+
+@torch.no_grad()
+def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: torch.Tensor, method: str = "cacheedit", *,
+               steps: int = DEFAULT_STEPS, cache: CacheConfig | None = None, state: SessionState | None = None,
+               gt_mask: torch.Tensor | None = None, counts: torch.Tensor | None = None,
+               threshold: float | None = None, generator: torch.Generator | None = None,
+               ledger: Ledger | None = None, scope: str = "") -> RoundResult:
+    """Run one edit round with ``method``; see the module docstring.
+
+    ``gt_mask`` (B, P) bool patch mask (oracle); ``counts`` (B,) tokens to recompute per image
+    (toca-*; default: 25% of the target tokens); ``threshold`` (step-reuse; default 0.3).
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown CacheEdit method {method!r}; choose one of {', '.join(METHODS)}")
+    if steps < 2:
+        raise ConfigError(f"steps must be >= 2, got {steps}")
+    cfg = model.cfg
+    cache = cache or CacheConfig()
+    cache.check(len(model.blocks))
+    state = state if state is not None else SessionState()
+    b, n, pp, grid = src.shape[0], cfg.seq, cfg.tokens, cfg.image // cfg.patch
+    nc = n - pp
+    scope = scope or method
+    ts = timesteps(steps)
+    x = noise.clone()
+    src_tok = patchify(src, cfg.patch)
+    ctx = model.context_kv(src, instr)  # once per round, exact at every step
+    _record(ledger, f"{scope}/context", model, [nc] * b, nc, nc)
+
+    def tvec(k: int) -> torch.Tensor:
+        return ts[k].expand(b)
+
+    if method in ("full", "step-reuse"):
+        inds: list[float] = []
+        prev_ind, v, acc, ran = None, None, 0.0, 0
+        for k in range(steps):
+            ind = change_indicator(model, x, tvec(k), src)
+            inds.append(0.0 if prev_ind is None else rel_l1(ind, prev_ind))
+            prev_ind = ind
+            run = True
+            if method == "step-reuse" and 0 < k < steps - 1:
+                acc += inds[-1]
+                run = acc >= (0.3 if threshold is None else threshold)
+            if run:
+                acc = 0.0
+                v = model.target_forward(x, tvec(k), src, ctx)
+                ran += 1
+            _record(ledger, f"{scope}/step{k}", model, [pp if run else 0] * b, n, pp)
+            x = x + (ts[k + 1] - ts[k]) * v
+        return RoundResult(x, steps_run=ran, indicators=inds)
+
+    # token methods: step 0 runs everything
+    depth = len(model.blocks)
+    layer = cache.layer % depth
+    zero: StepZero = full_step(model, x, tvec(0), src, ctx, layer=layer, importance=(method == "toca-attn"))
+    _record(ledger, f"{scope}/step0", model, [pp] * b, n, pp)
+    detected = scores = None
+    if method == "cacheedit":
+        ref = state.prev_h if cache.reference == "previous" else None
+        if ref is None or ref.shape != zero.h_layer.shape:
+            keep = torch.tensor(KEEP, dtype=torch.long).expand(b, 4)
+            ctx_keep = model.context_kv(src, keep, upto=layer)
+            ref = full_step(model, x, tvec(0), src, ctx_keep, layer=layer, stop_after=layer).h_layer
+            _record(ledger, f"{scope}/reference/context", model, [nc] * b, nc, nc, upto=layer, extra=True)
+            _record(ledger, f"{scope}/reference", model, [pp] * b, n, pp, upto=layer, extra=True)
+        state.prev_h = zero.h_layer
+        scores = divergence(zero.h_layer, ref, pp)
+        active, detected = select_active(scores, cache, grid)
+    elif method == "oracle":
+        if gt_mask is None:
+            raise ConfigError("method 'oracle' needs gt_mask, the (B, P) ground-truth patch mask")
+        active = dilate(gt_mask.bool(), cache.ring, grid)
+    else:
+        c = counts if counts is not None else torch.full((b,), pp // 4)
+        c = c.clamp(1, pp)
+        if method == "toca-random":
+            active = random_selection(c, pp, generator or torch.Generator().manual_seed(0))
+        else:
+            active = topk_selection(zero.importance, c)
+    state.rounds += 1
+    idx = mask_to_index(active)
+    per_img = active.sum(1).tolist()
+    x = x + (ts[1] - ts[0]) * unpatchify(zero.v, cfg.patch, cfg.channels)
+    for k in range(1, steps):
+        if k < cache.warmup or (cache.refresh and k % cache.refresh == 0):  # full step: refresh every cache entry
+            zero = full_step(model, x, tvec(k), src, ctx)
+            _record(ledger, f"{scope}/step{k}", model, [pp] * b, n, pp)
+            x = x + (ts[k + 1] - ts[k]) * unpatchify(zero.v, cfg.patch, cfg.channels)
+            continue
+        x_tok = patchify(x, cfg.patch)
+        v_tok = cached_step(model, x_tok, src_tok, tvec(k), idx, zero, cache.refresh_kv, cache.impl)
+        if cache.invariant == "source":
+            v_tok = torch.where(active[..., None], v_tok, (x_tok - src_tok) / ts[k])
+        _record(ledger, f"{scope}/step{k}", model, per_img, n, pp)
+        x = x + (ts[k + 1] - ts[k]) * unpatchify(v_tok, cfg.patch, cfg.channels)
+    return RoundResult(x, active=active, detected=detected, scores=scores, steps_run=steps)
+
+
+class EditSession:
+    """A multi-round editing session on a batch of images; the method is a switch.
+
+    Every round starts from the same noise (drawn once from ``seed``) and edits the previous round's
+    output (clamped to [-1, 1]); for ``cacheedit`` the previous round's step-0 activations are the
+    next round's reference.
+    """
+
+    def __init__(self, model: EditDiT, src: torch.Tensor, method: str = "cacheedit", *, steps: int = DEFAULT_STEPS,
+                 cache: CacheConfig | None = None, seed: int = 0, ledger: Ledger | None = None, scope: str = "") -> None:
+        if method not in METHODS:
+            raise ConfigError(f"unknown CacheEdit method {method!r}; choose one of {', '.join(METHODS)}")
+        self.model, self.method, self.steps, self.cache = model, method, steps, cache or CacheConfig()
+        self.source = src.clone()
+        self.noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(seed))
+        self.state = SessionState()
+        self.ledger = ledger
+        self.scope = scope or method
+        self.results: list[RoundResult] = []
+
+    def edit(self, instr: torch.Tensor, **kw: Any) -> torch.Tensor:
+        """Apply one instruction (B, 4) to the current images; returns the new images (B, 3, S, S)."""
+        r = len(self.results)
+        res = edit_round(self.model, self.source, instr, self.noise, self.method, steps=self.steps, cache=self.cache,
+                         state=self.state, ledger=self.ledger, scope=f"{self.scope}/round{r}", **kw)
+        self.results.append(res)
+        self.source = res.image.clamp(-1, 1)
+        return self.source

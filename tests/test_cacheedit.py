@@ -1,0 +1,252 @@
+"""CacheEdit: dataset, DiT, the Adaptive Activation Cache, baselines and Ledger accounting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from npukit.models import cacheedit as ce
+from npukit.models._cacheedit_baselines import calibrate_threshold, schedule
+from npukit.models._cacheedit_cache import cached_step, full_step, mask_to_index
+from npukit.models._cacheedit_data import MOVE_PX, OPS, Obj, Scene, apply_edit, make_batch, make_session
+from npukit.models._cacheedit_dit import patchify, unpatchify
+from npukit.models._cacheedit_metrics import edit_correct, iou, patch_mask, psnr_db, ssim
+from npukit.sim.errors import ConfigError
+from npukit.sim.ledger import Ledger
+
+
+def _tiny(seed: int = 0) -> ce.EditDiT:
+    torch.manual_seed(seed)
+    m = ce.EditDiT(ce.DiTConfig(dim=32, depth=2, heads=2))
+    with torch.no_grad():  # adaLN-Zero starts at zero: perturb so every path matters
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return m.eval()
+
+
+def _batch(n: int = 3, seed: int = 1) -> tuple[torch.Tensor, ...]:
+    src, ins, tgt, mask = make_batch(np.random.default_rng(seed), n, keep_prob=0.0)
+    return torch.from_numpy(src), torch.from_numpy(ins), torch.from_numpy(tgt), torch.from_numpy(mask)
+
+
+# ------------------------------------------------------------------------------------------ dataset
+def test_sessions_are_valid_and_small() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        src, instrs, tgts, masks = make_session(rng, 3)
+        assert len(instrs) == len(tgts) == len(masks) == 3
+        prev = src
+        for ins, tgt, m in zip(instrs, tgts, masks, strict=True):
+            assert 0 < m.mean() <= 0.25 and ins[0] != 0
+            diff = np.abs(prev - tgt).max(axis=0) > 1e-4
+            assert np.array_equal(diff, m)  # the mask is exactly where the image changes
+            prev = tgt
+
+
+def test_move_moves_the_named_object() -> None:
+    bg = np.zeros((3, 32, 32), dtype=np.float32)
+    scene = Scene(bg, [Obj(0, 0, 10, 10, 3), Obj(1, 2, 24, 24, 3)])
+    after = apply_edit(scene, (OPS.index("move"), 0, 1, 0))  # red right
+    assert after is not None
+    red = next(o for o in after.objects if o.colour == 0)
+    assert (red.cy, red.cx) == (10, 10 + MOVE_PX)
+    assert apply_edit(scene, (OPS.index("remove"), 4, 0, 0)) is None  # no magenta object
+
+
+# ------------------------------------------------------------------------------------------ model
+def test_patchify_roundtrip_and_full_step_matches_forward() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    x = torch.randn_like(src)
+    assert torch.equal(unpatchify(patchify(x, 4), 4), x)
+    t = torch.full((3,), 0.7)
+    z = full_step(m, x, t, src, m.context_kv(src, ins))
+    assert torch.allclose(unpatchify(z.v, 4), m(x, t, src, ins), atol=1e-6)
+
+
+def test_cached_step_with_all_target_rows_reproduces_full_step() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    x, t = torch.randn_like(src), torch.ones(3)
+    z = full_step(m, x, t, src, m.context_kv(src, ins))
+    v0 = z.v.clone()
+    idx = torch.arange(64).expand(3, 64).clone()
+    idx[1, 40:] = -1  # padding: rows 40.. of image 1 keep the step-0 velocity
+    z.v.zero_()
+    v = cached_step(m, patchify(x, 4), patchify(src, 4), t, idx, z)
+    assert torch.allclose(v[0], v0[0], atol=1e-5) and torch.allclose(v[1, :40], v0[1, :40], atol=1e-5)
+    assert v[1, 40:].abs().max() == 0  # untouched rows stay as they were
+
+
+def test_cached_step_only_changes_active_rows() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    x = torch.randn_like(src)
+    z = full_step(m, x, torch.ones(3), src, m.context_kv(src, ins))
+    before = z.v.clone()
+    idx = mask_to_index(torch.arange(64).expand(3, 64) % 7 == 0)
+    v = cached_step(m, patchify(x * 0.5, 4), patchify(src, 4), torch.full((3,), 0.5), idx, z)
+    changed = (v - before).abs().amax(-1) > 0
+    assert torch.equal(changed, torch.arange(64).expand(3, 64) % 7 == 0)
+
+
+# ------------------------------------------------------------------------------------------ selection
+def test_otsu_splits_bimodal_scores_and_budget_bounds() -> None:
+    g = torch.Generator().manual_seed(0)
+    low, high = torch.rand(50, generator=g) * 0.2, 1 + torch.rand(14, generator=g) * 0.2
+    s = torch.cat([low, high])[torch.randperm(64, generator=g)]
+    thr = ce.otsu_threshold(s)
+    assert float(low.max()) <= thr < float(high.min())
+    act, det = ce.select_active(s[None], ce.CacheConfig(ring=0), 8)
+    assert int(det.sum()) == 14 and torch.equal(act, det) and bool((s[None][det] >= 1).all())
+    _, det = ce.select_active(s[None], ce.CacheConfig(ring=0, max_active=0.1), 8)
+    assert int(det.sum()) == 6  # floor(0.1 * 64)
+    _, det = ce.select_active(s[None], ce.CacheConfig(ring=0, min_active=0.5, max_active=0.6), 8)
+    assert int(det.sum()) == 32
+
+
+def test_dilate_ring() -> None:
+    m = torch.zeros(1, 64, dtype=torch.bool)
+    m[0, 3 * 8 + 3] = True
+    m[0, 0] = True
+    d = ce.dilate(m, 1, 8)
+    assert int(d.sum()) == 9 + 4
+    assert int(ce.dilate(m, 2, 8).sum()) == 25 + 9 - 4  # the two squares overlap on rows/cols 1-2
+
+
+def test_bad_options_raise_config_errors() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    with pytest.raises(ConfigError, match="method"):
+        ce.edit_round(m, src, ins, torch.randn_like(src), "magic")
+    with pytest.raises(ConfigError, match="min_active"):
+        ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", cache=ce.CacheConfig(min_active=0.9, max_active=0.2))
+    with pytest.raises(ConfigError, match="layer"):
+        ce.CacheConfig(layer=5).check(2)
+    with pytest.raises(ConfigError, match="gt_mask"):
+        ce.edit_round(m, src, ins, torch.randn_like(src), "oracle", steps=3)
+    with pytest.raises(ConfigError, match="weights not found"):
+        ce.load_model("/nonexistent/w.pt")
+
+
+# ------------------------------------------------------------------------------------------ ledger and sessions
+def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    cfg, steps, b = m.cfg, 4, 3
+    led = Ledger()
+    ce.edit_round(m, src, ins, torch.randn_like(src), "full", steps=steps, ledger=led)
+    res = ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", steps=steps, ledger=led,
+                        cache=ce.CacheConfig(ring=0, max_active=0.25))
+    full = ce.ledger_totals(led, "full")
+    pp, nc = cfg.tokens, cfg.seq - cfg.tokens
+    ctx_flops = 2 * b * 2 * ce.block_macs(cfg, nc, nc)  # context stream once per round, 2 blocks
+    step_flops = 2 * b * 2 * ce.block_macs(cfg, pp, cfg.seq)
+    assert full["flops_executed"] == steps * step_flops + ctx_flops and full["flops_skipped"] == 0
+    c = ce.ledger_totals(led, "cacheedit")
+    ref_flops = sum(2 * n for (sc, _, a, _), n in led.counts.items()
+                    if a == "mac" and sc.startswith("executed/cacheedit/reference"))
+    assert ref_flops == step_flops + ctx_flops  # identity pass (context + target) up to the last block
+    assert c["flops_executed"] - ref_flops + c["flops_skipped"] == full["flops_executed"]
+    n_act = res.active.sum(1)
+    want_exec = 2 * 2 * sum(ce.block_macs(cfg, int(a), cfg.seq) for a in n_act) * (steps - 1)
+    step_exec = sum(2 * n for (sc, _, a, _), n in led.counts.items()
+                    if a == "mac" and sc.startswith("executed/cacheedit/step") and not sc.startswith("executed/cacheedit/step0/"))
+    assert step_exec == want_exec
+    assert "executed/cacheedit/step2/block1" in {k[0] for k in led.counts}
+    assert c["bytes_skipped"] > 0 and 0 < int(n_act.max()) <= 16
+
+
+def test_session_carries_reference_across_rounds() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    led = Ledger()
+    s = ce.EditSession(m, src, "cacheedit", steps=3, ledger=led, cache=ce.CacheConfig(reference="previous"))
+    s.edit(ins)
+    assert s.state.prev_h is not None and s.state.rounds == 1
+    s.edit(ins.flip(0))
+    scopes = {k[0] for k in led.counts}
+    assert any(sc.startswith("executed/cacheedit/round0/reference") for sc in scopes)
+    assert not any(sc.startswith("executed/cacheedit/round1/reference") for sc in scopes)
+    assert len(s.results) == 2 and s.source.shape == src.shape
+
+
+def test_step_reuse_schedule_and_calibration() -> None:
+    ind = [0.0] + np.random.default_rng(0).uniform(0.05, 0.15, 27).tolist()
+    for target in (4, 8, 14):
+        thr = calibrate_threshold(ind, target)
+        assert abs(sum(schedule(ind, thr)) - target) <= 2
+    assert sum(schedule(ind, 0.0)) == 28
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    r = ce.edit_round(m, src, ins, torch.randn_like(src), "step-reuse", steps=8, threshold=1e9)
+    assert r.steps_run == 2  # first and last only
+
+
+def test_toca_baselines_use_the_given_counts() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    counts = torch.tensor([3, 7, 5])
+    for meth in ("toca-random", "toca-attn"):
+        r = ce.edit_round(m, src, ins, torch.randn_like(src), meth, steps=3, counts=counts)
+        assert torch.equal(r.active.sum(1), counts)
+
+
+def test_metrics() -> None:
+    a = torch.rand(2, 3, 16, 16) * 2 - 1
+    assert float(psnr_db(a, a).min()) == 100.0 and torch.allclose(ssim(a, a), torch.ones(2))
+    b = a + 0.2
+    assert 15 < float(psnr_db(a, b)[0]) < 30 and float(ssim(a, b)[0]) < 1
+    mask = torch.zeros(2, 16, 16, dtype=torch.bool)
+    mask[:, :4, :4] = True
+    tgt = a.clone()
+    tgt[:, :, :4, :4] = 1.0
+    ok = edit_correct(tgt, a, tgt, mask)
+    assert ok.all() and not edit_correct(a, a, tgt, mask).any()
+    pm = patch_mask(mask, 4)
+    assert pm.shape == (2, 16) and int(pm[0].sum()) == 1 and iou(pm[0], pm[0]) == 1.0
+
+
+# ------------------------------------------------------------------------------------------ the trained model
+@pytest.mark.skipif(not ce.WEIGHTS.is_file(), reason="shipped weights missing")
+def test_trained_model_edits_and_cache_is_faithful() -> None:
+    model = ce.load_model()
+    rng = np.random.default_rng(777)
+    sess = [make_session(rng, 1) for _ in range(8)]
+    src = torch.from_numpy(np.stack([s[0] for s in sess]))
+    ins = torch.tensor([s[1][0] for s in sess])
+    tgt = torch.from_numpy(np.stack([s[2][0] for s in sess]))
+    mask = torch.from_numpy(np.stack([s[3][0] for s in sess]))
+    noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(0))
+    full = ce.edit_round(model, src, ins, noise, "full").image.clamp(-1, 1)
+    cached = ce.edit_round(model, src, ins, noise, "cacheedit")
+    assert edit_correct(full, src, tgt, mask).float().mean() >= 0.6
+    assert float(psnr_db(cached.image.clamp(-1, 1), full).mean()) > 25.0
+    gt = patch_mask(mask, 4)
+    assert np.mean([iou(cached.detected[i], gt[i]) for i in range(8)]) > 0.3
+
+
+def test_invariant_source_mode_lands_on_the_source() -> None:
+    m = _tiny()
+    src, ins, _, _ = _batch()
+    r = ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", steps=6,
+                      cache=ce.CacheConfig(invariant="source", ring=0, max_active=0.3))
+    inv = ~r.active
+    out, s = patchify(r.image, 4), patchify(src, 4)
+    assert torch.allclose(out[inv], s[inv], atol=1e-5)
+    assert not torch.allclose(out[r.active], s[r.active], atol=1e-2)
+    with pytest.raises(ConfigError, match="invariant"):
+        ce.CacheConfig(invariant="zero").check(2)
+
+
+def test_ring_floor_keeps_only_divergent_neighbours() -> None:
+    s = torch.zeros(1, 64)
+    s[0, 27] = 10.0  # detected token at (3, 3)
+    s[0, 28] = 4.0  # a neighbour with some divergence
+    s[0, 0] = 0.5
+    cfg = ce.CacheConfig(ring=1, ring_floor=0.0, min_active=0.0, max_active=1 / 64)
+    act, det = ce.select_active(s, cfg, 8)
+    assert int(det.sum()) == 1 and int(act.sum()) == 9
+    act, _ = ce.select_active(s, ce.CacheConfig(ring=1, ring_floor=0.3, min_active=0.0, max_active=1 / 64), 8)
+    assert act[0].nonzero().flatten().tolist() == [27, 28]
