@@ -9,7 +9,6 @@ from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
-from .report import write_report
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
     Layer,
@@ -42,6 +41,7 @@ _LAZY = {
     "CycleResult": ("cycle", "CycleResult"),
     "quantize": ("quant", "quantize"),
     "dequantize": ("quant", "dequantize"),
+    "write_report": ("report", "write_report"),
 }
 
 
