@@ -1,0 +1,142 @@
+"""``npukit rtl``: statistics of the Verilog design (``stats``) and its cocotb/Icarus test suite (``test``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ._cli_common import format_table
+
+_DIR = {"input": "in", "output": "out", "inout": "inout"}
+
+
+def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
+    p.add_argument("--rows", type=int, default=rows, help=f"array rows R (default {rows})")
+    p.add_argument("--cols", type=int, default=rows, help=f"array columns C (default {rows})")
+    p.add_argument("--data-bits", type=int, default=8, help="operand width D in bits (default 8)")
+    p.add_argument("--psum-bits", type=int, default=32, help="PE psum register width P in bits (default 32)")
+    p.add_argument("--acc-bits", type=int, help="accumulator width B in bits (default P)")
+    p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
+                   help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
+    p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rtl", help="Verilog systolic array: design statistics and the cocotb test suite",
+                       description="The Verilog-2005 systolic array (rtl/*.v): `stats` reports modules, ports, "
+                       "parameters and flip-flop bits (pyverilog), `test` runs the cocotb suite on Icarus.")
+    rsub = p.add_subparsers(dest="rtl_cmd", metavar="CMD", parser_class=type(p))
+    rsub.required = True
+
+    s = rsub.add_parser("stats", help="modules, ports, parameters and flip-flop bits at the given parameters",
+                        description="Elaborate the design with pyverilog's dataflow analysis at the given parameters "
+                        "and print modules, ports, parameters and flip-flop bits per module.")
+    _add_config_args(s, 4)
+    s.add_argument("--top", default="npu_top",
+                   choices=("npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"), help="module to analyze")
+    s.add_argument("--max-m", type=int, default=16, help="largest M the npu_top build holds (sizes buffers; default 16)")
+    s.add_argument("--max-n", type=int, default=16, help="largest N (default 16)")
+    s.add_argument("--max-k", type=int, default=16, help="largest K (default 16)")
+    s.add_argument("--yosys", action="store_true", help="also count flip-flops with yosys synth and compare")
+    s.add_argument("--json", help="also write the statistics as JSON to this file")
+    s.set_defaults(func=run_stats)
+
+    t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus",
+                        description="Build npu_top for one configuration with Icarus, run seeded GEMMs (random, edge "
+                        "values, overflow extremes, quantized) bit- and cycle-exact against npukit.sim.cycle.run_gemm, "
+                        "and check psum_quantizer on random inputs against npukit.sim.quant. Exit 1 on any failure.")
+    _add_config_args(t, 8)
+    t.add_argument("--seed", type=int, default=0, help="random seed of the cases (default 0)")
+    t.add_argument("--m", type=int, help="GEMM M (default: two partial spatial folds)")
+    t.add_argument("--n", type=int, help="GEMM N")
+    t.add_argument("--k", type=int, help="GEMM K")
+    t.add_argument("--quant-samples", type=int, default=100_000,
+                   help="random inputs for the quantizer check (default 100000; 0 skips it)")
+    t.add_argument("--build-dir", default="sim_build", help="Icarus build folder, one sub-folder per parameter set")
+    t.set_defaults(func=run_test)
+
+
+def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
+    from npukit.rtl._config import RtlConfig
+
+    return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, psum_bits=args.psum_bits,
+                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k)
+
+
+def _params_text(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
+    from npukit.sim.ledger import atomic_write_text
+
+    cfg = _config(args, args.max_m, args.max_n, args.max_k)
+    stats = rtl_stats(cfg, top=args.top)
+    print(f"{args.top} at {_params_text(stats['parameters'])}")
+    print(f"(pyverilog dataflow analysis, {stats['analysis_s']:.1f} s)\n")
+    rows = [(m["module"], m["instances"], "-" if m["ff_bits"] is None else m["ff_bits"], m["ff_bits_total"], len(m["ports"]))
+            for m in stats["modules"]]
+    print(format_table(("module", "instances", "ff_bits/instance", "ff_bits_total", "ports"), rows))
+    print(f"\ntotal flip-flop bits: {stats['ff_bits']:,}")
+    if args.yosys:
+        ybits = yosys_ff_bits(args.top, module_parameters(cfg, args.top))
+        stats["yosys_ff_bits"] = ybits
+        verdict = "match" if ybits == stats["ff_bits"] else "MISMATCH"
+        print(f"yosys synth -top {args.top}: {ybits:,} flip-flop bits ({verdict})")
+    for m in stats["modules"]:
+        print(f"\n{m['module']}: {_params_text(m['parameters'])}")
+        print("  " + ", ".join(f"{_DIR[p['direction']]} {p['name']}[{p['bits']}]" for p in m["ports"]))
+    if args.json:
+        atomic_write_text(Path(args.json), json.dumps(stats, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    if args.yosys and stats["yosys_ff_bits"] != stats["ff_bits"]:
+        return 1
+    return 0
+
+
+def run_test(args: argparse.Namespace) -> int:
+    from npukit.rtl._cases import default_dims, standard_cases
+    from npukit.rtl._config import RtlConfig
+    from npukit.rtl._runner import run_gemm_suite, run_quant_suite
+    from npukit.sim.errors import ConfigError
+
+    probe = _config(args)
+    dm, dn, dk = default_dims(probe)
+    m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
+    if min(m, n, k) < 1:
+        raise ConfigError(f"--m/--n/--k must be positive (got {m}, {n}, {k})")
+    if args.quant_samples < 0:
+        raise ConfigError(f"--quant-samples must be >= 0 (got {args.quant_samples})")
+    cfg: RtlConfig = _config(args, m, n, k)
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
+          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}, seed {args.seed}", flush=True)
+    t0 = time.perf_counter()
+    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k)), args.build_dir)
+    rows = []
+    failures = []
+    for c in suite.cases:
+        q = "-" if c["quant"] is None else f"{c['quant'][0]}>>{c['quant'][1]}"
+        rows.append((c["name"], f"{c['m']}x{c['k']}x{c['n']}", q, c["rtl_cycles"], c["model_cycles"], c["outputs"],
+                     "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
+        if not c["passed"]:
+            failures.append(c["first_mismatch"])
+    if args.quant_samples:
+        qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, args.build_dir,
+                               mult_bits=cfg.mult_bits, lanes=32)
+        r = qres.result
+        rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
+                     r["n"], "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
+        if not qres.passed:
+            failures.append(r["first_mismatch"])
+    print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "result", "rtl_wall_s"), rows))
+    print(f"\nbuild {suite.build_s:.1f} s, total {time.perf_counter() - t0:.1f} s; logs in {suite.log.parent}")
+    if failures:
+        for f in failures:
+            print(f"FAIL: {f}", file=sys.stderr)
+        return 1
+    print("all passed")
+    return 0

@@ -1,0 +1,165 @@
+"""RTL build configuration: the Verilog parameters of ``npu_top`` for one array and GEMM size range.
+
+One :class:`RtlConfig` is one Icarus build (one build folder). Array shape and bit widths are in
+bits; ``max_m/max_n/max_k`` are the largest GEMM the build must run (they size the operand
+buffers and the accumulator, in words).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from npukit.sim.errors import ConfigError
+
+#: Verilog DATAFLOW parameter per dataflow. Input stationary runs on the weight-stationary hardware
+#: with the operands' roles swapped (A' = B^T, B' = A^T, out = out'^T), exactly the contract's "is".
+DATAFLOWS = {"ws": 0, "os": 1, "is": 0}
+OVERFLOWS = {"saturate": 0, "wrap": 1}
+#: Verilog sources of the design, leaves first; the top is ``npu_top``.
+DESIGN_FILES = ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v")
+#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports.
+OUT_LAT = 2
+SHIFT_BITS = 6
+MAX_PES = 128 * 128
+
+
+def _bits(n: int) -> int:
+    """Unsigned bits to hold 0..n (at least 1)."""
+    return max(1, int(n).bit_length())
+
+
+def rtl_dir() -> Path:
+    """Folder holding the shipped Verilog sources (package data of npukit.rtl)."""
+    return Path(str(importlib.resources.files("npukit.rtl")))
+
+
+def source_paths(files: tuple[str, ...] = DESIGN_FILES) -> list[Path]:
+    """Absolute paths of the Verilog files; raises ConfigError when the package data is missing."""
+    base = rtl_dir()
+    paths = [base / f for f in files]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ConfigError(f"Verilog sources {missing} are missing from {base}; reinstall npukit (pip install -e .)")
+    return paths
+
+
+@dataclass(frozen=True)
+class RtlConfig:
+    """One parameter set of ``npu_top`` (array rows x cols, widths in bits, GEMM size range)."""
+
+    rows: int = 4
+    cols: int = 4
+    data_bits: int = 8
+    psum_bits: int = 32
+    acc_bits: int | None = None
+    mult_bits: int = 16
+    dataflow: str = "ws"
+    overflow: str = "saturate"
+    max_m: int = 16
+    max_n: int = 16
+    max_k: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "cols"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive integer (got {v!r}); pass e.g. --{name} 8")
+        if self.rows * self.cols > MAX_PES:
+            raise ConfigError(f"array {self.rows}x{self.cols} is larger than 128x128 PEs; pass smaller --rows/--cols")
+        if not 2 <= self.data_bits <= 16:
+            raise ConfigError(f"data_bits must be in [2, 16] (got {self.data_bits}); pass --data-bits 8")
+        # widths limited to what the int64 cycle model (npukit.sim.cycle) checks against
+        if not 2 <= self.psum_bits <= 62:
+            raise ConfigError(f"psum_bits must be in [2, 62] (got {self.psum_bits}); pass e.g. --psum-bits 32")
+        if self.acc_bits is not None and not 2 <= self.acc_bits <= 62:
+            raise ConfigError(f"acc_bits must be in [2, 62] (got {self.acc_bits}); pass e.g. --acc-bits 32")
+        if not 2 <= self.mult_bits <= 16:
+            raise ConfigError(f"mult_bits must be in [2, 16] (got {self.mult_bits}); the quantizer multiplier is 16 bits at most")
+        if self.dataflow not in DATAFLOWS:
+            raise ConfigError(f"unknown dataflow {self.dataflow!r}; the RTL runs {', '.join(DATAFLOWS)}")
+        if self.overflow not in OVERFLOWS:
+            raise ConfigError(f"unknown overflow mode {self.overflow!r}; use saturate or wrap")
+        for name in ("max_m", "max_n", "max_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive integer (got {v!r})")
+
+    @property
+    def acc_width(self) -> int:
+        """Accumulator width B in bits (default: the psum width P)."""
+        return self.psum_bits if self.acc_bits is None else self.acc_bits
+
+    @property
+    def hw_dataflow(self) -> str:
+        """The hardware dataflow: 'ws' (for ws and is) or 'os'."""
+        return "os" if self.dataflow == "os" else "ws"
+
+    @property
+    def out_width(self) -> int:
+        """Bits of one output lane of npu_top: B (ws/is) or max(P, B) (os)."""
+        return max(self.psum_bits, self.acc_width) if self.dataflow == "os" else self.acc_width
+
+    def hw_dims(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """(M, N, K) of the GEMM the hardware runs (is swaps M and N: out^T = B^T A^T)."""
+        return (n, m, k) if self.dataflow == "is" else (m, n, k)
+
+    def buffer_words(self, m: int, n: int, k: int) -> tuple[int, int]:
+        """Words of the A and B operand buffers needed for an M x K @ K x N GEMM."""
+        m, n, k = self.hw_dims(m, n, k)
+        nf = -(-n // self.cols)
+        if self.hw_dataflow == "ws":
+            kf = -(-k // self.rows)
+            return kf * m, nf * kf * self.rows
+        return -(-m // self.rows) * k, nf * k
+
+    def fold_cycles(self, m: int, n: int, k: int) -> int:
+        """T, the cycles of one fold (scalesim timing)."""
+        m, n, k = self.hw_dims(m, n, k)
+        if self.hw_dataflow == "ws":
+            return 2 * self.rows + self.cols + m - 2
+        return self.rows + self.cols + k - 2
+
+    def parameters(self) -> dict[str, int]:
+        """Verilog parameters of npu_top for this configuration."""
+        a_words, b_words = self.buffer_words(self.max_m, self.max_n, self.max_k)
+        t = self.fold_cycles(self.max_m, self.max_n, self.max_k)
+        m, n, k = self.hw_dims(self.max_m, self.max_n, self.max_k)
+        dim = max(m, n, k) + max(self.rows, self.cols) + 2 * self.rows + self.cols + 2
+        return {
+            "ROWS": self.rows,
+            "COLS": self.cols,
+            "DATA_W": self.data_bits,
+            "PSUM_W": self.psum_bits,
+            "ACC_W": self.acc_width,
+            "MULT_W": self.mult_bits,
+            "SHIFT_W": SHIFT_BITS,
+            "DATAFLOW": DATAFLOWS[self.dataflow],
+            "OVERFLOW": OVERFLOWS[self.overflow],
+            "DIM_W": _bits(max(dim, t)),
+            "A_AW": _bits(a_words - 1),
+            "B_AW": _bits(b_words - 1),
+            "ACC_AW": _bits(m - 1) if self.hw_dataflow == "ws" else 1,
+        }
+
+    def tag(self) -> str:
+        """Short unique name of this parameter set (used for build folders)."""
+        p = self.parameters()
+        return (
+            f"{self.dataflow}_{self.overflow}_r{self.rows}c{self.cols}_d{self.data_bits}p{self.psum_bits}"
+            f"a{self.acc_width}m{self.mult_bits}_dim{p['DIM_W']}a{p['A_AW']}b{p['B_AW']}acc{p['ACC_AW']}"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def check_gemm(self, m: int, n: int, k: int) -> None:
+        """Raise ConfigError when an M x K @ K x N GEMM does not fit this build's buffers."""
+        if m < 1 or n < 1 or k < 1:
+            raise ConfigError(f"GEMM dims must be positive (got M={m}, N={n}, K={k})")
+        if m > self.max_m or n > self.max_n or k > self.max_k:
+            raise ConfigError(
+                f"GEMM {m}x{k}x{n} exceeds this build's max_m/max_n/max_k = {self.max_m}/{self.max_n}/{self.max_k}; "
+                "build with larger max_* values"
+            )

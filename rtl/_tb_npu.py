@@ -1,0 +1,184 @@
+"""cocotb testbench of npu_top: GEMMs bit-exact and cycle-exact against the cycle-level model.
+
+Run by :mod:`npukit.rtl._runner` inside Icarus (never imported by pytest directly). The job file
+named by ``$NPUKIT_RTL_JOB`` holds the build's :class:`RtlConfig` and the cases (A, B, quant,
+seed); the results are written as JSON to the job's ``result_path``.
+
+Cycle mapping (documented contract between RTL time and the model's cycles): the rising clock
+edge that samples ``start = 1`` begins RTL period 0; period p is the clock period that begins
+at the p-th rising edge after it. The PEs perform contract cycle t's MACs in period t (their
+registers update at the edge that ends it). The testbench samples npu_top's outputs at the
+falling edge inside each period; an output seen in period p left the array in contract cycle
+p - OUT_LAT (OUT_LAT = 2: the array's bottom psum register / os drain, then the accumulator's
+output register). That cycle must equal the model's ``out_cycle``, ``cycles`` must equal the
+model's ``cycles`` and ``done`` must be seen in period cycles + OUT_LAT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge
+
+from ._config import OUT_LAT, RtlConfig
+from ._layout import operand_words, unpack_lanes
+
+
+def model_result(cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant: tuple[int, int] | None):
+    """The cycle-level model's result for one case (same parameters as the RTL build)."""
+    from npukit.sim.cycle import run_gemm
+
+    return run_gemm(
+        a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, psum_bits=cfg.psum_bits,
+        overflow=cfg.overflow, timing="scalesim", acc_bits=cfg.acc_bits, quant=quant,
+    )
+
+
+def compare(cfg: RtlConfig, got: dict, rtl_cycles: int | None, done_period: int, ref, seed: int, name: str,
+            protocol: list[tuple[int, str]] | None = None) -> list[str]:
+    """Mismatch messages (empty when bit- and cycle-exact), first mismatch (in time) first."""
+    problems: list[tuple[int, str]] = list(protocol or [])
+    m_dim, n_dim = ref.out.shape
+    for (m, n), (val, cyc) in got.items():
+        if not (0 <= m < m_dim and 0 <= n < n_dim):
+            problems.append((cyc, f"unexpected output ({m}, {n}) = {val} at cycle {cyc}"))
+    for m in range(m_dim):
+        for n in range(n_dim):
+            want_v, want_c = int(ref.out[m, n]), int(ref.out_cycle[m, n])
+            if (m, n) not in got:
+                problems.append((want_c, f"output ({m}, {n}) never appeared (model: {want_v} at cycle {want_c})"))
+                continue
+            val, cyc = got[(m, n)]
+            if val != want_v or cyc != want_c:
+                shown = "x" if val is None else val
+                problems.append(
+                    (min(cyc, want_c), f"output ({m}, {n}): RTL {shown} at cycle {cyc}, model {want_v} at cycle {want_c}")
+                )
+    problems.sort(key=lambda p: p[0])
+    msgs = [p[1] for p in problems]
+    if rtl_cycles != int(ref.cycles):
+        msgs.append(f"RTL cycles {rtl_cycles} != model cycles {int(ref.cycles)}")
+    elif done_period != rtl_cycles + OUT_LAT:
+        msgs.append(f"done seen in period {done_period}, expected cycles + {OUT_LAT} = {rtl_cycles + OUT_LAT}")
+    return [f"[{name}, seed {seed}] {s}" for s in msgs]
+
+
+def _uint(value) -> int | None:
+    """Unsigned value of a signal (Logic or LogicArray); None when it holds x or z."""
+    s = str(value)
+    return int(s, 2) if s and set(s) <= {"0", "1"} else None
+
+
+async def _write_buffers(dut, a_words: list[int], b_words: list[int]) -> None:
+    for idx in range(max(len(a_words), len(b_words))):
+        await FallingEdge(dut.clk)
+        dut.a_we.value = int(idx < len(a_words))
+        if idx < len(a_words):
+            dut.a_waddr.value = idx
+            dut.a_wdata.value = a_words[idx]
+        dut.b_we.value = int(idx < len(b_words))
+        if idx < len(b_words):
+            dut.b_waddr.value = idx
+            dut.b_wdata.value = b_words[idx]
+    await FallingEdge(dut.clk)
+    dut.a_we.value = 0
+    dut.b_we.value = 0
+
+
+async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim_w: int,
+                   limit: int) -> tuple[dict, int | None, int, list[tuple[int, str]], float]:
+    """Drive one GEMM; returns ({(m, n): (value or None for x/z, contract cycle)}, RTL cycles,
+    done period, [(cycle, problem)] for protocol problems (x on out_vld, duplicates, no done),
+    wall seconds from start to done (the run without the buffer writes)."""
+    a_words, b_words = operand_words(a, b, cfg.rows, cfg.cols, cfg.dataflow, cfg.data_bits)
+    await _write_buffers(dut, a_words, b_words)
+    m, n, k = cfg.hw_dims(a.shape[0], b.shape[1], a.shape[1])
+    dut.cfg_m.value = m
+    dut.cfg_n.value = n
+    dut.cfg_k.value = k
+    dut.cfg_qen.value = int(quant is not None)
+    mult, shift = quant if quant is not None else (1, 0)
+    dut.cfg_mult.value = mult & ((1 << cfg.mult_bits) - 1)
+    dut.cfg_shift.value = shift
+    dut.start.value = 1
+    t0 = time.perf_counter()
+    await FallingEdge(dut.clk)  # the rising edge just passed sampled start: we are in period 0
+    dut.start.value = 0
+    got: dict[tuple[int, int], tuple[int | None, int]] = {}
+    problems: list[tuple[int, str]] = []
+    out_w, cols = cfg.out_width, cfg.cols
+    swap = cfg.dataflow == "is"  # the hardware computes out^T: its (row, col) is our (col, row)
+    period = 0
+    while True:
+        vbits = _uint(dut.out_vld.value)
+        if vbits is None:
+            problems.append((period - OUT_LAT, f"out_vld is {dut.out_vld.value} at cycle {period - OUT_LAT}"))
+            break
+        if vbits:
+            lanes = [c for c in range(cols) if vbits >> c & 1]
+            vals = unpack_lanes(str(dut.out_data.value), out_w, lanes, signed=True)
+            rows = unpack_lanes(str(dut.out_row.value), dim_w, lanes, signed=False)
+            folds = unpack_lanes(str(dut.out_fold.value), dim_w, lanes, signed=False)
+            for c in lanes:
+                if rows[c] is None or folds[c] is None:
+                    problems.append((period - OUT_LAT, f"lane {c} has an x/z index at cycle {period - OUT_LAT}"))
+                    continue
+                col = folds[c] * cols + c
+                key = (col, rows[c]) if swap else (rows[c], col)
+                if key in got:
+                    problems.append((period - OUT_LAT, f"output {key} emitted twice (cycles {got[key][1]} and "
+                                                       f"{period - OUT_LAT})"))
+                got[key] = (vals[c], period - OUT_LAT)
+        if _uint(dut.done.value) == 1:
+            break
+        period += 1
+        if period > limit:
+            problems.append((period - OUT_LAT, f"npu_top did not finish within {limit} cycles"))
+            break
+        await FallingEdge(dut.clk)
+    return got, _uint(dut.cycles.value), period, problems, time.perf_counter() - t0
+
+
+@cocotb.test()
+async def gemm_cases(dut):
+    """Every case of the job: outputs and output cycles equal the model's."""
+    job = json.loads(Path(os.environ["NPUKIT_RTL_JOB"]).read_text())
+    cfg = RtlConfig(**job["config"])
+    dim_w = cfg.parameters()["DIM_W"]
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    for sig in ("a_we", "b_we", "start", "cfg_qen"):
+        getattr(dut, sig).value = 0
+    dut.rst.value = 1
+    for _ in range(3):
+        await FallingEdge(dut.clk)
+    dut.rst.value = 0
+    results, failures = [], []
+    for case in job["cases"]:
+        a = np.array(case["a"], dtype=np.int64)
+        b = np.array(case["b"], dtype=np.int64)
+        quant = tuple(case["quant"]) if case["quant"] is not None else None
+        t0 = time.perf_counter()
+        ref = model_result(cfg, a, b, quant)
+        t_model = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got, rtl_cycles, done_period, protocol, t_run = await run_case(dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000)
+        t_rtl = time.perf_counter() - t0
+        msgs = compare(cfg, got, rtl_cycles, done_period, ref, case["seed"], case["name"], protocol)
+        results.append({
+            "name": case["name"], "seed": case["seed"], "m": int(a.shape[0]), "n": int(b.shape[1]), "k": int(a.shape[1]),
+            "quant": case["quant"], "passed": not msgs, "rtl_cycles": rtl_cycles, "model_cycles": int(ref.cycles),
+            "outputs": len(got), "first_mismatch": msgs[0] if msgs else None, "mismatches": len(msgs),
+            "rtl_wall_s": t_rtl, "rtl_run_wall_s": t_run, "model_wall_s": t_model,
+        })
+        failures.extend(msgs[:1])
+        await FallingEdge(dut.clk)
+    with open(job["result_path"] + ".tmp", "w") as fh:
+        json.dump({"config": job["config"], "cases": results}, fh)
+    os.replace(job["result_path"] + ".tmp", job["result_path"])
+    assert not failures, "; ".join(failures)

@@ -1,0 +1,255 @@
+"""The Verilog systolic array (rtl/*.v) against the cycle-level model, through cocotb on Icarus.
+
+Each parameter set is one Icarus build (one folder under a session temp dir). The cases are
+seeded: the seed is random per session unless ``NPUKIT_RTL_SEED`` is set, and it is printed and
+part of every failure message. The cocotb testbenches are npukit.rtl._tb_npu / _tb_quant (package
+modules, so ``npukit rtl test`` runs the same suite); the RTL-cycle <-> contract-cycle mapping is
+documented in _tb_npu.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from npukit.cli import main
+from npukit.rtl._cases import default_dims, standard_cases
+from npukit.rtl._config import DESIGN_FILES, RtlConfig, source_paths
+from npukit.rtl._runner import GemmCase, run_gemm_suite, run_quant_suite
+from npukit.sim.cycle import run_gemm
+from npukit.sim.errors import ConfigError
+
+pytestmark = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not installed")
+
+SEED = int(os.environ.get("NPUKIT_RTL_SEED", random.SystemRandom().randrange(1 << 31)))
+
+
+@pytest.fixture(scope="session")
+def build_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("sim_build")
+
+
+def _cfg(rows, cols, dataflow, overflow, p, b=None, dims=None):
+    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
+    m, n, k = dims or default_dims(probe)
+    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
+                     max_m=m, max_n=n, max_k=k)
+
+
+# (rows, cols, dataflow, overflow, P, B): 4x4 covers both overflow modes at a small P (products of
+# two int8 overflow 12 bits) and a narrow accumulator; then 8x8, 16x8 and 32x32 in ws and os.
+CONFIGS = [
+    (4, 4, "ws", "saturate", 32, None),
+    (4, 4, "ws", "saturate", 12, None),
+    (4, 4, "ws", "wrap", 12, None),
+    (4, 4, "ws", "wrap", 16, 10),
+    (4, 4, "os", "saturate", 12, None),
+    (4, 4, "os", "wrap", 12, 8),
+    (8, 8, "ws", "saturate", 16, None),
+    (8, 8, "os", "wrap", 32, None),
+    (8, 8, "is", "wrap", 14, None),
+    (16, 8, "ws", "wrap", 32, 20),
+    (16, 8, "os", "saturate", 16, None),
+    (32, 32, "ws", "saturate", 32, None),
+    (32, 32, "os", "wrap", 20, None),
+]
+
+
+@pytest.mark.parametrize("rows,cols,dataflow,overflow,p,b", CONFIGS, ids=lambda v: str(v))
+def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p, b):
+    cfg = _cfg(rows, cols, dataflow, overflow, p, b)
+    cases = standard_cases(cfg, SEED)
+    print(f"seed {SEED}: {cfg.tag()}")
+    res = run_gemm_suite(cfg, cases, build_root)
+    assert [c["name"] for c in res.cases] == ["random", "edges", "extremes", "quant"]
+    by_name = {x.name: x for x in cases}
+    for c in res.cases:
+        x = by_name[c["name"]]
+        ref = run_gemm(x.a, x.b, rows, cols, dataflow=dataflow, psum_bits=p, overflow=overflow, acc_bits=b, quant=x.quant)
+        assert c["passed"], f"seed {SEED}, {cfg.tag()}: {c['first_mismatch']} ({c['mismatches']} problems)"
+        assert c["outputs"] == ref.out.size and c["rtl_cycles"] == ref.cycles == c["model_cycles"]
+    if p <= 16:  # the edge cases really overflow P bits: exact sums leave the P-bit range
+        for name in ("edges", "extremes"):
+            case = by_name[name]
+            exact = case.a.astype(np.int64) @ case.b.astype(np.int64)
+            assert np.abs(exact).max() >= 1 << (p - 1), f"{name} does not overflow {p} bits"
+
+
+def test_quantizer_100k_random_inputs(build_root):
+    res = run_quant_suite(32, 8, 100_000, SEED, build_root, lanes=32)
+    r = res.result
+    print(f"seed {SEED}: {r}")
+    assert r["n"] == 100_000 and r["steps"] >= 100_000 // 32
+    assert r["ties"] >= 10_000 and r["saturated"] >= 10_000, r  # ties and saturation are exercised
+    assert res.passed, f"seed {SEED}: {r['first_mismatch']} ({r['mismatches']} mismatches)"
+
+
+def test_quantizer_narrow_psum_wide_output(build_root):
+    res = run_quant_suite(20, 12, 20_000, SEED + 1, build_root, lanes=32)
+    assert res.passed, f"seed {SEED + 1}: {res.result['first_mismatch']}"
+    assert res.result["ties"] > 1000 and res.result["saturated"] > 1000
+
+
+def _mutated(tmp_path, file, old, new):
+    srcs = source_paths()
+    out = []
+    for s in srcs:
+        d = tmp_path / s.name
+        text = s.read_text()
+        if s.name == file:
+            assert old in text
+            text = text.replace(old, new)
+        d.write_text(text)
+        out.append(d)
+    return out
+
+
+def test_wrong_rtl_values_fail_with_first_mismatch_cycle_and_seed(build_root, tmp_path):
+    # the accumulator subtracts later K-folds' psums instead of adding them
+    srcs = _mutated(tmp_path, "accumulator.v", "assign sum = old + in_data;", "assign sum = old - in_data;")
+    cfg = _cfg(4, 4, "ws", "saturate", 32)
+    res = run_gemm_suite(cfg, standard_cases(cfg, SEED)[:1], build_root, sources=srcs)
+    c = res.cases[0]
+    assert not c["passed"] and not res.passed
+    assert re.search(rf"\[random, seed {SEED}\] output \(\d+, \d+\): RTL -?\d+ at cycle \d+, model -?\d+ at cycle \d+",
+                     c["first_mismatch"]), c["first_mismatch"]
+
+
+def test_wrong_rtl_timing_fails_on_cycles(build_root, tmp_path):
+    # one extra cycle per fold: values still right, every later fold late
+    srcs = _mutated(tmp_path, "npu_top.v", "wire fold_end = run_q && (lt == t_len - 1'b1);",
+                    "wire fold_end = run_q && (lt == t_len);")
+    cfg = _cfg(4, 4, "ws", "wrap", 32)
+    res = run_gemm_suite(cfg, standard_cases(cfg, SEED)[:1], build_root, sources=srcs)
+    c = res.cases[0]
+    assert not c["passed"]
+    assert "at cycle" in c["first_mismatch"] and f"seed {SEED}" in c["first_mismatch"]
+    assert c["rtl_cycles"] != c["model_cycles"]
+
+
+def test_tiny_and_single_fold_gemms(build_root):
+    cfg = RtlConfig(rows=4, cols=4, dataflow="ws", max_m=3, max_n=5, max_k=5)
+    rng = np.random.default_rng(SEED)
+    cases = [GemmCase("1x1x1", np.array([[-128]]), np.array([[-128]]), None, SEED),
+             GemmCase("3x5x5", rng.integers(-128, 128, (3, 5)), rng.integers(-128, 128, (5, 5)), (3, 1), SEED)]
+    res = run_gemm_suite(cfg, cases, build_root)
+    assert res.passed, [c["first_mismatch"] for c in res.cases]
+    assert res.cases[0]["rtl_cycles"] == run_gemm(cases[0].a, cases[0].b, 4, 4).cycles
+
+
+def test_bad_gemm_for_build_is_a_config_error(build_root):
+    cfg = RtlConfig(rows=4, cols=4, max_m=4, max_n=4, max_k=4)
+    with pytest.raises(ConfigError, match="exceeds this build"):
+        run_gemm_suite(cfg, [GemmCase("big", np.zeros((5, 4), int), np.zeros((4, 4), int))], build_root)
+    with pytest.raises(ConfigError, match="dataflow"):
+        RtlConfig(dataflow="xs")
+    with pytest.raises(ConfigError, match="rows"):
+        RtlConfig(rows=0)
+
+
+def test_verilog_2005_accepted_by_icarus():
+    srcs = [str(p) for p in source_paths()]
+    for df in (0, 1):
+        for ov in (0, 1):
+            proc = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", os.devnull, "-s", "npu_top", f"-Pnpu_top.DATAFLOW={df}",
+                                   f"-Pnpu_top.OVERFLOW={ov}", *srcs], capture_output=True, text=True)
+            assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    harness = source_paths(("psum_quantizer.v", "quantizer_lanes.v"))
+    proc = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", os.devnull, "-s", "quantizer_lanes", *map(str, harness)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    assert {p.name for p in source_paths()} == set(DESIGN_FILES)
+    for p in source_paths() + harness:
+        assert p.read_text().startswith("`timescale 1ns/1ps")
+
+
+# ---------------------------------------------------------------------------- statistics
+yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not installed: flip-flop cross-check skipped")
+
+
+@yosys
+@pytest.mark.parametrize("rows,cols,dataflow,overflow,p", [(4, 4, "ws", "saturate", 32), (3, 5, "os", "wrap", 12)])
+def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p):
+    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
+
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8)
+    st = rtl_stats(cfg)
+    mods = {m["module"]: m for m in st["modules"]}
+    assert set(mods) == {"npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"}
+    assert mods["pe"]["instances"] == rows * cols and mods["accumulator"]["instances"] == cols
+    assert st["ff_bits"] == sum(m["ff_bits_total"] for m in mods.values())
+    assert st["ff_bits"] == yosys_ff_bits("npu_top", module_parameters(cfg, "npu_top"))
+    # a pe holds a, b (ws: the weight) and the psum register; os adds 3 tag + b valid + fin bits
+    assert mods["pe"]["ff_bits"] == 2 * 8 + p + (0 if dataflow == "ws" else 5)
+    ports = {q["name"]: q for q in mods["npu_top"]["ports"]}
+    assert ports["out_data"]["bits"] == cols * cfg.out_width and ports["out_data"]["direction"] == "output"
+    assert mods["npu_top"]["parameters"]["ROWS"] == rows and mods["psum_quantizer"]["parameters"]["IN_W"] == p
+
+
+@yosys
+def test_stats_each_module_matches_yosys():
+    from npukit.rtl._stats import TOPS, module_parameters, rtl_stats, yosys_ff_bits
+
+    cfg = RtlConfig(rows=2, cols=3, psum_bits=24, acc_bits=16, max_m=4, max_n=4, max_k=4)
+    for top in TOPS:
+        if top == "npu_top":
+            continue
+        assert rtl_stats(cfg, top)["ff_bits"] == yosys_ff_bits(top, module_parameters(cfg, top)), top
+
+
+def test_stats_fast_scope_patch_is_exact():
+    from npukit.rtl._stats import rtl_stats
+
+    fast = rtl_stats(top="systolic_array", rows=2, cols=2, dataflow="os")
+    slow = rtl_stats(RtlConfig(rows=2, cols=2, dataflow="os"), "systolic_array", fast=False)
+    for d in (fast, slow):
+        d.pop("analysis_s")
+    assert fast == slow
+
+
+# ---------------------------------------------------------------------------- CLI
+def test_cli_rtl_stats_prints_table(capsys, tmp_path):
+    out = tmp_path / "s.json"
+    assert main(["rtl", "stats", "--rows", "2", "--cols", "3", "--top", "systolic_array", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"pe\s+6\s+48\s+288\s+14", text), text
+    assert "total flip-flop bits: 288" in text and out.is_file()
+
+
+def test_cli_rtl_test_passes_and_reports_cycles(capsys, tmp_path):
+    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--dataflow", "os", "--overflow", "wrap", "--psum-bits", "12",
+               "--seed", str(SEED), "--quant-samples", "2000", "--build-dir", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    ref_cycles = run_gemm(np.zeros((6, 6), int), np.zeros((6, 6), int), 4, 4, dataflow="os").cycles
+    assert re.search(rf"random\s+6x6x6\s+-\s+{ref_cycles}\s+{ref_cycles}\s+36\s+PASS", text), text
+    assert "quantizer" in text and "all passed" in text
+
+
+def test_cli_rtl_test_exit_codes(capsys, tmp_path, monkeypatch):
+    assert main(["rtl", "test", "--rows", "0", "--build-dir", str(tmp_path)]) == 2
+    assert "rows must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["rtl", "test", "--dataflow", "xs"])
+    assert exc.value.code == 2
+    # a failing suite -> exit 1 and the first mismatch on stderr
+    import npukit.rtl._runner as runner
+
+    real = runner.run_gemm_suite
+
+    def broken(cfg, cases, root, sources=None):
+        srcs = _mutated(tmp_path, "accumulator.v", "assign old = in_first ? {ACC_W{1'b0}} : mem[in_addr];",
+                        "assign old = mem[in_addr];")
+        return real(cfg, cases, root, sources=srcs)
+
+    monkeypatch.setattr(runner, "run_gemm_suite", broken)
+    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--seed", "5", "--quant-samples", "0",
+               "--build-dir", str(tmp_path / "b")])
+    cap = capsys.readouterr()
+    assert rc == 1 and "FAIL" in cap.out and "seed 5" in cap.err and "at cycle" in cap.err
