@@ -20,6 +20,7 @@ import torch
 from npukit.sim import quant as squant
 
 LOG2_FLOOR = -60.0  # log2 of the range assigned to an all-zero tile (any step represents 0 exactly)
+TOP_K = 8  # largest |x| per K-tile kept as tile features (the predictor's peak-times-weight feature)
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,16 @@ class TileFeatures:
     """Statistics of the input activation tiles of x (M x K) in psum-domain units.
 
     ``rms``/``peak``: (M, kf) RMS and max |x| of row m over K-tile t (RMS over the tile's real
-    length); ``row_rms``/``row_peak``: (M,) over the whole row."""
+    length); ``row_rms``/``row_peak``: (M,) over the whole row; ``top_val``/``top_idx``: (M, kf, TOP_K)
+    the TOP_K largest |x| of each K-tile and their column indices in x (for the predictor's
+    peak-times-weight feature; None when not computed)."""
 
     rms: torch.Tensor
     peak: torch.Tensor
     row_rms: torch.Tensor
     row_peak: torch.Tensor
+    top_val: torch.Tensor | None = None
+    top_idx: torch.Tensor | None = None
 
 
 def tile_features(x: torch.Tensor, g: Geom) -> TileFeatures:
@@ -64,7 +69,9 @@ def tile_features(x: torch.Tensor, g: Geom) -> TileFeatures:
     sq = xt.square().sum(2)
     rms = (sq / lens.to(x.device)).sqrt()
     peak = xt.abs().amax(2)
-    return TileFeatures(rms, peak, (sq.sum(1) / g.K).sqrt(), peak.amax(1))
+    top = xt.abs().topk(min(TOP_K, g.rows), dim=2)
+    idx = top.indices + (torch.arange(g.kf, device=x.device) * g.rows)[None, :, None]
+    return TileFeatures(rms, peak, (sq.sum(1) / g.K).sqrt(), peak.amax(1), top.values, idx)
 
 
 def safe_log2(v: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ psum buffer keeps one step per output for all K-tiles), or anything broadcastabl
 * ``sigma``: clip at mu +- k sigma of the calibration psums per array column tile (as ColumnQuant),
   per (K-tile, N-tile) for transfer, per N-tile over the running sums for buffer; k = ``sigma_k``.
 * ``psumquant``: the learnable predictor of :mod:`npukit.models._psum_predictor` (crest factor, RMS,
-  tile position, weight norm -> log2 range) plus a per-layer head-room margin picked on the
+  tile position, weight norm, top-8 peaks times their weight rows -> log2 range) plus a per-layer head-room margin picked on the
   calibration rows among quantiles of the fit residuals and fixed clipping offsets (-3..-0.5 log2):
   the one minimising the layer's output MSE under the actual B-bit execution; plus the config's
   ``headroom_log2`` (default 0); rounded to the nearest hardware step.
@@ -34,7 +34,7 @@ import torch
 from npukit.kernels.psumquant import psumquant_matmul
 
 from ._psum_exec import LOG2_FLOOR, CalibStats, Geom, TileFeatures, hw_steps, log2_qmax, oracle_ranges, safe_log2, tile_features
-from ._psum_predictor import ScalePredictor, weight_norms
+from ._psum_predictor import ScalePredictor, weight_absmax, weight_norms
 
 POLICIES = ("none", "static", "tile-max", "a2q", "sigma", "psumquant")
 
@@ -195,7 +195,7 @@ class PsumQuantPolicy(ScalePolicy):
     def _fit(self, ctx: FitContext) -> None:
         gen = torch.Generator().manual_seed(ctx.seed)
         xs = ctx.stats.sample_rows(ctx.calib_rows, gen)
-        self.pred = ScalePredictor(ctx.g, ctx.semantics)
+        self.pred = ScalePredictor(ctx.g, ctx.semantics, wmax=weight_absmax(ctx.w, ctx.g))
         self.wn = weight_norms(ctx.w, ctx.g, ctx.semantics)
         f = tile_features(xs, ctx.g)
         target = safe_log2(oracle_ranges(xs, ctx.w, ctx.g, ctx.semantics))

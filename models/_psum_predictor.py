@@ -11,6 +11,13 @@ magnitudes, so that the Cauchy-Schwarz bound |x . w| <= ||x|| ||w|| is a linear 
   log2 RMS(x[m, :]), log2 crest(x[m, :]), mean_t and max_t of log2 crest(x[m, t]), log2 max_t
   RMS(x[m, t]), log2 max_col ||w[:, col in j]||_2, one-hot of j.
 
+Both add a peak-times-weight feature (when the predictor is given the weight): log2 sum over the
+TOP_K = 8 largest |x_k| of the tile (buffer: of the whole row) of |x_k| max_{col in j} |w[k, col]|.
+Crest factor and RMS say how large the peaks are, not which channels they sit in; in transformers
+a few channels carry "massive activations" on a few tokens (seen in all-MiniLM-L6-v2's FFN output)
+and the psum range of such a row is set by those channels' weight rows. Hardware cost: a top-8
+selector on the input tile and a static K x N-tiles table of weight-row maxima.
+
 Target: log2 of the tile's true psum range max |psum| (buffer: over every running-sum prefix).
 Fit: closed-form ridge least squares (lambda = 1e-3 x trace / n_features) on the rows sampled during
 calibration; all-zero tiles are left out. The prediction plus a per-layer head-room ``margin``
@@ -29,6 +36,12 @@ from ._psum_exec import LOG2_FLOOR, Geom, TileFeatures, safe_log2
 MAX_ONE_HOT = 64
 
 
+def weight_absmax(w: torch.Tensor, g: Geom) -> torch.Tensor:
+    """(kf * rows, nt): max |w[k, col]| over each N-tile's columns, zero rows for the K padding."""
+    wp = torch.nn.functional.pad(w.float().abs(), (0, g.nt * g.cols - g.N, 0, g.kf * g.rows - g.K))
+    return wp.view(g.kf * g.rows, g.nt, g.cols).amax(2)
+
+
 def weight_norms(w: torch.Tensor, g: Geom, semantics: str) -> torch.Tensor:
     """log2 of the max column L2 norm: transfer (kf, nt) per (K-tile, N-tile); buffer (nt,)."""
     wf = w.float()
@@ -44,8 +57,9 @@ def weight_norms(w: torch.Tensor, g: Geom, semantics: str) -> torch.Tensor:
 class ScalePredictor:
     """Linear model in log2 space from tile features to log2 max |psum| (see module docstring)."""
 
-    def __init__(self, g: Geom, semantics: str, ridge: float = 1e-3) -> None:
+    def __init__(self, g: Geom, semantics: str, ridge: float = 1e-3, wmax: torch.Tensor | None = None) -> None:
         self.g = g
+        self.wmax = wmax  # weight_absmax(w, g): enables the peak-times-weight feature
         self.semantics = semantics
         self.ridge = ridge
         self.theta: torch.Tensor | None = None
@@ -69,6 +83,8 @@ class ScalePredictor:
                 wn[None].expand(M, g.kf, g.nt),
                 pos[:, :, None].expand(M, g.kf, g.nt),
             ]
+            if self.wmax is not None:
+                cols.append(self._peak_w(f))
             X = torch.stack(cols, -1)
             if eye is not None:
                 X = torch.cat([X, eye[None, None].expand(M, g.kf, g.nt, g.nt)], -1)
@@ -84,9 +100,23 @@ class ScalePredictor:
         max_tr = tl.amax(1)
         per_row = torch.stack([torch.ones(M), lr, lc, mean_tc, max_tc, max_tr], -1)  # (M, 6)
         X = torch.cat([per_row[:, None].expand(M, g.nt, 6), wn[None, :, None].expand(M, g.nt, 1)], -1)
+        if self.wmax is not None:
+            X = torch.cat([X, self._peak_w(f)[..., None]], -1)
         if eye is not None:
             X = torch.cat([X, eye[None].expand(M, g.nt, g.nt)], -1)
         return X
+
+    def _peak_w(self, f: TileFeatures) -> torch.Tensor:
+        """log2 sum_top |x_k| max_col |w[k, col]|: transfer (M, kf, nt) per K-tile, buffer (M, nt) per row."""
+        if f.top_val is None or f.top_idx is None:
+            raise RuntimeError("ScalePredictor: tile features lack top_val/top_idx (use tile_features)")
+        v, idx = f.top_val.float(), f.top_idx
+        if self.semantics == "buffer":
+            M = v.shape[0]
+            v, j = v.reshape(M, -1).topk(min(v.shape[1] * v.shape[2], v.shape[2]), dim=1)
+            idx = idx.reshape(M, -1).gather(1, j)
+            return safe_log2((v[..., None] * self.wmax[idx]).sum(1))
+        return safe_log2((v[..., None] * self.wmax[idx]).sum(2))
 
     def _zero_mask(self, f: TileFeatures) -> torch.Tensor:
         """True where the input tile is all zero (its psums are exactly zero)."""
@@ -145,7 +175,7 @@ class ScalePredictor:
             ["1", "log2_rms", "log2_crest", "log2_wnorm", "pos"]
             if self.semantics == "transfer"
             else ["1", "log2_rms", "log2_crest", "mean_tile_log2_crest", "max_tile_log2_crest", "max_tile_log2_rms", "log2_wnorm"]
-        )
+        ) + (["log2_peak_w"] if self.wmax is not None else [])
         if self.theta is None:
             return "unfitted"
         coef = ", ".join(f"{n}={float(c):+.3f}" for n, c in zip(names, self.theta[: len(names)], strict=False))

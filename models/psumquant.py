@@ -389,7 +389,10 @@ _NO_FEATURES = TileFeatures(torch.zeros(0, 0), torch.zeros(0, 0), torch.zeros(0)
 
 
 def _cpu_features(f: TileFeatures) -> TileFeatures:
-    return TileFeatures(f.rms.cpu(), f.peak.cpu(), f.row_rms.cpu(), f.row_peak.cpu())
+    def cpu(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.cpu()
+
+    return TileFeatures(f.rms.cpu(), f.peak.cpu(), f.row_rms.cpu(), f.row_peak.cpu(), cpu(f.top_val), cpu(f.top_idx))
 
 
 # ---------------------------------------------------------------------------------- model-level API

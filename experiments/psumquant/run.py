@@ -4,7 +4,8 @@ Families (each row of every CSV has ``model``, ``policy``, ``bits``, ``array`` s
 
 * ``digits.csv``: the digits CNN (``_digits.py``), ``top1`` per policy, psum bits and array.
 * ``minilm.csv``: all-MiniLM-L6-v2 (``_minilm.py``), ``cosine`` to the fp32 embeddings and
-  ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus.
+  ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus; column ``wa``:
+  ``int8`` (int8 weights/activations, as every other family) or ``fp32`` (only psums quantized).
 * ``lm.csv``: a byte-level causal LM trained here (``_lm.py``), ``ppl`` and ``delta_ppl``; it stands
   in for the paper's Llama-3.1 perplexity result.
 * ``energy.csv``: ResNet-18 and a Llama-3.1-8B decoder layer on the 128x128 NPU per psum buffer
@@ -46,6 +47,8 @@ class Plan:
     minilm_arrays: tuple[int, ...] = (128, 32)
     minilm_policies: tuple[str, ...] | None = None  # None: same as policies
     minilm_bits: tuple[int, ...] | None = None
+    # MiniLM also with float32 weights/activations (only psums quantized): these policies; None: all; (): skip
+    minilm_float_policies: tuple[str, ...] | None = None
     lm_arrays: tuple[int, ...] = (128, 32)
     lm_steps: int = 600
     lm_eval_seqs: int = 256
@@ -57,7 +60,7 @@ QUICK = Plan(
     quick=True, policies=("none", "static", "psumquant"), bits=(8, 4), digits_arrays=(128, 32), digits_epochs=5,
     digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
-    minilm_bits=(8,), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
+    minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"d_model": 128, "n_layers": 2, "n_heads": 2, "ctx": 64},
 )
 
@@ -88,7 +91,7 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None)
     if policies is not None:
         pol = parse_list(policies, "policies", POLICIES, str)
         pol = pol if "none" in pol else ("none", *pol)
-        plan = replace(plan, policies=pol, minilm_policies=None)
+        plan = replace(plan, policies=pol, minilm_policies=None, minilm_float_policies=None)
     if bits is not None:
         b = parse_list(bits, "bits", ALL_BITS, int)
         plan = replace(plan, bits=b, minilm_bits=None)
@@ -131,7 +134,12 @@ def run_digits(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
 
 
 def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """MiniLM embedding cosine / Spearman per (array, policy, bits)."""
+    """MiniLM embedding cosine / Spearman per (array, weight/activation setting, policy, bits).
+
+    Two settings (column ``wa``): ``int8`` (the experiment's int8 per-channel weights and int8
+    per-tensor activations; int8 alone, policy ``none``, already costs ~0.02 cosine on MiniLM, so no
+    psum policy can reach 0.99 there) and ``fp32`` (float32 weights/activations, only the psums
+    quantized: the psum bit-width effect the paper claims on its own)."""
     from tqdm import tqdm
 
     from . import _corpus, _minilm
@@ -148,21 +156,23 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
         f"{len(calib_s)} more for calibration")
     policies = plan.minilm_policies or plan.policies
     bits = plan.minilm_bits or plan.bits
-    pairs = _pairs(policies, bits)
+    fpol = policies if plan.minilm_float_policies is None else plan.minilm_float_policies  # () skips the fp32 setting
+    settings = [("int8", 8, _pairs(policies, bits))] + ([("fp32", None, _pairs(fpol, bits))] if fpol else [])
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=len(pairs) * len(plan.minilm_arrays), desc="MiniLM: policies x bits", disable=not progress, leave=False)
-    for r in plan.minilm_arrays:
-        sweep = PsumSweep(model, r, _minilm.batches(tok, calib_s), calib_rows=min(512, plan.calib_rows))
+    total = sum(len(p) for _, _, p in settings) * len(plan.minilm_arrays)
+    bar = tqdm(total=total, desc="MiniLM: policies x bits", disable=not progress, leave=False)
+    for r, (wa, wa_bits, pairs) in ((r, s) for r in plan.minilm_arrays for s in settings):
+        sweep = PsumSweep(model, r, _minilm.batches(tok, calib_s), calib_rows=min(512, plan.calib_rows), wa_bits=wa_bits)
         base = None
         for pol, b in pairs:
             emb = _minilm.embed(sweep.set(pol, b), packed)
             base = emb if pol == "none" else base
             cos, cos_min, rho = _minilm.compare(ref, emb)
-            # the psum effect alone: against the int8 model with unquantized psums
+            # the psum effect alone: against the same model (int8 or fp32 weights/activations) with unquantized psums
             cos_n, _, rho_n = _minilm.compare(base, emb) if base is not None else (float("nan"), 0.0, float("nan"))
             fit = sweep.fit_figures()
             for bb in (bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
-                rows.append({"model": "all-MiniLM-L6-v2", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r,
+                rows.append({"model": "all-MiniLM-L6-v2", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "wa": wa,
                              "cosine": cos, "cosine_min": cos_min, "spearman": rho, "cosine_vs_none": cos_n,
                              "spearman_vs_none": rho_n, "n_sentences": len(sents),
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
