@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from npukit.sim.sweep import Executor, SweepPoint, SweepSpec
 
 _EPILOG = """\
 spec file (TOML):
@@ -19,6 +23,11 @@ spec file (TOML):
 
 Points already in the database (same arch, workload and npukit version) are not recomputed, so a
 killed sweep resumes where it stopped.
+
+backends (same spec, same results, same database; the database stays on this machine):
+  --workers N                local process pool (default: CPU count; 1 = in-process)
+  --dask-local N             a Dask LocalCluster of N worker processes on this machine
+  --scheduler tcp://H:P      an existing Dask cluster; its workers need the same npukit version
 
 export:
   npukit sweep export DB [--csv OUT.csv]   write every row of a sweep database to CSV
@@ -43,7 +52,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_executor_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """The Dask backend flags (``--scheduler``, ``--dask-local``, ``--connect-timeout``), shared by
+    ``npukit sweep`` and every ``npukit experiment``; read back by :func:`executor_from_args`."""
+    g = p.add_argument_group("Dask backend (instead of the local process pool)")
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on an existing Dask cluster (the address 'dask scheduler' prints); results come back here")
+    g.add_argument("--dask-local", dest="dask_local", type=int, default=None, metavar="N",
+                   help="start a Dask LocalCluster of N worker processes (1 thread each) on this machine")
+    g.add_argument("--connect-timeout", dest="connect_timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the scheduler and its first worker before giving up (default 10)")
+
+
+def executor_from_args(args: argparse.Namespace, local_workers: int | None = None) -> Executor:
+    """The executor of the parsed flags (:func:`npukit.sim.sweep.make_executor`): Dask when ``--scheduler``
+    or ``--dask-local`` is given (connected and version-checked now, before any work), else the local
+    backend with ``args.workers`` (when the parser has ``--workers``) or ``local_workers`` (default:
+    CPU count; 1 = in-process)."""
+    from npukit.sim._sweep_exec import make_executor
+
+    scheduler, dask_local = getattr(args, "scheduler", None), getattr(args, "dask_local", None)
+    workers = getattr(args, "workers", None)
+    if workers is None and scheduler is None and dask_local is None:
+        workers = local_workers
+    return make_executor(scheduler=scheduler, dask_local=dask_local, workers=workers,
+                         connect_timeout_s=getattr(args, "connect_timeout", 10.0))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,16 +95,31 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
 
-    from npukit._cli_common import prepare_out_dir
-    from npukit.sim.sweep import expand_points, export_csv, load_sweep_spec, run_points
+    from npukit.sim.sweep import expand_points, load_sweep_spec
 
     spec = load_sweep_spec(args.spec)
     points = expand_points(spec)  # every point validated before anything is written
+    executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     out = Path(args.out)
     db = Path(args.db) if args.db else out / "sweep.sqlite"
     csv_path = Path(args.csv) if args.csv else out / "sweep.csv"
+    try:
+        return _run(args, spec, points, executor, db, csv_path)
+    finally:
+        executor.close()
+
+
+def _run(
+    args: argparse.Namespace, spec: SweepSpec, points: list[SweepPoint], executor: Executor, db: Path, csv_path: Path
+) -> int:
+    from npukit._cli_common import prepare_out_dir
+    from npukit.sim.sweep import export_csv, run_points
+
     for folder in {db.parent, csv_path.parent}:
         prepare_out_dir(folder)
+    where = getattr(executor, "address", None)
+    if where is not None:
+        print(f"Dask cluster {where}: {executor.workers} worker threads", flush=True)
 
     bar = None
 
@@ -81,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update(n)
 
     try:
-        summary = run_points(points, db, workers=args.workers, progress=progress, name=spec.name)
+        summary = run_points(points, db, executor=executor, progress=progress, name=spec.name)
     finally:
         if bar is not None:
             bar.close()

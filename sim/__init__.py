@@ -31,13 +31,14 @@ __all__ = [
     "LayerResult", "SimResult", "map_layer", "simulate",
     "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
     "parse_workload_spec", "resnet18",
-    "run_gemm", "CycleResult", "quantize", "dequantize",
+    "run_gemm", "CycleResult", "make_executor", "quantize", "dequantize",
 ]
 
 # The cycle-level model and the quantizer need numpy (and numba on first use): loaded on demand so
 # that ``npukit sim`` starts without them.
 _LAZY = {
     "run_gemm": ("cycle", "run_gemm"),
+    "make_executor": ("sweep", "make_executor"),
     "CycleResult": ("cycle", "CycleResult"),
     "quantize": ("quant", "quantize"),
     "dequantize": ("quant", "dequantize"),

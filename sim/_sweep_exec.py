@@ -2,8 +2,9 @@
 function; the executor yields each chunk's result as soon as it is done, in any order.
 
 :class:`SerialExecutor` runs in the calling process; :class:`LocalPoolExecutor` runs a
-``concurrent.futures.ProcessPoolExecutor``. Another backend (e.g. Dask) only has to implement
-:meth:`Executor.map_unordered` (and optionally :meth:`Executor.close`).
+``concurrent.futures.ProcessPoolExecutor``; ``npukit.sim._sweep_dask.DaskExecutor`` runs on a Dask
+cluster (imported only by :func:`make_executor` when asked for). Another backend only has to
+implement :meth:`Executor.map_unordered` (and optionally :meth:`Executor.close`).
 """
 
 from __future__ import annotations
@@ -132,3 +133,27 @@ def local_executor(workers: int | None = None, start_method: str | None = None) 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"workers must be a positive integer, got {workers!r}; pass --workers 1 or more")
     return SerialExecutor() if n == 1 else LocalPoolExecutor(n, start_method)
+
+
+def make_executor(
+    scheduler: str | None = None,
+    dask_local: int | None = None,
+    workers: int | None = None,
+    connect_timeout_s: float = 10.0,
+) -> Executor:
+    """The executor the common CLI flags ask for: ``scheduler`` (``tcp://HOST:PORT`` of an existing Dask
+    scheduler) or ``dask_local`` (a Dask LocalCluster of that many worker processes, one thread each)
+    give a :class:`~npukit.sim._sweep_dask.DaskExecutor` (connected and version-checked before it is
+    returned; ``connect_timeout_s`` seconds at most for the scheduler and its first worker); neither
+    gives :func:`local_executor` (``workers``). Dask is imported only in the first two cases. The caller
+    closes the executor (or uses it as a context manager). The LocalCluster's workers start by spawn,
+    so a script that asks for ``dask_local`` must do so under ``if __name__ == "__main__":``."""
+    if scheduler is not None and dask_local is not None:
+        raise ConfigError("pass either --scheduler tcp://HOST:PORT or --dask-local N, not both")
+    if workers is not None and (scheduler is not None or dask_local is not None):
+        raise ConfigError("--workers sizes the local process pool only; with Dask, the cluster's workers run the sweep")
+    if scheduler is None and dask_local is None:
+        return local_executor(workers)
+    from ._sweep_dask import DaskExecutor
+
+    return DaskExecutor(scheduler=scheduler, local_workers=dask_local, connect_timeout_s=connect_timeout_s)

@@ -15,6 +15,11 @@ A sweep file::
 whose key is already in the database, runs the rest on an :class:`Executor` in chunks (workers
 compute, this process alone writes SQLite) and commits each finished chunk in its own transaction.
 The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the same point.
+
+Backends (:func:`make_executor`): in-process, the local process pool (default), or Dask
+distributed (an existing scheduler ``tcp://HOST:PORT`` or a LocalCluster of N processes); the
+same spec gives the same rows on each. A point's key hashes its full arch, its workload (and the
+topology file's bytes) and the npukit version, so rows of another npukit version are never reused.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._sweep_exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor
+from ._sweep_exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
 from ._sweep_spec import SweepPoint, SweepSpec, column_name, expand_points, grid_keys, load_sweep_spec, parse_sweep_spec
 from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
 from .arch import Arch
@@ -34,7 +39,7 @@ from .simulator import SimResult, simulate
 from .workload import Workload, parse_workload_spec
 
 __all__ = [
-    "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor",
+    "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
     "SweepStore", "base_columns", "export_csv", "read_rows",
     "SweepSummary", "point_metrics", "run_points", "run_sweep",
@@ -179,7 +184,8 @@ def run_sweep(
 
     Every point is validated before ``db`` is touched (:class:`ConfigError` naming the key). Points
     already in ``db`` are skipped. ``workers`` (default ``os.cpu_count()``; 1 runs in-process)
-    picks the local backend unless ``executor`` is given. ``progress(n, total)`` is called with
+    picks the local backend unless ``executor`` is given (e.g. ``make_executor(dask_local=2)`` or
+    ``make_executor(scheduler="tcp://HOST:PORT")``; the caller closes it). ``progress(n, total)`` is called with
     ``(0, missing)`` first, then with the points stored by each chunk.
     """
     if not isinstance(spec, SweepSpec):

@@ -340,3 +340,18 @@ def test_kill_9_mid_sweep_then_resume(tmp_path):
     assert null_count(con) == 0 and con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
     assert len(keys) == len(set(keys)) == len(expected) and set(keys) == expected
+
+
+def test_new_npukit_version_recomputes_and_never_mixes_rows(tmp_path, monkeypatch):
+    spec = write_spec(tmp_path)
+    db = tmp_path / "s.sqlite"
+    old = run_sweep(spec, db, workers=1)
+    monkeypatch.setattr("npukit.sim._sweep_spec.__version__", "9.9.9")
+    new = run_sweep(spec, db, workers=1)
+    assert (new.computed, new.present) == (72, 0)  # old rows are not reused under another version
+    assert not set(old.keys) & set(new.keys)
+    rows = read_rows(db)
+    from npukit import __version__
+
+    assert len(rows) == 144 and {r["npukit_version"] for r in rows} == {__version__, "9.9.9"}
+    assert {r["npukit_version"] for r in read_rows(db, new.keys)} == {"9.9.9"}  # what the CLI exports for this run

@@ -6,7 +6,7 @@
   (CPU torch, measured) against N and tokens.
 - :func:`centric_model_sweep`: the same comparison in modelled GPU DRAM bytes (the Ledger's
   traffic model, :mod:`npukit.kernels.omnimoe.accounting`) and on the 128x128 NPU model
-  (:mod:`.npu_cost`) at the paper's sizes.
+  (:mod:`.npu_cost`) at the paper's sizes; its (T, N) points run on a sweep executor (local or Dask).
 - :func:`crossover`: the expert reuse (tokens * k / N) at which a token/expert ratio crosses 1.
 """
 
@@ -22,6 +22,7 @@ from npukit.kernels.omnimoe.expert import omni_expert
 from npukit.kernels.omnimoe.router import cartesian_router
 from npukit.kernels.omnimoe.token import token_centric
 from npukit.sim.ledger import Ledger
+from npukit.sim.sweep import Executor, SerialExecutor
 
 from .bench import _timer, dense_router
 from .npu_cost import npu_cost, uniform_counts
@@ -87,36 +88,50 @@ def centric_time_sweep(experts: list[int], tokens: list[int], hidden: int, k: in
     return rows
 
 
+def centric_model_point(job: tuple[int, int, int, int, int, int]) -> dict[str, Any]:
+    """One (tokens T, experts N) point of :func:`centric_model_sweep`; ``job`` = (T, N, hidden, k, bits,
+    npu_max_pairs). Pure function of its arguments (fixed routing seed), so it runs on any executor worker."""
+    T, N, hidden, k, bits, npu_max_pairs = job
+    counts = uniform_counts(T, k, N, seed=T + N)
+    A = len(counts)
+    le, lt = Ledger(), Ledger()
+    acc.record_schedule(le, T * k, N, A)
+    acc.record_expert_forward(le, T, hidden, k, N, A, bits)
+    acc.record_token_forward(lt, T, hidden, k, N, A, bits)
+    row = dict(tokens=T, experts=N, hidden=hidden, topk=k, reuse=T * k / N, active=A,
+               expert_hbm_mb=acc.bytes_moved(le) / 1e6, token_hbm_mb=acc.bytes_moved(lt) / 1e6)
+    row["token_over_expert_bytes"] = row["token_hbm_mb"] / row["expert_hbm_mb"]
+    if T * k <= npu_max_pairs:
+        res = npu_cost(T, hidden, N, k, counts=counts)
+        tot = {r["path"]: r for r in res["rows"] if r["part"] == "total"}
+        for p in ("expert_centric", "token_centric"):
+            row[f"npu_{p}_cycles"] = tot[p]["cycles"]
+            row[f"npu_{p}_uj"] = tot[p]["energy_total_pj"] / 1e6
+            row[f"npu_{p}_expert_part_uj"] = sum(
+                r["energy_total_pj"] for r in res["rows"] if r["path"] == p and r["part"] in ("experts", "extra")
+            ) / 1e6
+        row["npu_token_over_expert_cycles"] = tot["token_centric"]["cycles"] / tot["expert_centric"]["cycles"]
+        row["npu_token_over_expert_energy"] = (tot["token_centric"]["energy_total_pj"]
+                                               / tot["expert_centric"]["energy_total_pj"])
+    return row
+
+
+def _indexed_point(job: tuple[int, tuple[int, int, int, int, int, int]]) -> tuple[int, dict[str, Any]]:
+    return job[0], centric_model_point(job[1])
+
+
 def centric_model_sweep(experts: list[int], tokens: list[int], hidden: int, k: int, bits: int = 16,
-                        npu_max_pairs: int = 1 << 18) -> list[dict[str, Any]]:
+                        npu_max_pairs: int = 1 << 18, executor: Executor | None = None) -> list[dict[str, Any]]:
     """Modelled GPU DRAM bytes (Ledger traffic model, ``bits``-bit tensors, 50 MiB L2) and NPU cycles
-    and energy of both schedules (NPU skipped where T*k > ``npu_max_pairs``)."""
-    rows = []
-    for T in tokens:
-        for N in experts:
-            counts = uniform_counts(T, k, N, seed=T + N)
-            A = len(counts)
-            le, lt = Ledger(), Ledger()
-            acc.record_schedule(le, T * k, N, A)
-            acc.record_expert_forward(le, T, hidden, k, N, A, bits)
-            acc.record_token_forward(lt, T, hidden, k, N, A, bits)
-            row = dict(tokens=T, experts=N, hidden=hidden, topk=k, reuse=T * k / N, active=A,
-                       expert_hbm_mb=acc.bytes_moved(le) / 1e6, token_hbm_mb=acc.bytes_moved(lt) / 1e6)
-            row["token_over_expert_bytes"] = row["token_hbm_mb"] / row["expert_hbm_mb"]
-            if T * k <= npu_max_pairs:
-                res = npu_cost(T, hidden, N, k, counts=counts)
-                tot = {r["path"]: r for r in res["rows"] if r["part"] == "total"}
-                for p in ("expert_centric", "token_centric"):
-                    row[f"npu_{p}_cycles"] = tot[p]["cycles"]
-                    row[f"npu_{p}_uj"] = tot[p]["energy_total_pj"] / 1e6
-                    row[f"npu_{p}_expert_part_uj"] = sum(
-                        r["energy_total_pj"] for r in res["rows"] if r["path"] == p and r["part"] in ("experts", "extra")
-                    ) / 1e6
-                row["npu_token_over_expert_cycles"] = tot["token_centric"]["cycles"] / tot["expert_centric"]["cycles"]
-                row["npu_token_over_expert_energy"] = (tot["token_centric"]["energy_total_pj"]
-                                                       / tot["expert_centric"]["energy_total_pj"])
-            rows.append(row)
-    return rows
+    and energy of both schedules (NPU skipped where T*k > ``npu_max_pairs``). Each (T, N) point runs
+    on ``executor`` (default: in this process; a Dask executor spreads the grid over a cluster); rows
+    come back in grid order (tokens outer, experts inner) whatever the backend."""
+    jobs = [(i, (T, N, hidden, k, bits, npu_max_pairs)) for i, (T, N) in enumerate((T, N) for T in tokens for N in experts)]
+    ex = executor if executor is not None else SerialExecutor()
+    rows: list[dict[str, Any] | None] = [None] * len(jobs)
+    for i, row in ex.map_unordered(_indexed_point, jobs):
+        rows[i] = row
+    return [r for r in rows if r is not None]
 
 
 def crossover(rows: list[dict[str, Any]], ratio_key: str, group_key: str = "tokens") -> dict[Any, str | None]:

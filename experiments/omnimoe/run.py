@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="torch CPU threads (default 1 with --quick: small ops on a shared machine run fastest "
                         "single-threaded; else torch's default)")
+    # --scheduler / --dask-local / --connect-timeout come from npukit._cli_experiment (common to every
+    # experiment); the modelled expert- vs token-centric grid runs on that executor, in-process by default.
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,16 +60,20 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads if args.threads is not None else (1 if args.quick else None)
     if threads is not None and threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {threads}")
+    from npukit._cli_sweep import executor_from_args
+
+    executor = executor_from_args(args, local_workers=1)  # Dask: reached and version-checked before any work
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(args, cfg, steps)
+        return _run(args, cfg, steps, executor)
     finally:
         torch.set_num_threads(old_threads)
+        executor.close()
 
 
-def _run(args: argparse.Namespace, cfg: dict[str, Any], steps: int) -> int:
+def _run(args: argparse.Namespace, cfg: dict[str, Any], steps: int, executor: Any = None) -> int:
     import torch
 
     from npukit._cli_common import prepare_out_dir, write_csv, write_text
@@ -98,7 +104,7 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], steps: int) -> int:
     time_rows = sw.centric_time_sweep(tc["experts"], tc["tokens"], tc["hidden"], tc["k"])
     mc = cfg["model"]
     model_rows = sw.centric_model_sweep(mc["experts"], mc["tokens"], mc["hidden"], mc["k"],
-                                        npu_max_pairs=mc["npu_max_pairs"])
+                                        npu_max_pairs=mc["npu_max_pairs"], executor=executor)
     write_csv(Path(out) / "centric_time.csv", time_rows)
     write_csv(Path(out) / "centric_model.csv", model_rows)
     x_time = sw.crossover(time_rows, "token_over_expert")
@@ -249,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="npukit experiment omnimoe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
+    from npukit._cli_sweep import add_executor_arguments
+
+    add_executor_arguments(p)
     return run(p.parse_args(argv))
 
 

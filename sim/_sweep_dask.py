@@ -1,0 +1,236 @@
+"""The Dask distributed sweep backend: :class:`DaskExecutor`.
+
+Workers only compute; results stream back to this process (the client), which alone writes the
+SQLite store. Imported lazily (by :func:`npukit.sim.sweep.make_executor`), so ``npukit sim`` and a
+local sweep never import dask.
+
+Before any work: the scheduler must answer within ``connect_timeout_s`` seconds and have at least
+one worker, and every worker must run the client's npukit version (``npukit.__version__``, the
+version that is part of every point key), the same Python major.minor and the same dask,
+distributed, cloudpickle and msgpack versions; otherwise one :class:`ConfigError` line says what
+differs and how to fix it. Each task re-checks the npukit version on the worker that runs it, so a
+worker that joins later with another version fails the sweep instead of mixing rows.
+
+A worker that dies mid-task (killed, out of memory) is handled by the scheduler: its tasks are
+rerun on other workers (up to ``distributed.scheduler.allowed-failures`` times, default 3); a task
+completes once on the client, and the store's ``INSERT OR IGNORE`` on the point key makes a repeat
+harmless anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import re
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import CancelledError
+from typing import Any, TypeVar
+
+from .. import __version__
+from ._sweep_exec import Executor
+from .errors import ConfigError, NpukitError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+_CHECKED_PACKAGES = ("dask", "distributed", "cloudpickle", "msgpack")
+_ADDRESS = re.compile(r"^(?:(tcp|tls|ws|wss|inproc|ucx)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
+
+
+class VersionMismatchError(ConfigError):
+    """A Dask worker runs another npukit (or Python/dask) version than the client."""
+
+
+def normalize_address(address: str) -> str:
+    """``HOST:PORT`` or ``PROTO://HOST:PORT`` -> ``PROTO://HOST:PORT`` (tcp by default); ConfigError if malformed."""
+    text = address.strip() if isinstance(address, str) else ""
+    m = _ADDRESS.match(text)
+    if not m or not 0 < int(m.group(3)) < 65536:
+        raise ConfigError(
+            f"--scheduler {address!r} is not a scheduler address; pass tcp://HOST:PORT (the address 'dask scheduler' prints)"
+        )
+    return text if m.group(1) else f"tcp://{text}"
+
+
+def worker_versions() -> dict[str, str | None]:
+    """Versions that must agree between client and workers (runs on each worker via ``Client.run``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import npukit
+
+    out: dict[str, str | None] = {"npukit": npukit.__version__, "python": ".".join(platform.python_version_tuple()[:2])}
+    for pkg in _CHECKED_PACKAGES:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def version_problems(client: dict[str, str | None], workers: dict[str, dict[str, str | None]]) -> list[str]:
+    """One text per (package, differing version), packages in the client dict's order (npukit first)."""
+    out = []
+    for pkg, want in client.items():
+        bad: dict[str, list[str]] = {}
+        for addr, vers in sorted(workers.items()):
+            got = vers.get(pkg) if isinstance(vers, dict) else None
+            if got != want:
+                bad.setdefault(str(got), []).append(addr)
+        for got, addrs in sorted(bad.items()):
+            more = f" and {len(addrs) - 1} more" if len(addrs) > 1 else ""
+            out.append(f"{pkg} {got} on worker {addrs[0]}{more} but {want} on this client")
+    return out
+
+
+def _run_checked(fn: Callable[[T], R], expected_version: str, item: T) -> R:
+    """Worker side: refuse to compute under another npukit version than the client's (keys hold it)."""
+    import npukit
+
+    if npukit.__version__ != expected_version:
+        raise VersionMismatchError(
+            f"Dask worker runs npukit {npukit.__version__} but the client runs {expected_version}; "
+            f"install npukit=={expected_version} on every worker"
+        )
+    return fn(item)
+
+
+class DaskExecutor(Executor):
+    """Runs sweep chunks on a Dask cluster: an existing scheduler (``scheduler='tcp://HOST:PORT'``) or a
+    :class:`distributed.LocalCluster` of ``local_workers`` processes with one thread each.
+
+    ``connect_timeout_s``: seconds to wait for the scheduler and for its first worker.
+    ``inflight``: chunks in flight per worker thread (so a huge sweep is not queued up front).
+    ``workers`` is the total number of worker threads (used to size chunks).
+    """
+
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        local_workers: int | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        inflight: int = 3,
+    ) -> None:
+        if (scheduler is None) == (local_workers is None):
+            raise ConfigError("pass either a scheduler address (--scheduler tcp://HOST:PORT) or --dask-local N, not both")
+        if local_workers is not None and (isinstance(local_workers, bool) or not isinstance(local_workers, int)
+                                          or local_workers < 1):
+            raise ConfigError(f"--dask-local must be a positive number of worker processes, got {local_workers!r}")
+        if not isinstance(connect_timeout_s, int | float) or not connect_timeout_s > 0:
+            raise ConfigError(f"--connect-timeout must be a positive number of seconds, got {connect_timeout_s!r}")
+        address = normalize_address(scheduler) if scheduler is not None else None
+        self.inflight = max(1, inflight)
+        self.address = address or "LocalCluster"
+        self._cluster: Any = None
+        self._client: Any = None
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise ConfigError(f"the Dask backend needs dask and distributed ({exc}); pip install dask distributed") from None
+        try:
+            if address is None:
+                self._cluster = LocalCluster(
+                    n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                )
+                self._client = Client(self._cluster, set_as_default=False)
+                self.address = self._cluster.scheduler_address
+            else:
+                try:
+                    self._client = Client(address, timeout=connect_timeout_s, set_as_default=False)
+                except (OSError, TimeoutError) as exc:
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    raise ConfigError(
+                        f"cannot reach the Dask scheduler at {address} within {connect_timeout_s:g} s ({why}); "
+                        f"start one with 'dask scheduler' or fix --scheduler / raise --connect-timeout"
+                    ) from None
+                try:
+                    self._client.wait_for_workers(1, timeout=connect_timeout_s)
+                except (OSError, TimeoutError):
+                    raise ConfigError(
+                        f"the Dask scheduler at {address} has no workers after {connect_timeout_s:g} s; "
+                        f"start some with 'dask worker {address}'"
+                    ) from None
+            self.check_versions()
+            self.workers = max(1, sum(self._client.nthreads().values()))
+        except BaseException:
+            self.close()
+            raise
+
+    def versions(self) -> dict[str, dict[str, str | None]]:
+        """:func:`worker_versions` of every worker, by worker address."""
+        try:
+            return self._client.run(worker_versions)
+        except Exception as exc:  # the worker could not even load npukit
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise VersionMismatchError(
+                f"the Dask workers at {self.address} cannot run npukit's version check ({type(exc).__name__}: {why}); "
+                f"install npukit=={__version__} on every worker"
+            ) from None
+
+    def check_versions(self) -> None:
+        """ConfigError naming the first mismatch between this client and any worker (see module doc)."""
+        problems = version_problems(worker_versions(), self.versions())
+        if problems:
+            more = f" (and {len(problems) - 1} more mismatches)" if len(problems) > 1 else ""
+            raise VersionMismatchError(
+                f"Dask cluster at {self.address}: {problems[0]}{more}; install the client's versions "
+                f"(npukit=={__version__}) on every worker, nothing was run"
+            )
+
+    @property
+    def client(self) -> Any:
+        """The :class:`distributed.Client` (None after :meth:`close`)."""
+        return self._client
+
+    def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        if self._client is None:
+            raise NpukitError("this DaskExecutor is closed")
+        tag = f"npukit-{getattr(fn, '__name__', 'task')}-{uuid.uuid4().hex[:12]}"
+        it = enumerate(items)
+        pending: set[Any] = set()
+
+        def submit(i: int, item: T) -> Any:
+            fut = self._client.submit(_run_checked, fn, __version__, item, key=f"{tag}-{i}", pure=False, retries=0)
+            pending.add(fut)
+            return fut
+
+        ac = as_completed(loop=self._client.loop)
+        try:
+            for i, item in it:
+                ac.add(submit(i, item))
+                if len(pending) >= self.workers * self.inflight:
+                    break
+            for fut in ac:
+                pending.discard(fut)
+                try:
+                    result = fut.result()
+                except KilledWorker as exc:
+                    raise NpukitError(
+                        f"a sweep task killed every Dask worker that ran it ({exc}); the points it held were not stored, "
+                        "rerun to retry them"
+                    ) from None
+                except (CancelledError, asyncio.CancelledError) as exc:
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    raise NpukitError(
+                        f"lost the Dask scheduler at {self.address} mid-run ({why}); results stored so far are kept, "
+                        "rerun the same command to compute the missing ones"
+                    ) from None
+                nxt = next(it, None)
+                if nxt is not None:
+                    ac.add(submit(*nxt))
+                yield result
+        finally:
+            if pending and self._client is not None:
+                self._client.cancel(list(pending))
+
+    def close(self) -> None:
+        client, cluster = self._client, self._cluster
+        self._client = self._cluster = None
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
