@@ -7,7 +7,10 @@
 ``method`` is one of :data:`METHODS`: ``full`` (recompute every token at every step),
 ``cacheedit`` (the Adaptive Activation Cache, :mod:`._cacheedit_cache`), ``step-reuse``
 (TeaCache/FORA-like), ``toca-random`` / ``toca-attn`` (token caching at a given per-image token
-count, no first-step signal), ``oracle`` (ground-truth edit mask). Each round samples with
+count, no first-step signal), ``oracle`` (ground-truth edit mask), and the hybrid
+``cacheedit+step`` (CacheEdit whose sparse steps also run only every ``CacheConfig.stride`` steps,
+the steps between reusing the last velocity of every token, RegionE-style; not pure token
+caching). Each round samples with
 ``steps`` Euler steps of rectified flow from the same per-session noise; the next round edits the
 previous round's output. Executed and skipped MACs / DRAM elements per step and block go into
 ``ledger`` under ``executed/<scope>/round<r>/step<k>/block<l>`` and ``skipped/...``.
@@ -36,20 +39,22 @@ from ._cacheedit_cache import (
     divergence,
     full_step,
     ledger_totals,
+    make_plan,
     mask_to_index,
     otsu_threshold,
     select_active,
+    step_mods,
 )
 from ._cacheedit_data import OPS, describe, make_session
 from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
 
-METHODS = ("full", "cacheedit", "step-reuse", "toca-random", "toca-attn", "oracle")
+METHODS = ("full", "cacheedit", "step-reuse", "toca-random", "toca-attn", "oracle", "cacheedit+step")
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "cacheedit_dit.pt"
 KEEP = (0, 0, 0, 0)  # the identity instruction
 
 __all__ = [
     "METHODS", "WEIGHTS", "CacheConfig", "DiTConfig", "EditDiT", "EditSession", "RoundResult", "SessionState",
-    "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round",
+    "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round", "full_steps",
     "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS",
 ]
 
@@ -102,16 +107,50 @@ def _record(ledger: Ledger | None, scope: str, model: EditDiT, counts: list[int]
             ledger.record("dram", "dram_read", (16,), fu_e - ex_e, scope=f"skipped/{sc}")
 
 
+def full_steps(cache: CacheConfig, steps: int) -> set[int]:
+    """Steps 1.. of a token-method round that run every token: the first ``warmup``, every
+    ``refresh``-th, those in ``refresh_at`` (negative: from the end) and the last ``tail``."""
+    extra = {r % steps for r in cache.refresh_at}
+    return {k for k in range(1, steps) if k < cache.warmup or k >= steps - cache.tail or k in extra
+            or (cache.refresh and k % cache.refresh == 0)}
+
+
+def _kv_snapshot(zero: StepZero, pp: int, t: float) -> tuple[float, list[torch.Tensor], list[torch.Tensor]]:
+    """The target rows of every block's K/V buffer after a full step at time ``t`` (copies)."""
+    return t, [k[:, :pp].clone() for k in zero.k], [v[:, :pp].clone() for v in zero.vv]
+
+
+def _kv_slope(old: tuple[float, list[torch.Tensor], list[torch.Tensor]], new: tuple[float, list[torch.Tensor], list[torch.Tensor]]
+              ) -> tuple[float, list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """``(t1, K1, V1, dK/dt, dV/dt)`` from two snapshots (finite difference in t)."""
+    (t0, k0, v0), (t1, k1, v1) = old, new
+    return (t1, k1, v1, [(b - a) / (t1 - t0) for a, b in zip(k0, k1, strict=True)],
+            [(b - a) / (t1 - t0) for a, b in zip(v0, v1, strict=True)])
+
+
+def _kv_forecast(zero: StepZero, fc: tuple[float, list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]],
+                 pp: int, t: float) -> None:
+    """Write the first-order extrapolation ``K1 + (t - t1) dK/dt`` of the target K/V rows (from the
+    last two full steps, :func:`_kv_slope`) into the cache buffers, one fused op per tensor
+    (TaylorSeer-like forecasting; the active rows are overwritten with fresh K/V inside :func:`cached_step`)."""
+    t1, k1, v1, dk, dv = fc
+    for li in range(len(zero.k)):
+        torch.add(k1[li], dk[li], alpha=t - t1, out=zero.k[li][:, :pp])
+        torch.add(v1[li], dv[li], alpha=t - t1, out=zero.vv[li][:, :pp])
+
+
 @torch.no_grad()
 def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: torch.Tensor, method: str = "cacheedit", *,
                steps: int = DEFAULT_STEPS, cache: CacheConfig | None = None, state: SessionState | None = None,
                gt_mask: torch.Tensor | None = None, counts: torch.Tensor | None = None,
                threshold: float | None = None, generator: torch.Generator | None = None,
-               ledger: Ledger | None = None, scope: str = "") -> RoundResult:
+               ledger: Ledger | None = None, scope: str = "", indicators: bool = False) -> RoundResult:
     """Run one edit round with ``method``; see the module docstring.
 
     ``gt_mask`` (B, P) bool patch mask (oracle); ``counts`` (B,) tokens to recompute per image
-    (toca-*; default: 25% of the target tokens); ``threshold`` (step-reuse; default 0.3).
+    (toca-*; default: 25% of the target tokens); ``threshold`` (step-reuse; default 0.3);
+    ``indicators``: ``full`` also computes step-reuse's per-step change indicator (to calibrate
+    step-reuse; off by default so that timed full runs do no extra work).
     """
     if method not in METHODS:
         raise ConfigError(f"unknown CacheEdit method {method!r}; choose one of {', '.join(METHODS)}")
@@ -137,9 +176,10 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
         inds: list[float] = []
         prev_ind, v, acc, ran = None, None, 0.0, 0
         for k in range(steps):
-            ind = change_indicator(model, x, tvec(k), src)
-            inds.append(0.0 if prev_ind is None else rel_l1(ind, prev_ind))
-            prev_ind = ind
+            if method == "step-reuse" or indicators:
+                ind = change_indicator(model, x, tvec(k), src)
+                inds.append(0.0 if prev_ind is None else rel_l1(ind, prev_ind))
+                prev_ind = ind
             run = True
             if method == "step-reuse" and 0 < k < steps - 1:
                 acc += inds[-1]
@@ -150,7 +190,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
                 ran += 1
             _record(ledger, f"{scope}/step{k}", model, [pp if run else 0] * b, n, pp)
             x = x + (ts[k + 1] - ts[k]) * v
-        return RoundResult(x, steps_run=ran, indicators=inds)
+        return RoundResult(x, steps_run=ran, indicators=inds or None)
 
     # token methods: step 0 runs everything
     depth = len(model.blocks)
@@ -158,7 +198,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
     zero: StepZero = full_step(model, x, tvec(0), src, ctx, layer=layer, importance=(method == "toca-attn"))
     _record(ledger, f"{scope}/step0", model, [pp] * b, n, pp)
     detected = scores = None
-    if method == "cacheedit":
+    if method in ("cacheedit", "cacheedit+step"):
         ref = state.prev_h if cache.reference == "previous" else None
         if ref is None or ref.shape != zero.h_layer.shape:
             keep = torch.tensor(KEEP, dtype=torch.long).expand(b, 4)
@@ -167,7 +207,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
             _record(ledger, f"{scope}/reference/context", model, [nc] * b, nc, nc, upto=layer, extra=True)
             _record(ledger, f"{scope}/reference", model, [pp] * b, n, pp, upto=layer, extra=True)
         state.prev_h = zero.h_layer
-        scores = divergence(zero.h_layer, ref, pp)
+        scores = divergence(zero.h_layer, ref, pp, cache.score)
         active, detected = select_active(scores, cache, grid)
     elif method == "oracle":
         if gt_mask is None:
@@ -182,20 +222,44 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
             active = topk_selection(zero.importance, c)
     state.rounds += 1
     idx = mask_to_index(active)
+    plan = make_plan(idx, pp, n, model, src_tok)
+    mods = step_mods(model, ts[:-1])  # per step, computed once per round
     per_img = active.sum(1).tolist()
-    x = x + (ts[1] - ts[0]) * unpatchify(zero.v, cfg.patch, cfg.channels)
+    # the sampler state stays in token space (B, P, patch_dim) until the round ends
+    x_tok = patchify(x, cfg.patch) + float(ts[1] - ts[0]) * zero.v
+    v_last = zero.v  # the last computed velocity (cacheedit+step's skipped steps reuse it)
+    full_at = full_steps(cache, steps)
+    fc = None
+    snap = _kv_snapshot(zero, pp, float(ts[0])) if cache.forecast else None
+    stride = cache.stride if method == "cacheedit+step" else 1
     for k in range(1, steps):
-        if k < cache.warmup or (cache.refresh and k % cache.refresh == 0):  # full step: refresh every cache entry
-            zero = full_step(model, x, tvec(k), src, ctx)
+        dt = float(ts[k + 1] - ts[k])
+        if k in full_at:  # full step: refresh every cache entry
             _record(ledger, f"{scope}/step{k}", model, [pp] * b, n, pp)
-            x = x + (ts[k + 1] - ts[k]) * unpatchify(zero.v, cfg.patch, cfg.channels)
+            x_img = unpatchify(x_tok, cfg.patch, cfg.channels)
+            if k == steps - 1:  # the last step: no cache to refresh, the plain forward
+                v_last = patchify(model.target_forward(x_img, tvec(k), src, ctx), cfg.patch)
+            else:
+                zero = full_step(model, x_img, tvec(k), src, ctx)
+                v_last = zero.v
+                if snap is not None:
+                    new = _kv_snapshot(zero, pp, float(ts[k]))
+                    fc, snap = _kv_slope(snap, new), new
+            x_tok.add_(v_last, alpha=dt)
             continue
-        x_tok = patchify(x, cfg.patch)
-        v_tok = cached_step(model, x_tok, src_tok, tvec(k), idx, zero, cache.refresh_kv, cache.impl)
+        if stride > 1 and (k - 1) % stride:  # cacheedit+step: reuse the last velocity
+            _record(ledger, f"{scope}/step{k}", model, [0] * b, n, pp)
+            x_tok.add_(v_last, alpha=dt)
+            continue
+        if fc is not None:
+            _kv_forecast(zero, fc, pp, float(ts[k]))
+        v_tok = cached_step(model, x_tok, src_tok, tvec(k), idx, zero, cache.refresh_kv, cache.impl, plan=plan, mods=mods[k])
         if cache.invariant == "source":
             v_tok = torch.where(active[..., None], v_tok, (x_tok - src_tok) / ts[k])
         _record(ledger, f"{scope}/step{k}", model, per_img, n, pp)
-        x = x + (ts[k + 1] - ts[k]) * unpatchify(v_tok, cfg.patch, cfg.channels)
+        v_last = v_tok
+        x_tok.add_(v_tok, alpha=dt)
+    x = unpatchify(x_tok, cfg.patch, cfg.channels)
     return RoundResult(x, active=active, detected=detected, scores=scores, steps_run=steps)
 
 

@@ -98,7 +98,7 @@ def test_otsu_splits_bimodal_scores_and_budget_bounds() -> None:
     s = torch.cat([low, high])[torch.randperm(64, generator=g)]
     thr = ce.otsu_threshold(s)
     assert float(low.max()) <= thr < float(high.min())
-    act, det = ce.select_active(s[None], ce.CacheConfig(ring=0), 8)
+    act, det = ce.select_active(s[None], ce.CacheConfig(ring=0, levels=1, max_active=0.5), 8)
     assert int(det.sum()) == 14 and torch.equal(act, det) and bool((s[None][det] >= 1).all())
     _, det = ce.select_active(s[None], ce.CacheConfig(ring=0, max_active=0.1), 8)
     assert int(det.sum()) == 6  # floor(0.1 * 64)
@@ -138,7 +138,7 @@ def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
     led = Ledger()
     ce.edit_round(m, src, ins, torch.randn_like(src), "full", steps=steps, ledger=led)
     res = ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", steps=steps, ledger=led,
-                        cache=ce.CacheConfig(ring=0, max_active=0.25))
+                        cache=ce.CacheConfig(ring=0, max_active=0.25, layer=-1, tail=0))
     full = ce.ledger_totals(led, "full")
     pp, nc = cfg.tokens, cfg.seq - cfg.tokens
     ctx_flops = 2 * b * 2 * ce.block_macs(cfg, nc, nc)  # context stream once per round, 2 blocks
@@ -211,6 +211,15 @@ def test_metrics() -> None:
 # ------------------------------------------------------------------------------------------ the trained model
 @pytest.mark.skipif(not ce.WEIGHTS.is_file(), reason="shipped weights missing")
 def test_trained_model_edits_and_cache_is_faithful() -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small ops: one thread is fastest and immune to a busy shared machine
+    try:
+        _trained_model_edits_and_cache_is_faithful()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _trained_model_edits_and_cache_is_faithful() -> None:
     model = ce.load_model()
     rng = np.random.default_rng(777)
     sess = [make_session(rng, 1) for _ in range(8)]
@@ -231,7 +240,7 @@ def test_invariant_source_mode_lands_on_the_source() -> None:
     m = _tiny()
     src, ins, _, _ = _batch()
     r = ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", steps=6,
-                      cache=ce.CacheConfig(invariant="source", ring=0, max_active=0.3))
+                      cache=ce.CacheConfig(invariant="source", ring=0, max_active=0.3, tail=0))
     inv = ~r.active
     out, s = patchify(r.image, 4), patchify(src, 4)
     assert torch.allclose(out[inv], s[inv], atol=1e-5)

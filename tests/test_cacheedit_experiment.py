@@ -31,8 +31,18 @@ def test_quick_experiment_writes_results(tmp_path: Path) -> None:
     assert 0.3 < float(rows["cacheedit"]["flops_saved"]) < 1.0
     assert float(rows["cacheedit"]["psnr_db"]) > 20.0
     assert float(rows["oracle"]["iou"]) > float(rows["toca-random"]["iou"])
-    for name in ("summary.txt", "dle.csv", "dle.png", "npu.csv", "ledger.json"):
+    for name in ("summary.txt", "dle.csv", "dle.png", "npu.csv", "ledger.json", "curves.png"):
         assert (out / name).stat().st_size > 0
+    curves = list(csv.DictReader((out / "curves.csv").open()))
+    assert {"method", "knob", "speedup", "psnr_db", "ssim", "flops_saved"} <= set(curves[0])
+    for m, n in (("cacheedit", 6), ("step-reuse", 7), ("toca-attn", 6), ("toca-random", 6), ("cacheedit+step", 4)):
+        pts = [r for r in curves if r["method"] == m]
+        assert len(pts) == n and all(float(r["speedup"]) > 0.5 for r in pts), m
+    sr = sorted((int(r["knob"].split("=")[1]), float(r["flops_saved"])) for r in curves
+                if r["method"] == "step-reuse" and r["knob"].startswith("steps="))
+    assert [f for _, f in sr] == sorted((f for _, f in sr), reverse=True)  # fewer steps run -> more FLOPs saved
+    summary = (out / "summary.txt").read_text()
+    assert "equal speedup" in summary and "target (>= 2.5x" in summary
     dle = list(csv.DictReader((out / "dle.csv").open()))
     step0_last = [r for r in dle if r["step"] == "0" and r["layer"] == "3"][0]
     assert float(step0_last["div_in"]) > float(step0_last["div_out"])  # first-step divergence already localised
@@ -43,6 +53,8 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
         run.run(_args("--images", "0", "--out", str(tmp_path)))
     with pytest.raises(ConfigError, match="--steps"):
         run.run(_args("--steps", "1", "--out", str(tmp_path)))
+    with pytest.raises(ConfigError, match="--threads"):
+        run.run(_args("--threads", "-1", "--out", str(tmp_path)))
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(ConfigError, match="not a folder"):
@@ -56,3 +68,19 @@ def test_npu_cost_cached_is_cheaper_and_monotone() -> None:
     assert small["full_cycles"] == big["full_cycles"]
     assert small["cached_cycles"] < big["cached_cycles"] < big["full_cycles"]
     assert small["cached_energy_uj"] < small["full_energy_uj"] and small["latency_speedup"] > 1.5
+
+
+def test_npu_cost_counts_reference_rounds_full_steps_and_skips() -> None:
+    cfg = ce.DiTConfig().to_dict()
+    base = npu_cost.session_cost([16, 16, 16], cfg, 10, "npu32", ref_blocks=3, images=4)
+    more_ref = npu_cost.session_cost([16, 16, 16], cfg, 10, "npu32", ref_blocks=3, images=4, ref_rounds=3)
+    tail = npu_cost.session_cost([16, 16, 16], cfg, 10, "npu32", ref_blocks=3, images=4, full_extra=1)
+    skip = npu_cost.session_cost([16, 16, 16], cfg, 10, "npu32", ref_blocks=3, images=4, skip_every=3)
+    assert base["cached_cycles"] < more_ref["cached_cycles"] and base["cached_cycles"] < tail["cached_cycles"]
+    assert skip["cached_cycles"] < base["cached_cycles"] and base["full_cycles"] == tail["full_cycles"] == skip["full_cycles"]
+    # per round one sparse step (16 tokens) becomes a full-width step (64 tokens over 132 keys)
+    from npukit.sim.arch import load_arch
+
+    full_c = npu_cost.step_cost(64, 132, cfg, load_arch("npu32"), images=4)[0]
+    sparse_c = npu_cost.step_cost(16, 132, cfg, load_arch("npu32"), images=4)[0]
+    assert abs(tail["cached_cycles"] - base["cached_cycles"] - 3 * (full_c - sparse_c)) < 1e-6 * full_c

@@ -2,9 +2,9 @@
 
 A DiT block at ``a`` query tokens over ``n`` keys lowers to GEMMs: QKV (a x d x 3d), scores
 (heads x a x n x dh), attention-weighted values (heads x a x dh x n), output projection (a x d x d),
-MLP up (a x d x rd) and down (a x rd x d). A round is the context stream once, step 0 at full
-width (plus the reference pass, blocks 0..layer, in round 1) and ``steps - 1`` steps at ``a``
-active target tokens.
+MLP up (a x d x rd) and down (a x rd x d). A round is the context stream once, step 0 and any
+further full steps (tail / refresh) at full width, the reference pass (blocks 0..layer; every
+round for the identity reference) and the other steps at ``a`` active target tokens.
 """
 
 from __future__ import annotations
@@ -42,14 +42,17 @@ def step_cost(a: int, n: int, cfg: dict[str, int], arch: Any, blocks: int | None
 
 
 def session_cost(active_tokens: list[float], cfg: dict[str, int], steps: int, arch_name: str = "npu32",
-                 ref_blocks: int | None = None, images: int = 1) -> dict[str, Any]:
+                 ref_blocks: int | None = None, images: int = 1, ref_rounds: int = 1, full_extra: int = 0,
+                 skip_every: int = 1) -> dict[str, Any]:
     """NPU cost of a session of ``len(active_tokens)`` rounds on ``images`` images edited together
     (weights are fetched once per step for the batch), full vs cached.
 
     Both run the context stream (C = P + 4 tokens) once per round and the target stream (P tokens
     over P + C keys) at step 0; full runs it at every step, cached at ``active_tokens[r]`` query
     tokens for steps 1.. of round r; ``ref_blocks``: blocks of the round-1 reference pass (context +
-    target), None for none.
+    target), None for none, run in the first ``ref_rounds`` rounds (every round for the identity
+    reference); ``full_extra``: further full-width steps per round (tail / refresh); ``skip_every``
+    > 1 (cacheedit+step): only every ``skip_every``-th sparse step runs.
     """
     from npukit.sim.arch import load_arch
 
@@ -64,10 +67,13 @@ def session_cost(active_tokens: list[float], cfg: dict[str, int], steps: int, ar
     if ref_blocks:
         for a, n in ((c, c), (p, p + c)):
             rc, re_ = step_cost(a, n, cfg, arch, blocks=ref_blocks, images=images)
-            cc, ce = cc + rc, ce + re_
+            cc, ce = cc + min(ref_rounds, rounds) * rc, ce + min(ref_rounds, rounds) * re_
+    cc, ce = cc + rounds * full_extra * full_c, ce + rounds * full_extra * full_e
+    sparse = steps - 1 - full_extra
+    sparse_run = -(-sparse // skip_every)  # ceil
     for a in active_tokens:
         sc, se = step_cost(max(1, int(round(a))), p + c, cfg, arch, images=images)
-        cc, ce = cc + (steps - 1) * sc, ce + (steps - 1) * se
+        cc, ce = cc + sparse_run * sc, ce + sparse_run * se
     ghz = arch.clock_ghz
     return {
         "arch": arch_name, "images": images,

@@ -9,6 +9,15 @@ Ledger), edit accuracy against the ground-truth targets (every round), IoU of th
 set with the ground-truth edit patches, PSNR to the final ground truth. ToCa-like baselines recompute
 as many tokens per image and round as CacheEdit did; step-reuse's threshold is calibrated per round
 (on the full run's change indicators) to run as many steps as CacheEdit's FLOP fraction.
+``cacheedit+step`` is a documented hybrid, not pure token caching: CacheEdit with one Otsu split, ring 1
+(ring_floor 0.9), budget <= 0.5 and no mid-round refresh (``HYBRID``) whose sparse steps run every
+``HYBRID_STRIDE``-th step, the steps between reusing every token's
+last velocity (RegionE-style).
+Knob sweeps give PSNR-vs-speedup curves (``curves.csv``: method, knob, speedup, psnr_db, ssim,
+flops_saved; ``curves.png``): cacheedit's ``max_active`` budget and ``refresh`` period, toca-*'s
+recomputed token fraction (under the same cache schedule), cacheedit+step's stride, step-reuse's steps
+run; ``summary.txt`` states whether cacheedit (and the hybrid) beats each baseline at its speedup
+(interpolated on the baseline's curve), point by point along the curves as well.
 Also writes the Delayed Latent Emergence measurement (``dle.csv``, ``dle.png``), the NPU cost of full
 vs cached sessions (``npu.csv``), the Ledger (``ledger.json``) and ``summary.txt``.
 This module imports torch only inside :func:`run`.
@@ -17,7 +26,9 @@ This module imports torch only inside :func:`run`.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import tempfile
 import time
 from typing import Any
 
@@ -39,9 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="hysteresis of the ring: a ring token joins if its score >= F x threshold (default: CacheConfig)")
     p.add_argument("--reference", choices=("identity", "previous"), default=None,
                    help="divergence reference (default: CacheConfig)")
+    p.add_argument("--score", choices=("l2", "log", "rel"), default=None, help="token divergence score (default: CacheConfig)")
+    p.add_argument("--tail", type=int, default=None, metavar="N", help="trailing full steps (default: CacheConfig)")
+    p.add_argument("--refresh", type=int, default=None, metavar="K", help="a full step every K steps (default: CacheConfig)")
+    p.add_argument("--max-active", dest="max_active", type=float, default=None, metavar="F",
+                   help="upper compute budget, fraction of target tokens (default: CacheConfig)")
     p.add_argument("--arch", default="npu32", help="NPU arch for the energy/latency estimate (default npu32)")
     p.add_argument("--weights", default=None, metavar="FILE", help="DiT weights (default: the shipped ones)")
-    p.add_argument("--threads", type=int, default=None, metavar="T", help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=int, default=1, metavar="T",
+                   help="torch CPU threads (default 1: the small ops run fastest on one thread, and a shared machine "
+                        "does not stall it; 0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
 
@@ -55,6 +73,8 @@ def _check(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name} must be >= 1, got {v}")
     if args.steps < 2:
         raise ConfigError(f"--steps must be >= 2, got {args.steps}")
+    if args.threads is not None and args.threads < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
 
 
 def _sessions(n: int, rounds: int, seed: int) -> list[Any]:
@@ -66,9 +86,32 @@ def _sessions(n: int, rounds: int, seed: int) -> list[Any]:
     return [make_session(rng, rounds) for _ in range(n)]
 
 
+CURVE_CE = (("max_active=0.06", {"max_active": 0.06}), ("max_active=0.2", {"max_active": 0.2}),
+            ("max_active=0.35", {"max_active": 0.35}), ("refresh=9", {"refresh": 9}),
+            ("refresh=0", {"refresh": 0, "forecast": 0}))  # cacheedit's knobs (the main point: the CacheConfig)
+CURVE_TOCA = (0.1, 0.2, 0.3, 0.45, 0.6)  # toca-*: recomputed fraction of the target tokens
+CURVE_SR = (20, 14, 10, 8, 6, 4)  # step-reuse: steps run (threshold calibrated per round)
+CURVE_HYBRID = (2, 4, 6)  # cacheedit+step: stride (the main point runs HYBRID_STRIDE)
+HYBRID_STRIDE = 3
+# cacheedit+step's active set: one Otsu split, ring 1 (its sparse steps are fewer, so it affords more tokens), no refresh
+HYBRID = {"ring": 1, "ring_floor": 0.9, "levels": 1, "max_active": 0.5, "refresh": 0, "forecast": 0}
+
+
+def _hybrid(cache: Any, stride: int = HYBRID_STRIDE) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(cache, stride=stride, **HYBRID)
+
+
 def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any, reps: int, seed: int, ledger: Any,
-               tag: str) -> dict[str, dict[str, Any]]:
-    """All methods on one batch of sessions; per method: final images, per-round outputs, times, extras."""
+               tag: str) -> dict[Any, dict[str, Any]]:
+    """All methods (and the knob sweeps of the PSNR-vs-speedup curves) on one batch of sessions.
+
+    Per method (key: name; curve points: ``(method, knob)``): final session, wall times, and the
+    median over reps of the per-rep ratio full time / method time (each rep times ``full`` first).
+    """
+    import dataclasses
+
     import numpy as np
     import torch
 
@@ -79,15 +122,22 @@ def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any,
     src = torch.from_numpy(np.stack([s[0] for s in sess]))
     instrs = [torch.tensor([s[1][r] for s in sess], dtype=torch.long) for r in range(rounds)]
     gt_masks = [patch_mask(torch.from_numpy(np.stack([s[3][r] for s in sess])), cfg.patch) for r in range(rounds)]
-    out: dict[str, dict[str, Any]] = {}
-    ratios: dict[str, list[float]] = {}
-    for m in ("full", "cacheedit", "toca-attn", "step-reuse"):  # untimed warm-up (allocator, lazy init)
+    out: dict[Any, dict[str, Any]] = {}
+    ratios: dict[Any, list[float]] = {}
+    for m in ("full", "cacheedit", "toca-attn", "step-reuse", "cacheedit+step"):  # untimed warm-up (allocator, lazy init)
         EditSession(model, src, m, steps=3, cache=cache, seed=seed).edit(instrs[0])
+    # untimed: full's per-step change indicators, to calibrate step-reuse's threshold per round
+    cal = EditSession(model, src, "full", steps=steps, cache=cache, seed=seed)
+    for r in range(rounds):
+        cal.edit(instrs[r], indicators=True)
+    inds = [res.indicators for res in cal.results]
     for rep in range(reps):
         led = ledger if rep == 0 else None
 
-        def go(method: str, kw_per_round: list[dict[str, Any]] | None = None, *, _led: Any = led) -> tuple[Any, float]:
-            s = EditSession(model, src, method, steps=steps, cache=cache, seed=seed, ledger=_led, scope=f"{method}/{tag}")
+        def go(method: str, kw_per_round: list[dict[str, Any]] | None = None, *, scope: str = "", cc: Any = None,
+               _led: Any = led) -> tuple[Any, float]:
+            s = EditSession(model, src, method, steps=steps, cache=cc or cache, seed=seed, ledger=_led,
+                            scope=f"{scope or method}/{tag}")
             t0 = time.perf_counter()
             for r in range(rounds):
                 s.edit(instrs[r], **(kw_per_round[r] if kw_per_round else {}))
@@ -97,11 +147,12 @@ def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any,
         s_ce, t_ce = go("cacheedit")
         counts = [res.active.sum(1) for res in s_ce.results]
         frac = [c.float().mean().item() / cfg.tokens for c in counts]
-        runs = {"full": (s_full, t_full), "cacheedit": (s_ce, t_ce)}
+        runs: dict[Any, tuple[Any, float]] = {"full": (s_full, t_full), "cacheedit": (s_ce, t_ce)}
         runs["toca-random"] = go("toca-random", [{"counts": c, "generator": torch.Generator().manual_seed(seed + r)}
                                                  for r, c in enumerate(counts)])
         runs["toca-attn"] = go("toca-attn", [{"counts": c} for c in counts])
         runs["oracle"] = go("oracle", [{"gt_mask": m} for m in gt_masks])
+        runs["cacheedit+step"] = go("cacheedit+step", cc=_hybrid(cache))
         # step-reuse at CacheEdit's compute: FLOP fraction of cacheedit's round r -> steps to run
         if rep == 0 and ledger is not None:
             fl_full = ledger_totals(ledger, f"full/{tag}")["flops_executed"]
@@ -110,8 +161,23 @@ def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any,
         else:
             ce_frac = out["cacheedit"]["flop_frac"]
         target = max(2, round(steps * ce_frac))
-        thr = [calibrate_threshold(res.indicators, target) for res in s_full.results]
-        runs["step-reuse"] = go("step-reuse", [{"threshold": t} for t in thr])
+        runs["step-reuse"] = go("step-reuse", [{"threshold": calibrate_threshold(i, target)} for i in inds])
+        # knob sweeps: PSNR-vs-speedup curves
+        for knob, kw in CURVE_CE:
+            runs[("cacheedit", knob)] = go("cacheedit", scope=f"curve/cacheedit/{knob.split('=')[1]}",
+                                           cc=dataclasses.replace(cache, **kw))
+        for f in CURVE_TOCA:
+            c = torch.full((len(sess),), max(1, round(f * cfg.tokens)))
+            runs[("toca-attn", f"frac={f}")] = go("toca-attn", [{"counts": c}] * rounds, scope=f"curve/toca-attn/{f}")
+            runs[("toca-random", f"frac={f}")] = go(
+                "toca-random", [{"counts": c, "generator": torch.Generator().manual_seed(seed + r)} for r in range(rounds)],
+                scope=f"curve/toca-random/{f}")
+        for st in CURVE_HYBRID:
+            runs[("cacheedit+step", f"stride={st}")] = go("cacheedit+step", scope=f"curve/cacheedit+step/{st}",
+                                                          cc=_hybrid(cache, st))
+        for n in CURVE_SR:
+            runs[("step-reuse", f"steps={n}")] = go("step-reuse", [{"threshold": calibrate_threshold(i, n)} for i in inds],
+                                                    scope=f"curve/step-reuse/{n}")
         for m, (s, t) in runs.items():
             ratios.setdefault(m, []).append(t_full / t)
             if rep == 0:
@@ -124,6 +190,41 @@ def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any,
         out[m]["speedup"] = statistics.median(ratios[m])
     out["_meta"] = {"src": src, "gt_masks": gt_masks}
     return out
+
+
+def _interp(curve: list[tuple[float, float]], x: float) -> float | None:
+    """Linear interpolation of (speedup, psnr) points at speedup ``x``; None outside their range."""
+    pts = sorted(curve)
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return None
+
+
+def _plot_curves(rows: list[dict[str, Any]], path: Any) -> None:
+    """PSNR vs speedup per method (one line per method through its knob sweep)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for m in sorted({r["method"] for r in rows}):
+        pts = sorted((r["speedup"], r["psnr_db"]) for r in rows if r["method"] == m)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=m)
+    ax.axhline(30, color="grey", ls=":", lw=1)
+    ax.axvline(2.5, color="grey", ls=":", lw=1)
+    ax.set_xlabel("end-to-end CPU speedup over full (x)")
+    ax.set_ylabel("PSNR vs full recomputation (dB)")
+    ax.set_title("CacheEdit vs baselines: PSNR at equal speedup")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model = load_model(args.weights)
     cfg = model.cfg
-    kw = {k: getattr(args, k, None) for k in ("ring", "layer", "ring_floor", "reference")}
+    opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active")
+    kw = {k: getattr(args, k, None) for k in opts}
     kw = {k: v for k, v in kw.items() if v is not None}
     cache = CacheConfig(**kw)
     cache.check(len(model.blocks))
@@ -157,12 +259,19 @@ def run(args: argparse.Namespace) -> int:
     per: dict[str, dict[str, list[Any]]] = {m: {"psnr": [], "ssim": [], "edit": [], "iou": [], "psnr_gt": [],
                                                 "speedup": [], "time": [], "frac": [], "iou_det": [], "frac_r": {}}
                                           for m in METHODS}
+    curve: dict[tuple[str, str], dict[str, list[float]]] = {}
     for bi in range(0, n_img, args.batch):
         sess = sessions[bi: bi + args.batch]
         res = _run_batch(model, sess, args.rounds, args.steps, cache, reps, args.seed, ledger, f"batch{bi // args.batch}")
         gt_masks = res["_meta"]["gt_masks"]
         full_final = res["full"]["session"].source
         gt_final = torch.from_numpy(np.stack([s[2][-1] for s in sess]))
+        for key, rk in res.items():
+            if isinstance(key, tuple):
+                c = curve.setdefault(key, {"psnr": [], "ssim": [], "time": []})
+                c["psnr"] += psnr_db(rk["session"].source, full_final).tolist()
+                c["ssim"] += ssim(rk["session"].source, full_final).tolist()
+                c["time"].append(statistics.median(rk["time"]))
         for m in METHODS:
             s = res[m]["session"]
             d = per[m]
@@ -205,6 +314,40 @@ def run(args: argparse.Namespace) -> int:
             time_s=round(sum(d["time"]), 3),
         ))
     write_csv(out_dir / "results.csv", rows)
+    t_full = sum(per["full"]["time"])
+    main_knob = {"cacheedit": "default", "cacheedit+step": f"stride={HYBRID_STRIDE}", "toca-random": "cacheedit-counts",
+                 "toca-attn": "cacheedit-counts", "step-reuse": "cacheedit-flops"}
+    crows = [dict(method=r["method"], knob=main_knob[r["method"]], speedup=r["speedup"], psnr_db=r["psnr_db"], ssim=r["ssim"],
+                  flops_saved=r["flops_saved"]) for r in rows if r["method"] not in ("full", "oracle")]
+    for (m, knob), c in curve.items():
+        prefix = f"curve/{m}/{knob.split('=')[1]}"
+        crows.append(dict(method=m, knob=knob, speedup=round(t_full / sum(c["time"]), 3),
+                          psnr_db=round(float(np.mean(c["psnr"])), 2), ssim=round(float(np.mean(c["ssim"])), 4),
+                          flops_saved=round(1 - ledger_totals(ledger, prefix)["flops_executed"] / fl_full, 4)))
+    write_csv(out_dir / "curves.csv", crows)
+    _plot_curves(crows, out_dir / "curves.png")
+    ce_row = next(r for r in rows if r["method"] == "cacheedit")
+    hy_row = next(r for r in rows if r["method"] == "cacheedit+step")
+    equal = []
+    for me in (ce_row, hy_row):
+        for m in ("toca-random", "toca-attn", "step-reuse"):
+            pts = [(r["speedup"], r["psnr_db"]) for r in crows if r["method"] == m]
+            y = _interp(pts, me["speedup"])
+            head = f"  {me['method']} ({me['speedup']:.2f}x, {me['psnr_db']:.2f} dB) vs {m}:"
+            if y is None:
+                lo, hi = min(p[0] for p in pts), max(p[0] for p in pts)
+                equal.append(f"{head} no {m} point brackets {me['speedup']:.2f}x (its curve: {lo:.2f}-{hi:.2f}x); no verdict")
+            else:
+                verdict = "BEATS" if me["psnr_db"] > y else "does NOT beat"
+                equal.append(f"{head} {m} at equal speedup {y:.2f} dB (interpolated) -> {verdict} it")
+    for cm in ("cacheedit", "cacheedit+step"):  # whole curves: every point of the method against each baseline's curve
+        mine = sorted((r["speedup"], r["psnr_db"], r["knob"]) for r in crows if r["method"] == cm)
+        for m in ("toca-random", "toca-attn", "step-reuse"):
+            pts = [(r["speedup"], r["psnr_db"]) for r in crows if r["method"] == m]
+            cmp = [(sp, ps, y) for sp, ps, _ in mine if (y := _interp(pts, sp)) is not None]
+            wins = sum(ps > y for _, ps, y in cmp)
+            equal.append(f"  curve {cm} vs {m}: higher PSNR at {wins} of {len(cmp)} matched speedups ("
+                         + ", ".join(f"{sp:.2f}x {ps:.1f}/{y:.1f} dB" for sp, ps, y in cmp) + ")")
     ledger.meta.update({"images": n_img, "rounds": args.rounds, "steps": args.steps, "cache": cache.__dict__})
     write_text(out_dir / "ledger.json", ledger.to_json())
 
@@ -223,8 +366,11 @@ def run(args: argparse.Namespace) -> int:
     fr = per["cacheedit"]["frac_r"]
     act_per_round = [float(np.mean(fr[r])) * cfg.tokens for r in range(args.rounds)]
     layer = cache.layer % len(model.blocks)
+    from npukit.models.cacheedit import full_steps
+
     npu = npu_cost.session_cost(act_per_round, cfg.to_dict(), args.steps, args.arch, ref_blocks=layer + 1,
-                                images=min(args.batch, n_img))
+                                images=min(args.batch, n_img), ref_rounds=args.rounds if cache.reference == "identity" else 1,
+                                full_extra=len(full_steps(cache, args.steps)))
     write_csv(out_dir / "npu.csv", [npu])
 
     elapsed = time.perf_counter() - t_start
@@ -250,6 +396,10 @@ def run(args: argparse.Namespace) -> int:
         f"full {npu['full_latency_ms']:.3f} ms / {npu['full_energy_uj']:.1f} uJ, "
         f"cached {npu['cached_latency_ms']:.3f} ms / {npu['cached_energy_uj']:.1f} uJ "
         f"(latency x{npu['latency_speedup']:.2f}, energy x{npu['energy_ratio']:.2f})",
+        *(f"target (>= 2.5x at >= 30 dB vs full): {r['method']} {r['speedup']:.2f}x at {r['psnr_db']:.2f} dB -> "
+          + ("MET" if r["speedup"] >= 2.5 and r["psnr_db"] >= 30 else "NOT met") for r in (ce_row, hy_row)),
+        "equal-speedup comparison (PSNR-vs-speedup curves in curves.csv / curves.png; linear interpolation):",
+        *equal,
         f"wall time {elapsed:.1f} s",
     ]
     summary = "\n".join(lines) + "\n"
