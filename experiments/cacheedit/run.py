@@ -20,6 +20,8 @@ run; ``summary.txt`` states whether cacheedit (and the hybrid) beats each baseli
 (interpolated on the baseline's curve), point by point along the curves as well.
 Also writes the Delayed Latent Emergence measurement (``dle.csv``, ``dle.png``), the NPU cost of full
 vs cached sessions (``npu.csv``), the Ledger (``ledger.json``) and ``summary.txt``.
+The batches of sessions run on the executor of ``--scheduler`` / ``--dask-local`` (issue 7; default: in
+this process); DLE, NPU cost and reporting run on the client.
 This module imports torch only inside :func:`run`.
 """
 
@@ -227,22 +229,109 @@ def _plot_curves(rows: list[dict[str, Any]], path: Any) -> None:
     os.replace(tmp, path)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the experiment; returns 0."""
+_MODELS: dict[Any, Any] = {}  # per process: the DiT of a weights path, loaded once per worker
+
+
+def _empty_per(methods: Any) -> dict[str, dict[str, Any]]:
+    keys = ("psnr", "ssim", "edit", "iou", "psnr_gt", "speedup", "time", "frac", "iou_det")
+    return {m: {**{k: [] for k in keys}, "frac_r": {}} for m in methods}
+
+
+def _batch_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One batch of sessions, run wherever the executor puts it (this process, a pool or a Dask worker).
+
+    Runs every method back to back (:func:`_run_batch`, so speedup ratios are measured in one process)
+    and returns plain numbers: per-method metric lists, the knob-curve points and the batch's Ledger
+    as a dict. The weights path (``None``: the shipped weights) must exist on the worker.
+    """
+    import torch
+
+    from npukit.models.cacheedit import METHODS, CacheConfig, load_model
+    from npukit.sim.ledger import Ledger
+
+    if job["threads"]:
+        torch.set_num_threads(job["threads"])
+    if job["weights"] not in _MODELS:
+        _MODELS[job["weights"]] = load_model(job["weights"])
+    model = _MODELS[job["weights"]]
+    ledger = Ledger()
+    sess = job["sessions"]
+    res = _run_batch(model, sess, job["rounds"], job["steps"], CacheConfig(**job["cache"]), job["reps"], job["seed"],
+                     ledger, f"batch{job['index']}")
+    per, curve = _batch_metrics(res, sess, METHODS)
+    return {"index": job["index"], "per": per, "curve": list(curve.items()), "ledger": ledger.to_dict()}
+
+
+def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """PSNR/SSIM vs full, edit accuracy, IoU, active fractions and times of one batch's methods."""
     import numpy as np
     import torch
 
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
     from npukit.models._cacheedit_metrics import edit_correct, iou, psnr_db, ssim
-    from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
-    from npukit.sim.ledger import Ledger
 
-    from . import dle, npu_cost
+    per = _empty_per(methods)
+    curve: dict[tuple[str, str], dict[str, list[float]]] = {}
+    gt_masks = res["_meta"]["gt_masks"]
+    full_final = res["full"]["session"].source
+    gt_final = torch.from_numpy(np.stack([s[2][-1] for s in sess]))
+    for key, rk in res.items():
+        if isinstance(key, tuple):
+            c = curve.setdefault(key, {"psnr": [], "ssim": [], "time": []})
+            c["psnr"] += psnr_db(rk["session"].source, full_final).tolist()
+            c["ssim"] += ssim(rk["session"].source, full_final).tolist()
+            c["time"].append(statistics.median(rk["time"]))
+    for m in methods:
+        s = res[m]["session"]
+        d = per[m]
+        d["psnr"] += psnr_db(s.source, full_final).tolist()
+        d["ssim"] += ssim(s.source, full_final).tolist()
+        d["psnr_gt"] += psnr_db(s.source, gt_final).tolist()
+        d["speedup"].append(res[m]["speedup"])
+        d["time"].append(statistics.median(res[m]["time"]))
+        for r, rr in enumerate(s.results):
+            src_r = torch.from_numpy(np.stack([x[0] if r == 0 else x[2][r - 1] for x in sess]))
+            tgt_r = torch.from_numpy(np.stack([x[2][r] for x in sess]))
+            mask_r = torch.from_numpy(np.stack([x[3][r] for x in sess]))
+            d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r).float().tolist()
+            if rr.active is not None:
+                for i in range(len(sess)):
+                    d["iou"].append(iou(rr.active[i], gt_masks[r][i]))
+                    d["frac"].append(rr.active[i].float().mean().item())
+                    d["frac_r"].setdefault(r, []).append(d["frac"][-1])
+                    if rr.detected is not None:
+                        d["iou_det"].append(iou(rr.detected[i], gt_masks[r][i]))
+    return per, curve
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; returns 0. The batches of sessions run on the executor of ``--scheduler`` /
+    ``--dask-local`` (default: in this process); everything else runs here."""
+    from npukit._cli_sweep import executor_from_args
 
     _check(args)
     quick = bool(args.quick)
     n_img = args.images or (8 if quick else 50)
     reps = args.reps or (1 if quick else 3)
+
+    executor = executor_from_args(args, local_workers=1)  # Dask connects and checks versions before anything is written
+    try:
+        return _run(args, executor, quick, n_img, reps)
+    finally:
+        executor.close()
+
+
+def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps: int) -> int:
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
+    from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
+    from npukit.sim.ledger import Ledger
+
+    from . import dle, npu_cost
+
     out_dir = prepare_out_dir(args.out)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -256,42 +345,28 @@ def run(args: argparse.Namespace) -> int:
     sessions = _sessions(n_img, args.rounds, args.seed)
     ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})
     t_start = time.perf_counter()
-    per: dict[str, dict[str, list[Any]]] = {m: {"psnr": [], "ssim": [], "edit": [], "iou": [], "psnr_gt": [],
-                                                "speedup": [], "time": [], "frac": [], "iou_det": [], "frac_r": {}}
-                                          for m in METHODS}
+    per: dict[str, dict[str, Any]] = _empty_per(METHODS)
     curve: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for bi in range(0, n_img, args.batch):
-        sess = sessions[bi: bi + args.batch]
-        res = _run_batch(model, sess, args.rounds, args.steps, cache, reps, args.seed, ledger, f"batch{bi // args.batch}")
-        gt_masks = res["_meta"]["gt_masks"]
-        full_final = res["full"]["session"].source
-        gt_final = torch.from_numpy(np.stack([s[2][-1] for s in sess]))
-        for key, rk in res.items():
-            if isinstance(key, tuple):
-                c = curve.setdefault(key, {"psnr": [], "ssim": [], "time": []})
-                c["psnr"] += psnr_db(rk["session"].source, full_final).tolist()
-                c["ssim"] += ssim(rk["session"].source, full_final).tolist()
-                c["time"].append(statistics.median(rk["time"]))
-        for m in METHODS:
-            s = res[m]["session"]
-            d = per[m]
-            d["psnr"] += psnr_db(s.source, full_final).tolist()
-            d["ssim"] += ssim(s.source, full_final).tolist()
-            d["psnr_gt"] += psnr_db(s.source, gt_final).tolist()
-            d["speedup"].append(res[m]["speedup"])
-            d["time"].append(statistics.median(res[m]["time"]))
-            for r, rr in enumerate(s.results):
-                src_r = torch.from_numpy(np.stack([x[0] if r == 0 else x[2][r - 1] for x in sess]))
-                tgt_r = torch.from_numpy(np.stack([x[2][r] for x in sess]))
-                mask_r = torch.from_numpy(np.stack([x[3][r] for x in sess]))
-                d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r).float().tolist()
-                if rr.active is not None:
-                    for i in range(len(sess)):
-                        d["iou"].append(iou(rr.active[i], gt_masks[r][i]))
-                        d["frac"].append(rr.active[i].float().mean().item())
-                        d["frac_r"].setdefault(r, []).append(d["frac"][-1])
-                        if rr.detected is not None:
-                            d["iou_det"].append(iou(rr.detected[i], gt_masks[r][i]))
+    jobs = [dict(index=bi // args.batch, sessions=sessions[bi: bi + args.batch], rounds=args.rounds, steps=args.steps,
+                 cache=dataclasses.asdict(cache), reps=reps, seed=args.seed, weights=args.weights, threads=args.threads)
+            for bi in range(0, n_img, args.batch)]
+    done: dict[int, dict[str, Any]] = {}
+    for part in executor.map_unordered(_batch_job, jobs):  # each batch times its methods back to back in one process
+        done[part["index"]] = part
+    for bi in sorted(done):  # merge in batch order: the same result whichever backend ran the batches
+        part = done[bi]
+        ledger.merge(Ledger.from_dict(part["ledger"]))
+        for m, d in part["per"].items():
+            for k, v in d.items():
+                if k == "frac_r":
+                    for r, fr in v.items():
+                        per[m]["frac_r"].setdefault(int(r), []).extend(fr)
+                else:
+                    per[m][k] += v
+        for key, c in part["curve"]:
+            cc = curve.setdefault(key, {"psnr": [], "ssim": [], "time": []})
+            for k in cc:
+                cc[k] += c[k]
     fl_full = ledger_totals(ledger, "full")["flops_executed"]
     rows = []
     for m in METHODS:
