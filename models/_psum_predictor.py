@@ -54,6 +54,29 @@ def weight_norms(w: torch.Tensor, g: Geom, semantics: str) -> torch.Tensor:
     return safe_log2(sq.sum(0).amax(1).sqrt())
 
 
+def ridge_fit(X: torch.Tensor, y: torch.Tensor, ridge: float = 1e-3) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+    """Closed-form ridge least squares (lambda = ``ridge`` x trace(X^T X) / n_features) of ``y`` (n,)
+    on ``X`` (n, F), float64. Returns (theta (F,), report with n_tiles, n_features, mae/rmse/max
+    error, bias (log2 units) and r2, residuals target - prediction (n,) float32); n must be >= 1."""
+    X, y = X.double(), y.double()
+    F, n = X.shape[1], y.numel()
+    A = X.T @ X
+    lam = ridge * float(torch.trace(A)) / F + 1e-9
+    theta = torch.linalg.solve(A + lam * torch.eye(F, dtype=torch.float64), X.T @ y)
+    res = X @ theta - y
+    var = float(y.var()) if n > 1 else 0.0
+    report = {
+        "n_tiles": float(n),
+        "n_features": float(F),
+        "mae_log2": float(res.abs().mean()),
+        "rmse_log2": float(res.square().mean().sqrt()),
+        "max_err_log2": float(res.abs().max()),
+        "bias_log2": float(res.mean()),
+        "r2": 1.0 - float(res.square().mean()) / var if var > 0 else 1.0,
+    }
+    return theta, report, -res.float()
+
+
 class ScalePredictor:
     """Linear model in log2 space from tile features to log2 max |psum| (see module docstring)."""
 
@@ -139,21 +162,7 @@ class ScalePredictor:
             self.theta[0] = LOG2_FLOOR
             self.report = {"n_tiles": 0.0, "mae_log2": 0.0, "rmse_log2": 0.0, "max_err_log2": 0.0, "r2": 1.0}
             return self.report
-        A = Xk.T @ Xk
-        lam = self.ridge * float(torch.trace(A)) / F + 1e-9
-        self.theta = torch.linalg.solve(A + lam * torch.eye(F, dtype=torch.float64), Xk.T @ yk)
-        res = Xk @ self.theta - yk
-        var = float(yk.var()) if n > 1 else 0.0
-        self.report = {
-            "n_tiles": float(n),
-            "n_features": float(F),
-            "mae_log2": float(res.abs().mean()),
-            "rmse_log2": float(res.square().mean().sqrt()),
-            "max_err_log2": float(res.abs().max()),
-            "bias_log2": float(res.mean()),
-            "r2": 1.0 - float(res.square().mean()) / var if var > 0 else 1.0,
-        }
-        self.residuals = -res.float()  # target - prediction
+        self.theta, self.report, self.residuals = ridge_fit(Xk, yk, self.ridge)
         return self.report
 
     def predict(self, f: TileFeatures, wn: torch.Tensor) -> torch.Tensor:

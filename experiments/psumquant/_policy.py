@@ -8,7 +8,9 @@ overflow, int8 symmetric per-channel weights and int8 per-tensor activations (``
 paper's setting, psums are integers), power-of-two scales, the float fake-quant path (``exact=False``;
 the library tests that it equals the integer-exact path for these widths).
 MiniLM is also evaluated with ``wa_bits=None`` (float32 weights/activations, only psums quantized):
-its int8 per-tensor activations alone cost ~0.02 embedding cosine, more than the psums do.
+its int8 per-tensor activations alone cost ~0.02 embedding cosine, more than the psums do; and with
+``act_granularity='token'`` (int8 per-token activation scales, as LLM int8 deployments), with and
+without its attention matmuls (``Matmul`` slots) on the array.
 """
 
 from __future__ import annotations
@@ -27,14 +29,18 @@ SETTINGS = {"semantics": "buffer", "overflow": "saturate", "wa_bits": 8, "scale_
 class PsumSweep:
     """A psum-quantized copy of ``model`` on an R x R array; the original is never changed."""
 
-    def __init__(self, model: Any, rows: int, calib: Iterable[Any], calib_rows: int = 1024, wa_bits: int | None = 8) -> None:
+    def __init__(self, model: Any, rows: int, calib: Iterable[Any], calib_rows: int = 1024, wa_bits: int | None = 8,
+                 act_granularity: str = "tensor", matmuls: bool = False) -> None:
         """``wa_bits``: weight/activation width of the array (8: the experiment's setting, see
         SETTINGS); None keeps weights and activations float32 so that only the psums are quantized
-        (used for MiniLM to separate the psum cost from the int8 per-tensor activation cost)."""
+        (used for MiniLM to separate the psum cost from the int8 per-tensor activation cost).
+        ``act_granularity``: 'tensor' (SETTINGS) or 'token' (per-token activation scales).
+        ``matmuls``: also run the model's :class:`~npukit.models.psumquant.Matmul` slots (attention
+        QK^T and PV) on the array with psum quantization."""
         self.rows = rows
         cfg = PsumQuantConfig(rows=rows, cols=rows, bits=8, policy="none", calib_rows=calib_rows,
-                              **{**SETTINGS, "wa_bits": wa_bits})
-        self.model = convert(copy.deepcopy(model).eval(), cfg, list(calib))
+                              **{**SETTINGS, "wa_bits": wa_bits, "act_granularity": act_granularity})
+        self.model = convert(copy.deepcopy(model).eval(), cfg, list(calib), matmuls=matmuls)
 
     def set(self, policy: str, bits: int) -> Any:
         """The converted model with ``policy`` at ``bits``-bit psums (refit from calibration stats)."""

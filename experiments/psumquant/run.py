@@ -5,7 +5,10 @@ Families (each row of every CSV has ``model``, ``policy``, ``bits``, ``array`` s
 * ``digits.csv``: the digits CNN (``_digits.py``), ``top1`` per policy, psum bits and array.
 * ``minilm.csv``: all-MiniLM-L6-v2 (``_minilm.py``), ``cosine`` to the fp32 embeddings and
   ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus; column ``wa``:
-  ``int8`` (int8 weights/activations, as every other family) or ``fp32`` (only psums quantized).
+  ``int8`` (int8 per-channel weights, int8 per-tensor activations, as every other family),
+  ``int8-token`` (int8 per-channel weights, int8 per-token activations, as LLM int8 deployments) or
+  ``fp32`` (only psums quantized); column ``attention``: ``fp32`` (QK^T and PV off the array) or
+  ``psum`` (QK^T and PV on the array too: int8 operands, same policy and psum bits).
 * ``lm.csv``: a byte-level causal LM trained here (``_lm.py``), ``ppl`` and ``delta_ppl``; it stands
   in for the paper's Llama-3.1 perplexity result.
 * ``energy.csv``: ResNet-18 and a Llama-3.1-8B decoder layer on the 128x128 NPU per psum buffer
@@ -49,6 +52,10 @@ class Plan:
     minilm_bits: tuple[int, ...] | None = None
     # MiniLM also with float32 weights/activations (only psums quantized): these policies; None: all; (): skip
     minilm_float_policies: tuple[str, ...] | None = None
+    # MiniLM with int8 per-token activations: these policies; None: all; (): skip
+    minilm_token_policies: tuple[str, ...] | None = None
+    # MiniLM with int8 per-token activations and the attention matmuls on the array: these policies; (): skip
+    minilm_attn_policies: tuple[str, ...] | None = ("none", "static", "tile-max", "sigma", "psumquant")
     lm_arrays: tuple[int, ...] = (128, 32)
     lm_steps: int = 600
     lm_eval_seqs: int = 256
@@ -60,7 +67,8 @@ QUICK = Plan(
     quick=True, policies=("none", "static", "psumquant"), bits=(8, 4), digits_arrays=(128, 32), digits_epochs=5,
     digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
-    minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
+    minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
+    minilm_attn_policies=("none", "psumquant"), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"d_model": 128, "n_layers": 2, "n_heads": 2, "ctx": 64},
 )
 
@@ -91,7 +99,8 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None)
     if policies is not None:
         pol = parse_list(policies, "policies", POLICIES, str)
         pol = pol if "none" in pol else ("none", *pol)
-        plan = replace(plan, policies=pol, minilm_policies=None, minilm_float_policies=None)
+        plan = replace(plan, policies=pol, minilm_policies=None, minilm_float_policies=None, minilm_token_policies=None,
+                       minilm_attn_policies=None)
     if bits is not None:
         b = parse_list(bits, "bits", ALL_BITS, int)
         plan = replace(plan, bits=b, minilm_bits=None)
@@ -133,13 +142,32 @@ def run_digits(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     return rows
 
 
-def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """MiniLM embedding cosine / Spearman per (array, weight/activation setting, policy, bits).
+def _minilm_settings(plan: Plan) -> list[tuple[str, int | None, str, bool, list[tuple[str, int]]]]:
+    """(wa, wa_bits, act_granularity, attention on the array, (policy, bits) pairs) per MiniLM setting."""
+    policies = plan.minilm_policies or plan.policies
+    bits = plan.minilm_bits or plan.bits
 
-    Two settings (column ``wa``): ``int8`` (the experiment's int8 per-channel weights and int8
+    def pick(p: tuple[str, ...] | None) -> tuple[str, ...]:
+        return policies if p is None else tuple(x for x in p if x in policies or x == "none")
+
+    out = [("int8", 8, "tensor", False, _pairs(policies, bits))]
+    for wa, wab, gran, attn, pol in (("int8-token", 8, "token", False, pick(plan.minilm_token_policies)),
+                                     ("int8-token", 8, "token", True, pick(plan.minilm_attn_policies)),
+                                     ("fp32", None, "tensor", False, pick(plan.minilm_float_policies))):
+        if pol:  # () skips the setting
+            out.append((wa, wab, gran, attn, _pairs(pol, bits)))
+    return out
+
+
+def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """MiniLM embedding cosine / Spearman per (array, weight/activation setting, attention, policy, bits).
+
+    Settings (column ``wa``): ``int8`` (the experiment's int8 per-channel weights and int8
     per-tensor activations; int8 alone, policy ``none``, already costs ~0.02 cosine on MiniLM, so no
-    psum policy can reach 0.99 there) and ``fp32`` (float32 weights/activations, only the psums
-    quantized: the psum bit-width effect the paper claims on its own)."""
+    psum policy can reach 0.99 there), ``int8-token`` (int8 per-token activations, as LLM int8
+    deployments use; evaluated with the attention matmuls off and on the array, column ``attention``)
+    and ``fp32`` (float32 weights/activations, only the psums quantized: the psum bit-width effect
+    the paper claims on its own)."""
     from tqdm import tqdm
 
     from . import _corpus, _minilm
@@ -154,15 +182,14 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     ref = _minilm.embed(model, packed)
     log(f"MiniLM: {len(sents)} sentences from the python3-doc corpus ({_corpus.docs_root()}), "
         f"{len(calib_s)} more for calibration")
-    policies = plan.minilm_policies or plan.policies
     bits = plan.minilm_bits or plan.bits
-    fpol = policies if plan.minilm_float_policies is None else plan.minilm_float_policies  # () skips the fp32 setting
-    settings = [("int8", 8, _pairs(policies, bits))] + ([("fp32", None, _pairs(fpol, bits))] if fpol else [])
+    settings = _minilm_settings(plan)
     rows: list[dict[str, Any]] = []
-    total = sum(len(p) for _, _, p in settings) * len(plan.minilm_arrays)
+    total = sum(len(s[-1]) for s in settings) * len(plan.minilm_arrays)
     bar = tqdm(total=total, desc="MiniLM: policies x bits", disable=not progress, leave=False)
-    for r, (wa, wa_bits, pairs) in ((r, s) for r in plan.minilm_arrays for s in settings):
-        sweep = PsumSweep(model, r, _minilm.batches(tok, calib_s), calib_rows=min(512, plan.calib_rows), wa_bits=wa_bits)
+    for r, (wa, wa_bits, gran, attn, pairs) in ((r, s) for r in plan.minilm_arrays for s in settings):
+        sweep = PsumSweep(model, r, _minilm.batches(tok, calib_s), calib_rows=min(512, plan.calib_rows), wa_bits=wa_bits,
+                          act_granularity=gran, matmuls=attn)
         base = None
         for pol, b in pairs:
             emb = _minilm.embed(sweep.set(pol, b), packed)
@@ -173,6 +200,7 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
             fit = sweep.fit_figures()
             for bb in (bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
                 rows.append({"model": "all-MiniLM-L6-v2", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "wa": wa,
+                             "attention": "psum" if attn else "fp32",
                              "cosine": cos, "cosine_min": cos_min, "spearman": rho, "cosine_vs_none": cos_n,
                              "spearman_vs_none": rho_n, "n_sentences": len(sents),
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
