@@ -7,11 +7,18 @@ Operations: ``keep`` (identity, used as the reference pass), ``recolor``, ``move
 ``remove``, ``resize``. Objects are named by their colour (unique within an image), so an
 instruction such as "move the red object left" is ``(move, red, left, 0)``.
 Generation is pure numpy and deterministic given the seed.
+
+Textured mode (``texture=True``, used by the v2 model): every object carries a random texture
+(flat, stripes, checker or dots; random period, orientation, phase and amplitude around the
+object's palette colour) that the instruction does not specify; recolour / add / resize draw a
+fresh one, so the target inside the edit is a sample, not a function of (source, instruction), and
+the rectified flow there is curved (move and remove stay deterministic). Correctness of such edits
+is judged on low-passed images (see ``edit_correct(..., smooth=...)``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,6 +36,9 @@ MOVE_PX = 6
 SIZES = (3, 4, 5)  # object half-extent in pixels
 GRID = 4  # add: positions on a GRID x GRID lattice of cell centres
 VOCAB = (len(OPS), len(PALETTE), 8, GRID * GRID)  # sizes of the 4 instruction fields
+TEXTURES = ("flat", "stripes", "checker", "dots")
+# training op mix for the v2 model: move and add (the weak edits of v1) drawn more often
+TRAIN_OP_WEIGHTS = (0.0, 0.15, 0.3, 0.25, 0.1, 0.2)  # keep recolor move add remove resize
 
 
 @dataclass
@@ -38,6 +48,7 @@ class Obj:
     cy: int
     cx: int
     r: int
+    tex: tuple[float, ...] | None = None  # (kind, period px, angle rad, phase a, phase b, amplitude); None: flat
 
     def footprint(self, size: int = IMAGE) -> np.ndarray:
         yy, xx = np.mgrid[0:size, 0:size]
@@ -62,8 +73,34 @@ class Scene:
         size = img.shape[-1]
         for o in self.objects:
             m = o.footprint(size)
-            img[:, m] = PALETTE[o.colour][:, None]
+            if o.tex is None or int(o.tex[0]) == 0:
+                img[:, m] = PALETTE[o.colour][:, None]
+            else:
+                pat = _pattern(o.tex, o.cy, o.cx, size)[m]
+                img[:, m] = np.clip(PALETTE[o.colour][:, None] + o.tex[5] * pat[None], 0, 1)
         return img
+
+
+def _random_tex(rng: np.random.Generator) -> tuple[float, ...]:
+    """A random texture: kind, period (pixels), angle (rad), two phases (rad), amplitude ([0, 1] units)."""
+    kind = int(rng.integers(len(TEXTURES)))
+    return (float(kind), float(rng.uniform(2.2, 4.0)), float(rng.uniform(0, np.pi)), float(rng.uniform(0, 2 * np.pi)),
+            float(rng.uniform(0, 2 * np.pi)), float(rng.uniform(0.1, 0.2)))
+
+
+def _pattern(tex: tuple[float, ...], cy: int, cx: int, size: int) -> np.ndarray:
+    """(S, S) zero-mean-ish pattern in [-1, 1] in coordinates relative to the object centre (moves with it)."""
+    kind, period, ang, pa, pb, _ = tex
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    yy, xx = yy - cy, xx - cx
+    w = 2 * np.pi / period
+    if int(kind) == 1:  # stripes
+        return np.sin(w * (np.cos(ang) * xx + np.sin(ang) * yy) + pa).astype(np.float32)
+    if int(kind) == 2:  # checker, cells of 1 or 2 pixels
+        cell = 1 + int(period > 3.1)
+        return (np.where(((np.floor(xx / cell) + np.floor(yy / cell) + int(pa > np.pi)) % 2) == 0, 1.0, -1.0)).astype(np.float32)
+    dots = (np.cos(w * xx + pa) * np.cos(w * yy + pb) > 0.5).astype(np.float32)  # dots
+    return (2.0 * (dots - 0.2)).astype(np.float32)
 
 
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -99,8 +136,9 @@ def _random_obj(rng: np.random.Generator, colour: int, others: list[Obj], size: 
     return None
 
 
-def random_scene(rng: np.random.Generator, size: int = IMAGE, n_objects: tuple[int, int] = (2, 3)) -> Scene:
-    """A textured background with ``n_objects`` (inclusive range) shapes of distinct colours."""
+def random_scene(rng: np.random.Generator, size: int = IMAGE, n_objects: tuple[int, int] = (2, 3),
+                 texture: bool = False) -> Scene:
+    """A textured background with ``n_objects`` (inclusive range) shapes of distinct colours (``texture``: textured objects)."""
     bg = _background(rng, size)
     n = int(rng.integers(n_objects[0], n_objects[1] + 1))
     colours = rng.permutation(len(PALETTE))[:n]
@@ -108,6 +146,8 @@ def random_scene(rng: np.random.Generator, size: int = IMAGE, n_objects: tuple[i
     for c in colours:
         o = _random_obj(rng, int(c), objs, size)
         if o is not None:
+            if texture:
+                o.tex = _random_tex(rng)
             objs.append(o)
     return Scene(bg, objs)
 
@@ -117,10 +157,14 @@ def _cell_centre(cell: int, size: int) -> tuple[int, int]:
     return (cell // GRID) * step + step // 2, (cell % GRID) * step + step // 2
 
 
-def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE) -> Scene | None:
-    """The scene after ``instr``; None when the edit is impossible (no such object, no room)."""
+def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE,
+               rng: np.random.Generator | None = None) -> Scene | None:
+    """The scene after ``instr``; None when the edit is impossible (no such object, no room).
+
+    With ``rng`` (textured mode) a recoloured, added or resized object gets a fresh random texture.
+    """
     op, colour, a, b = instr
-    objs = [Obj(o.shape, o.colour, o.cy, o.cx, o.r) for o in scene.objects]
+    objs = [replace(o) for o in scene.objects]
     idx = next((i for i, o in enumerate(objs) if o.colour == colour), None)
     name = OPS[op]
     if name == "keep":
@@ -132,6 +176,8 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         o = Obj(a % len(SHAPES), colour, cy, cx, 4)
         if not _fits(o, objs, size):
             return None
+        if rng is not None:
+            o.tex = _random_tex(rng)
         return Scene(scene.background, objs + [o])
     if idx is None:
         return None
@@ -141,9 +187,11 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         if a == colour or a >= len(PALETTE) or any(p.colour == a for p in objs):
             return None
         o.colour = a
+        if rng is not None:
+            o.tex = _random_tex(rng)
     elif name == "move":
         dy, dx = DIRS[a % 4]
-        o = Obj(o.shape, o.colour, o.cy + dy * MOVE_PX, o.cx + dx * MOVE_PX, o.r)
+        o = replace(o, cy=o.cy + dy * MOVE_PX, cx=o.cx + dx * MOVE_PX)
         if not _fits(o, rest, size):
             return None
     elif name == "remove":
@@ -152,25 +200,46 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         nr = o.r + (2 if a % 2 == 0 else -2)
         if nr < 2 or nr > 6:
             return None
-        o = Obj(o.shape, o.colour, o.cy, o.cx, nr)
+        o = replace(o, r=nr)
         if not _fits(o, rest, size):
             return None
+        if rng is not None:
+            o.tex = _random_tex(rng)
     return Scene(scene.background, rest[:idx] + [o] + rest[idx:])
 
 
-def random_instruction(rng: np.random.Generator, scene: Scene, size: int = IMAGE, keep_prob: float = 0.0) -> tuple[int, ...]:
-    """A random instruction that is valid for ``scene`` (``keep`` with probability ``keep_prob``)."""
+def random_instruction(rng: np.random.Generator, scene: Scene, size: int = IMAGE, keep_prob: float = 0.0,
+                       op_weights: tuple[float, ...] | None = None) -> tuple[int, ...]:
+    """A random instruction that is valid for ``scene`` (``keep`` with probability ``keep_prob``).
+
+    ``op_weights`` (one per entry of OPS, ``keep`` ignored): the op mix; default uniform. With weights an
+    op is retried (new object/arguments) up to 8 times before another op is drawn, so hard-to-place
+    edits (move, add) are not under-represented by rejection.
+    """
     if rng.random() < keep_prob:
         return (0, 0, 0, 0)
     used = {o.colour for o in scene.objects}
-    for _ in range(50):
-        op = int(rng.integers(1, len(OPS)))
+    pw = None
+    if op_weights is not None:
+        pw = np.asarray(op_weights[1:], dtype=np.float64)
+        pw = pw / pw.sum()
+    op = 0
+    for i in range(50):
+        if pw is None:
+            op = int(rng.integers(1, len(OPS)))
+        elif i % 8 == 0:
+            op = 1 + int(rng.choice(len(pw), p=pw))
         name = OPS[op]
         if name == "add":
             free = [c for c in range(len(PALETTE)) if c not in used]
             if not free:
                 continue
             instr = (op, int(rng.choice(free)), int(rng.integers(len(SHAPES))), int(rng.integers(GRID * GRID)))
+            if pw is not None:  # weighted mix: pick a cell where the new object fits (few of the 16 do)
+                cells = [c for c in rng.permutation(GRID * GRID) if apply_edit(scene, (*instr[:3], int(c)), size) is not None]
+                if not cells:
+                    continue
+                instr = (*instr[:3], int(cells[0]))
         else:
             if not scene.objects:
                 continue
@@ -222,37 +291,39 @@ Example = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 Session = tuple[np.ndarray, list[tuple[int, ...]], list[np.ndarray], list[np.ndarray]]
 
 
-def make_example(rng: np.random.Generator, size: int = IMAGE, keep_prob: float = 0.1) -> Example:
-    """One training example ``(src, instr, tgt, mask)``; images in [-1, 1]."""
-    scene = random_scene(rng, size)
-    instr = random_instruction(rng, scene, size, keep_prob)
-    after = apply_edit(scene, instr, size)
+def make_example(rng: np.random.Generator, size: int = IMAGE, keep_prob: float = 0.1, texture: bool = False,
+                 op_weights: tuple[float, ...] | None = None) -> Example:
+    """One training example ``(src, instr, tgt, mask)``; images in [-1, 1] (``texture``: textured mode)."""
+    scene = random_scene(rng, size, texture=texture)
+    instr = random_instruction(rng, scene, size, keep_prob, op_weights)
+    after = apply_edit(scene, instr, size, rng if texture else None)
     assert after is not None
     src, tgt = scene.render(), after.render()
     return to_model(src), np.array(instr, dtype=np.int64), to_model(tgt), edit_mask(src, tgt)
 
 
-def make_batch(rng: np.random.Generator, n: int, size: int = IMAGE, keep_prob: float = 0.1) -> tuple[np.ndarray, ...]:
+def make_batch(rng: np.random.Generator, n: int, size: int = IMAGE, keep_prob: float = 0.1, texture: bool = False,
+               op_weights: tuple[float, ...] | None = None) -> tuple[np.ndarray, ...]:
     """``n`` examples stacked: src (n,3,S,S), instr (n,4), tgt (n,3,S,S), mask (n,S,S)."""
-    ex = [make_example(rng, size, keep_prob) for _ in range(n)]
+    ex = [make_example(rng, size, keep_prob, texture, op_weights) for _ in range(n)]
     return tuple(np.stack([e[i] for e in ex]) for i in range(4))
 
 
-def make_session(rng: np.random.Generator, rounds: int, size: int = IMAGE) -> Session:
+def make_session(rng: np.random.Generator, rounds: int, size: int = IMAGE, texture: bool = False) -> Session:
     """A multi-round editing session on one image: ``(src, instrs, gt_targets, gt_masks)``.
 
     Each round's instruction is valid for the ground-truth scene after the previous rounds; the
-    images are in [-1, 1] and each mask marks the pixels that round's edit changes.
+    images are in [-1, 1] and each mask marks the pixels that round's edit changes (``texture``: textured mode).
     """
     for _ in range(100):
-        scene = random_scene(rng, size)
+        scene = random_scene(rng, size, texture=texture)
         instrs, tgts, masks = [], [], []
         cur = scene
         for _r in range(rounds):
             ins = random_instruction(rng, cur, size, 0.0)
             if ins[0] == 0:
                 break
-            nxt = apply_edit(cur, ins, size)
+            nxt = apply_edit(cur, ins, size, rng if texture else None)
             assert nxt is not None
             a, b = cur.render(), nxt.render()
             instrs.append(ins)

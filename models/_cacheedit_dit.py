@@ -40,6 +40,7 @@ class DiTConfig:
     depth: int = 4
     heads: int = 4
     mlp_ratio: int = 4
+    texture: bool = False  # trained on textured (stochastic) edits: sessions/metrics use the textured data mode
 
     @property
     def tokens(self) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+TEXTURE_SMOOTH = 5  # low-pass (box) width in pixels for textured edits: compares mean colour / shape, not texture
+
 
 def psnr_db(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per-image PSNR in dB of images in [-1, 1] (peak 1 on the [0, 1] scale); capped at 100 dB."""
@@ -31,15 +33,26 @@ def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 7) -> torch.Tensor:
 
 
 def edit_correct(out: torch.Tensor, src: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
-                 tol_in: float = 0.1, tol_out: float = 0.03) -> torch.Tensor:
+                 tol_in: float = 0.1, tol_out: float = 0.03, smooth: int = 1) -> torch.Tensor:
     """Per-image bool: the edit was carried out and nothing else changed.
+
+    ``smooth`` > 1: the three images are first low-passed by a ``smooth`` x ``smooth`` box (replicate
+    padding) before the output's error is taken, so that for textured edits (whose texture the instruction
+    does not specify) only what it does specify (mean colour, shape and place) is compared; the source's
+    error (the scale of the edit) stays on the raw images.
 
     Inside the ground-truth edit ``mask`` (B, S, S) the output's mean absolute error to the target
     (on the [0, 1] scale) is below ``tol_in`` and below half the source's error there; outside the
     mask it is below ``tol_out``. A ``keep`` (empty mask) only needs the latter.
     """
+    err_s = ((src - tgt).abs() / 2).mean(1)  # the edit's size, on the raw images
+    if smooth > 1:
+        def box(z: torch.Tensor) -> torch.Tensor:
+            lo, hi = (smooth - 1) // 2, smooth // 2
+            return F.avg_pool2d(F.pad(z, (lo, hi, lo, hi), mode="replicate"), smooth, 1)
+
+        out, tgt = box(out), box(tgt)
     err_o = ((out - tgt).abs() / 2).mean(1)  # (B, S, S)
-    err_s = ((src - tgt).abs() / 2).mean(1)
     m = mask.float()
     n_in = m.flatten(1).sum(1)
     n_out = (1 - m).flatten(1).sum(1)

@@ -11,7 +11,7 @@ from npukit.models._cacheedit_baselines import calibrate_threshold, schedule
 from npukit.models._cacheedit_cache import cached_step, full_step, mask_to_index
 from npukit.models._cacheedit_data import MOVE_PX, OPS, Obj, Scene, apply_edit, make_batch, make_session
 from npukit.models._cacheedit_dit import patchify, unpatchify
-from npukit.models._cacheedit_metrics import edit_correct, iou, patch_mask, psnr_db, ssim
+from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, iou, patch_mask, psnr_db, ssim
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
@@ -52,6 +52,44 @@ def test_move_moves_the_named_object() -> None:
     red = next(o for o in after.objects if o.colour == 0)
     assert (red.cy, red.cx) == (10, 10 + MOVE_PX)
     assert apply_edit(scene, (OPS.index("remove"), 4, 0, 0)) is None  # no magenta object
+
+
+def test_textured_mode_draws_fresh_textures_only_for_recolor_add_resize() -> None:
+    rng = np.random.default_rng(3)
+    scene = Scene(np.full((3, 32, 32), 0.4, dtype=np.float32),
+                  [Obj(0, 0, 10, 10, 4, (1.0, 3.0, 0.5, 1.0, 2.0, 0.15)), Obj(1, 2, 22, 22, 3, (2.0, 2.5, 0.0, 0.0, 0.0, 0.2))])
+    img = scene.render()
+    red = img[:, 6:15, 6:15]
+    assert red.std() > 0.02 and abs(float(red[0].mean()) - 0.95) < 0.1  # textured around the palette colour
+    moved = apply_edit(scene, (OPS.index("move"), 0, 3, 0), rng=rng)  # red down: texture travels with it
+    assert moved is not None and moved.objects[0].tex == scene.objects[0].tex
+    a, b = moved.render()[:, 6 + MOVE_PX:15 + MOVE_PX, 6:15], img[:, 6:15, 6:15]
+    assert np.allclose(a, b)
+    recs = [apply_edit(scene, (OPS.index("recolor"), 0, 3, 0), rng=rng) for _ in range(2)]
+    assert recs[0] is not None and recs[1] is not None and recs[0].objects[0].tex != recs[1].objects[0].tex
+    assert apply_edit(scene, (OPS.index("recolor"), 0, 3, 0)).objects[0].tex == scene.objects[0].tex  # no rng: kept
+    src, ins, tgt, mask = make_batch(np.random.default_rng(0), 400, keep_prob=0.0, texture=True,
+                                     op_weights=(0, 0.15, 0.3, 0.25, 0.1, 0.2))
+    counts = np.bincount(ins[:, 0], minlength=len(OPS))
+    assert counts[OPS.index("move")] > counts[OPS.index("remove")] and counts[OPS.index("add")] >= 8
+
+
+def test_smoothed_edit_correct_ignores_texture_but_not_colour() -> None:
+    rng = np.random.default_rng(5)
+    bg = np.full((3, 32, 32), 0.4, dtype=np.float32)
+    base = Scene(bg, [Obj(0, 0, 12, 12, 5, (1.0, 3.0, 0.3, 0.0, 0.0, 0.15))])
+    outs, tgts = [], []
+    for _ in range(6):  # the same recolour twice, each with its own random texture: both carry out the instruction
+        a, b = (apply_edit(base, (OPS.index("recolor"), 0, 2, 0), rng=rng) for _ in range(2))
+        outs.append(a.render())
+        tgts.append(b.render())
+    wrong = apply_edit(base, (OPS.index("recolor"), 0, 5, 0), rng=rng).render()  # cyan instead of blue
+    to = lambda x: torch.from_numpy(np.stack(x) * 2 - 1)  # noqa: E731
+    src, tgt, out = to([base.render()] * 6), to(tgts), to(outs)
+    mask = torch.from_numpy(np.stack([np.abs(base.render() - t).max(0) > 1e-4 for t in tgts]))
+    assert edit_correct(out, src, tgt, mask, smooth=5).float().mean() >= 5 / 6
+    assert not edit_correct(to([wrong] * 6), src, tgt, mask, smooth=5).any()
+    assert not edit_correct(src, src, tgt, mask, smooth=5).any()
 
 
 # ------------------------------------------------------------------------------------------ model
@@ -221,8 +259,9 @@ def test_trained_model_edits_and_cache_is_faithful() -> None:
 
 def _trained_model_edits_and_cache_is_faithful() -> None:
     model = ce.load_model()
+    texture = bool(model.cfg.texture)  # a model trained on textured edits is judged on textured sessions, low-passed
     rng = np.random.default_rng(777)
-    sess = [make_session(rng, 1) for _ in range(8)]
+    sess = [make_session(rng, 1, texture=texture) for _ in range(8)]
     src = torch.from_numpy(np.stack([s[0] for s in sess]))
     ins = torch.tensor([s[1][0] for s in sess])
     tgt = torch.from_numpy(np.stack([s[2][0] for s in sess]))
@@ -230,7 +269,7 @@ def _trained_model_edits_and_cache_is_faithful() -> None:
     noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(0))
     full = ce.edit_round(model, src, ins, noise, "full").image.clamp(-1, 1)
     cached = ce.edit_round(model, src, ins, noise, "cacheedit")
-    assert edit_correct(full, src, tgt, mask).float().mean() >= 0.6
+    assert edit_correct(full, src, tgt, mask, smooth=TEXTURE_SMOOTH if texture else 1).float().mean() >= 0.6
     assert float(psnr_db(cached.image.clamp(-1, 1), full).mean()) > 25.0
     gt = patch_mask(mask, 4)
     assert np.mean([iou(cached.detected[i], gt[i]) for i in range(8)]) > 0.3

@@ -79,13 +79,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
 
 
-def _sessions(n: int, rounds: int, seed: int) -> list[Any]:
+def _sessions(n: int, rounds: int, seed: int, texture: bool = False) -> list[Any]:
     import numpy as np
 
     from npukit.models.cacheedit import make_session
 
     rng = np.random.default_rng(10_000 + seed)
-    return [make_session(rng, rounds) for _ in range(n)]
+    return [make_session(rng, rounds, texture=texture) for _ in range(n)]
 
 
 CURVE_CE = (("max_active=0.06", {"max_active": 0.06}), ("max_active=0.2", {"max_active": 0.2}),
@@ -258,12 +258,20 @@ def _batch_job(job: dict[str, Any]) -> dict[str, Any]:
     sess = job["sessions"]
     res = _run_batch(model, sess, job["rounds"], job["steps"], CacheConfig(**job["cache"]), job["reps"], job["seed"],
                      ledger, f"batch{job['index']}")
-    per, curve = _batch_metrics(res, sess, METHODS)
+    per, curve = _batch_metrics(res, sess, METHODS, _smooth(model))
     return {"index": job["index"], "per": per, "curve": list(curve.items()), "ledger": ledger.to_dict()}
 
 
-def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """PSNR/SSIM vs full, edit accuracy, IoU, active fractions and times of one batch's methods."""
+def _smooth(model: Any) -> int:
+    """Low-pass width (pixels) of edit correctness: textured edits (v2 model) compare mean colour / shape only."""
+    from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH
+
+    return TEXTURE_SMOOTH if getattr(model.cfg, "texture", False) else 1
+
+
+def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any,
+                   smooth: int = 1) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """PSNR/SSIM vs full, edit accuracy (``smooth``: low-pass width), IoU, active fractions, times of one batch's methods."""
     import numpy as np
     import torch
 
@@ -292,7 +300,7 @@ def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any
             src_r = torch.from_numpy(np.stack([x[0] if r == 0 else x[2][r - 1] for x in sess]))
             tgt_r = torch.from_numpy(np.stack([x[2][r] for x in sess]))
             mask_r = torch.from_numpy(np.stack([x[3][r] for x in sess]))
-            d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r).float().tolist()
+            d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r, smooth=smooth).float().tolist()
             if rr.active is not None:
                 for i in range(len(sess)):
                     d["iou"].append(iou(rr.active[i], gt_masks[r][i]))
@@ -342,7 +350,8 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     kw = {k: v for k, v in kw.items() if v is not None}
     cache = CacheConfig(**kw)
     cache.check(len(model.blocks))
-    sessions = _sessions(n_img, args.rounds, args.seed)
+    texture = bool(getattr(cfg, "texture", False))  # a model trained on textured edits gets textured sessions
+    sessions = _sessions(n_img, args.rounds, args.seed, texture)
     ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})
     t_start = time.perf_counter()
     per: dict[str, dict[str, Any]] = _empty_per(METHODS)
