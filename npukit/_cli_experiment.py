@@ -27,7 +27,7 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                   "CacheEdit: adaptive activation cache for multi-round DiT editing vs baselines, DLE plots, NPU cost"),
 }
 SELF_PARSING = {"omnimoe", "cacheedit"}
-EXECUTOR_AWARE = {"omnimoe", "cacheedit"}  # experiments whose grid runs on the executor of --scheduler / --dask-local
+EXECUTOR_AWARE = {"omnimoe", "cacheedit", "psumquant"}  # experiments whose grid runs on the --scheduler / --dask-local executor
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -48,3 +48,36 @@ def test_cacheedit_unreachable_scheduler_fails_before_writing(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="scheduler"):
         run.run(_args("--quick", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "0.5", "--out", str(out)))
     assert not out.exists()
+
+
+def test_psumquant_families_on_dask_equal_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from npukit.cli import main
+
+    monkeypatch.setenv("NPUKIT_CACHE", str(tmp_path / "cache"))  # workers spawned below inherit it
+    base = ["experiment", "psumquant", "--quick", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "serial")]) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        assert main([*base, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask")]) == 0
+    compared = 0
+    for f in sorted((tmp_path / "serial").glob("*.csv")):
+        serial = [{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")} for r in csv.DictReader(f.open())]
+        dask = [{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")}
+                for r in csv.DictReader((tmp_path / "dask" / f.name).open())]
+        assert len(dask) == len(serial), f.name
+        for a, b in zip(dask, serial, strict=True):  # workers run torch on 1 thread: float sums may differ in the last bits
+            assert a.keys() == b.keys(), f.name
+            for k in a:
+                fa, fb = _num(a[k]), _num(b[k])
+                if fa is None or fb is None:
+                    assert a[k] == b[k], (f.name, k)
+                else:
+                    assert fa == pytest.approx(fb, rel=1e-4, abs=1e-6), (f.name, k)
+        compared += len(serial)
+    assert compared > 20
+
+
+def _num(v: str) -> float | None:
+    try:
+        return float(v)
+    except ValueError:
+        return None

@@ -254,25 +254,41 @@ def _add_delta(rows: list[dict[str, Any]], key: str, out_key: str) -> None:
         r[out_key] = r[key] - ref[r["array"]] if r["array"] in ref else float("nan")
 
 
-def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True,
-                   log: Callable[[str], None] = print) -> list[Path]:
-    """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
-    the written paths (each also logged as ``wrote PATH``)."""
+FAMILIES = ("digits", "minilm", "lm")
+
+
+def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tuple[str, list[dict[str, Any]], float]:
+    """One model family of the plan (seeded alike wherever it runs): ``(family, rows, seconds)``."""
     import torch
 
+    fam, plan, progress, log = job
+    fn = {"digits": run_digits, "minilm": run_minilm, "lm": run_lm}[fam]
+    torch.manual_seed(0)
+    t = time.perf_counter()
+    rows = fn(plan, progress, log or print)
+    return fam, rows, time.perf_counter() - t
+
+
+def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True,
+                   log: Callable[[str], None] = print, executor: Any = None) -> list[Path]:
+    """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
+    the written paths (each also logged as ``wrote PATH``). ``executor``: run the three families as
+    jobs on it (e.g. a Dask executor); default: one after another in this process."""
     from npukit._cli_common import prepare_out_dir
 
     from . import _energy, _report
 
     out = prepare_out_dir(out_dir)
-    torch.manual_seed(0)
     t0 = time.perf_counter()
     results: dict[str, list[dict[str, Any]]] = {}
     timings: dict[str, float] = {}
-    for fam, fn in (("digits", run_digits), ("minilm", run_minilm), ("lm", run_lm)):
-        t = time.perf_counter()
-        results[fam] = fn(plan, progress, log)
-        timings[fam] = time.perf_counter() - t
+    if executor is None:
+        for fam in FAMILIES:
+            _, results[fam], timings[fam] = _family_job((fam, plan, progress, log))
+    else:  # one job per family on the executor of --scheduler / --dask-local (issue 7); rows come back whole
+        for fam, rows, secs in executor.map_unordered(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
+            results[fam], timings[fam] = rows, secs
+        results = {fam: results[fam] for fam in FAMILIES}
     t = time.perf_counter()
     results["energy"] = _energy.energy_rows()
     timings["energy"] = time.perf_counter() - t
