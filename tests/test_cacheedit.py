@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _cacheedit_util import edit_batch, tiny_model
 
 from npukit.models import cacheedit as ce
 from npukit.models._cacheedit_baselines import calibrate_threshold, schedule
@@ -14,20 +15,6 @@ from npukit.models._cacheedit_dit import patchify, unpatchify
 from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, iou, patch_mask, psnr_db, ssim
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
-
-
-def _tiny(seed: int = 0) -> ce.EditDiT:
-    torch.manual_seed(seed)
-    m = ce.EditDiT(ce.DiTConfig(dim=32, depth=2, heads=2))
-    with torch.no_grad():  # adaLN-Zero starts at zero: perturb so every path matters
-        for p in m.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    return m.eval()
-
-
-def _batch(n: int = 3, seed: int = 1) -> tuple[torch.Tensor, ...]:
-    src, ins, tgt, mask = make_batch(np.random.default_rng(seed), n, keep_prob=0.0)
-    return torch.from_numpy(src), torch.from_numpy(ins), torch.from_numpy(tgt), torch.from_numpy(mask)
 
 
 # ------------------------------------------------------------------------------------------ dataset
@@ -94,8 +81,8 @@ def test_smoothed_edit_correct_ignores_texture_but_not_colour() -> None:
 
 # ------------------------------------------------------------------------------------------ model
 def test_patchify_roundtrip_and_full_step_matches_forward() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     x = torch.randn_like(src)
     assert torch.equal(unpatchify(patchify(x, 4), 4), x)
     t = torch.full((3,), 0.7)
@@ -104,8 +91,8 @@ def test_patchify_roundtrip_and_full_step_matches_forward() -> None:
 
 
 def test_cached_step_with_all_target_rows_reproduces_full_step() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     x, t = torch.randn_like(src), torch.ones(3)
     z = full_step(m, x, t, src, m.context_kv(src, ins))
     v0 = z.v.clone()
@@ -118,8 +105,8 @@ def test_cached_step_with_all_target_rows_reproduces_full_step() -> None:
 
 
 def test_cached_step_only_changes_active_rows() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     x = torch.randn_like(src)
     z = full_step(m, x, torch.ones(3), src, m.context_kv(src, ins))
     before = z.v.clone()
@@ -154,8 +141,8 @@ def test_dilate_ring() -> None:
 
 
 def test_bad_options_raise_config_errors() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     with pytest.raises(ConfigError, match="method"):
         ce.edit_round(m, src, ins, torch.randn_like(src), "magic")
     with pytest.raises(ConfigError, match="min_active"):
@@ -170,8 +157,8 @@ def test_bad_options_raise_config_errors() -> None:
 
 # ------------------------------------------------------------------------------------------ ledger and sessions
 def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     cfg, steps, b = m.cfg, 4, 3
     led = Ledger()
     ce.edit_round(m, src, ins, torch.randn_like(src), "full", steps=steps, ledger=led)
@@ -197,8 +184,8 @@ def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
 
 
 def test_session_carries_reference_across_rounds() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     led = Ledger()
     s = ce.EditSession(m, src, "cacheedit", steps=3, ledger=led, cache=ce.CacheConfig(reference="previous"))
     s.edit(ins)
@@ -216,15 +203,15 @@ def test_step_reuse_schedule_and_calibration() -> None:
         thr = calibrate_threshold(ind, target)
         assert abs(sum(schedule(ind, thr)) - target) <= 2
     assert sum(schedule(ind, 0.0)) == 28
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     r = ce.edit_round(m, src, ins, torch.randn_like(src), "step-reuse", steps=8, threshold=1e9)
     assert r.steps_run == 2  # first and last only
 
 
 def test_toca_baselines_use_the_given_counts() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     counts = torch.tensor([3, 7, 5])
     for meth in ("toca-random", "toca-attn"):
         r = ce.edit_round(m, src, ins, torch.randn_like(src), meth, steps=3, counts=counts)
@@ -276,8 +263,8 @@ def _trained_model_edits_and_cache_is_faithful() -> None:
 
 
 def test_invariant_source_mode_lands_on_the_source() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     r = ce.edit_round(m, src, ins, torch.randn_like(src), "cacheedit", steps=6,
                       cache=ce.CacheConfig(invariant="source", ring=0, max_active=0.3, tail=0))
     inv = ~r.active

@@ -3,9 +3,9 @@ the trailing full step, K/V forecasting, the ``cacheedit+step`` hybrid and opt-i
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
+from _cacheedit_util import edit_batch, tiny_model
 
 from npukit.models import cacheedit as ce
 from npukit.models._cacheedit_cache import (
@@ -19,24 +19,9 @@ from npukit.models._cacheedit_cache import (
     otsu_thresholds,
     step_mods,
 )
-from npukit.models._cacheedit_data import make_batch
 from npukit.models._cacheedit_dit import patchify
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
-
-
-def _tiny(seed: int = 0) -> ce.EditDiT:
-    torch.manual_seed(seed)
-    m = ce.EditDiT(ce.DiTConfig(dim=32, depth=2, heads=2))
-    with torch.no_grad():  # adaLN-Zero starts at zero: perturb so every path matters
-        for p in m.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    return m.eval()
-
-
-def _batch(n: int = 3, seed: int = 1) -> tuple[torch.Tensor, ...]:
-    src, ins, tgt, mask = make_batch(np.random.default_rng(seed), n, keep_prob=0.0)
-    return torch.from_numpy(src), torch.from_numpy(ins), torch.from_numpy(tgt), torch.from_numpy(mask)
 
 
 def _exec_tokens(led: Ledger, scope: str, cfg: ce.DiTConfig, images: int) -> int:
@@ -95,8 +80,8 @@ def test_mask_to_index_and_plan() -> None:
 
 
 def test_step_mods_and_plan_reuse_match_the_plain_cached_step() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     x = torch.randn_like(src)
     t = torch.full((3,), 0.4)
     mods = step_mods(m, torch.tensor([0.9, 0.4]))[1]
@@ -124,8 +109,8 @@ def test_divergence_scores() -> None:
 
 
 def test_tail_step_is_full_and_stride_skips_steps() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     steps, cfg = 8, m.cfg
     led = Ledger()
     noise = torch.randn_like(src)
@@ -146,8 +131,8 @@ def test_tail_step_is_full_and_stride_skips_steps() -> None:
 
 @torch.no_grad()
 def test_forecast_extrapolates_the_cached_kv_linearly() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     x = torch.randn_like(src)
     ctx = m.context_kv(src, ins)
     z0 = full_step(m, x, torch.ones(3), src, ctx)
@@ -165,8 +150,8 @@ def test_forecast_extrapolates_the_cached_kv_linearly() -> None:
 
 
 def test_full_computes_change_indicators_only_when_asked() -> None:
-    m = _tiny()
-    src, ins, _, _ = _batch()
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
     noise = torch.randn_like(src)
     assert ce.edit_round(m, src, ins, noise, "full", steps=4).indicators is None
     with_ind = ce.edit_round(m, src, ins, noise, "full", steps=4, indicators=True)

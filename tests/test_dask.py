@@ -265,18 +265,6 @@ def test_omnimoe_model_grid_on_dask_equals_serial(cluster):
     assert "npu_token_over_expert_cycles" in serial[0]
 
 
-def test_local_sweep_and_sim_import_no_dask(tmp_path):
-    spec = write_spec(tmp_path)
-    code = (
-        "import sys; from npukit.cli import main; import npukit.sim, npukit.sim.sweep\n"
-        f"rc = main(['sweep', {str(spec)!r}, '--out', {str(tmp_path / 'o')!r}, '--workers', '1', '--no-progress'])\n"
-        "heavy = [m for m in ('dask', 'distributed') if m in sys.modules]\n"
-        "assert rc == 0 and not heavy, (rc, heavy)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-
-
 def test_run_points_on_dask_skips_present_points(cluster, reference, tmp_path):
     spec, _ = reference
     points = expand_points(load_sweep_spec(spec))

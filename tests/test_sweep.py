@@ -249,12 +249,12 @@ def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
     assert not (tmp_path / "n.csv").exists()
 
 
-def test_sweep_path_imports_no_torch(tmp_path):
+def test_sweep_path_imports_no_torch_or_dask(tmp_path):
     spec = write_spec(tmp_path)
     code = (
-        "import sys; from npukit.cli import main; import npukit.sim.sweep, npukit._cli_sweep\n"
+        "import sys; from npukit.cli import main; import npukit.sim, npukit.sim.sweep, npukit._cli_sweep\n"
         f"rc = main(['sweep', {str(spec)!r}, '--out', {str(tmp_path / 'o')!r}, '--workers', '1', '--no-progress'])\n"
-        "heavy = [m for m in ('torch', 'triton') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'triton', 'dask', 'distributed') if m in sys.modules]\n"
         "assert rc == 0 and not heavy, (rc, heavy)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
