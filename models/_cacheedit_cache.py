@@ -10,7 +10,7 @@ One edit round on a batch of B images (all tensors batched, one image per row):
 2. The divergence of each target token's block-``layer`` activation (default the second to last
    block) from a *reference* (default ``reference='identity'``: a pass of the identity instruction
    ``keep`` on the same source and noise, run up to block ``layer``; ``'previous'``: the previous
-   round's step 0, identity pass in round 1 -- measured worse on the shipped model) is scored
+   round's step 0, identity pass in round 1 -- measured worse on the v1 model) is scored
    (default ``score='rel'``: the L2 distance relative to the reference activation's norm, which the
    few massive activation channels of deep blocks do not dominate) and split by Otsu's histogram
    threshold into invariant vs active tokens (:func:`select_active`, batched over images; default
@@ -23,14 +23,17 @@ One edit round on a batch of B images (all tensors batched, one image per row):
    index plan built once per round (:func:`make_plan`) and the adaLN modulations of every step
    computed once per round (:func:`step_mods`): their queries attend over all keys, with the K/V of
    invariant target tokens taken from the cache (active tokens' K/V are refreshed every step);
-   invariant tokens keep their velocity from the last full step (rectified-flow velocities of
-   unedited tokens are nearly constant along the path). Full steps (every token, every cache entry
+   invariant tokens move along their predicted straight path: default ``invariant='forecast'``, their
+   x0 prediction extrapolated linearly in t from the last two full steps, ``v = (x_t - x0_hat) / t``
+   (until a second full step this is the last full step's velocity, ``invariant='velocity'``; the
+   extrapolation follows the slow drift of the model's own prediction, +0.6 dB on the v3 model at no
+   compute). Full steps (every token, every cache entry
    refreshed): step 0, the first ``warmup`` steps, every ``refresh``-th step (default 14: one
    mid-round refresh of 28 steps), the steps listed in ``refresh_at`` and the last ``tail`` steps
    (default 1: the last step's full prediction sets every token's output; +3 dB at one step's cost
-   on the shipped model). ``forecast=1`` (default) extrapolates the invariant tokens' K/V linearly
+   on the v1 model). ``forecast=1`` (default) extrapolates the invariant tokens' K/V linearly
    in t from the last two full steps (TaylorSeer-like); stale K/V of invariant tokens, not the
-   choice of tokens, is the main error source of the cached steps on the shipped model.
+   choice of tokens, is the main error source of the cached steps (v1 and v3 models).
    With ``invariant='source'`` invariant tokens instead follow the straight path to the source
    image (the previous round's output, carried across rounds): ``v = (x_t - src) / t``.
 
@@ -72,7 +75,10 @@ class CacheConfig:
     refresh_kv: bool = True  # write the active tokens' fresh K/V into the cache every step
     warmup: int = 1  # leading steps that run every token (>= 1; step 0 always does); later steps are sparse
     refresh: int = 14  # > 0: also run a full step every ``refresh`` steps (ToCa-style refresh of every cache entry)
-    invariant: str = "velocity"  # invariant tokens: 'velocity' (keep the step-0 velocity) | 'source' (land on the source)
+    # invariant tokens at sparse steps: 'forecast' (x0-hat extrapolated linearly in t from the last two full steps,
+    # v = (x_t - x0-hat) / t; until a second full step the same as 'velocity') | 'velocity' (keep the last full step's
+    # velocity) | 'source' (land on the source)
+    invariant: str = "forecast"
     score: str = "rel"  # divergence split by Otsu: 'l2' (L2 distance) | 'log' (its log) | 'rel' (relative to the reference norm)
     refresh_at: tuple[int, ...] = ()  # extra full steps at these step indices (negative: from the end)
     tail: int = 1  # trailing steps that run every token (the last step's full prediction sets every token's output)
@@ -98,8 +104,8 @@ class CacheConfig:
             raise ConfigError(f"cache tail must be >= 0 full steps, got {self.tail}")
         if self.refresh < 0:
             raise ConfigError(f"cache refresh must be >= 0 steps (0: never), got {self.refresh}")
-        if self.invariant not in ("velocity", "source"):
-            raise ConfigError(f"invariant must be 'velocity' or 'source', got {self.invariant!r}")
+        if self.invariant not in ("velocity", "source", "forecast"):
+            raise ConfigError(f"invariant must be 'velocity', 'source' or 'forecast', got {self.invariant!r}")
         if self.forecast not in (0, 1):
             raise ConfigError(f"forecast must be 0 (reuse cached K/V) or 1 (linear extrapolation), got {self.forecast}")
         if self.score not in ("l2", "log", "rel"):

@@ -8,12 +8,20 @@ Operations: ``keep`` (identity, used as the reference pass), ``recolor``, ``move
 instruction such as "move the red object left" is ``(move, red, left, 0)``.
 Generation is pure numpy and deterministic given the seed.
 
-Textured mode (``texture=True``, used by the v2 model): every object carries a random texture
+Textured mode (``texture=True``, the v2 attempt, not shipped): every object carries a random texture
 (flat, stripes, checker or dots; random period, orientation, phase and amplitude around the
 object's palette colour) that the instruction does not specify; recolour / add / resize draw a
 fresh one, so the target inside the edit is a sample, not a function of (source, instruction), and
 the rectified flow there is curved (move and remove stay deterministic). Correctness of such edits
 is judged on low-passed images (see ``edit_correct(..., smooth=...)``).
+
+Shaded mode (``shade=True``, the shipped v3 model): objects are flat, but every object has a brightness
+``shade`` (one of SHADES, times its palette colour) that the instruction does not name; recolour and
+add draw a fresh one (move, resize and remove keep it). The target of those edits is then one of
+len(SHADES) images, a discrete choice the sampler must make (as a real editor picks unspecified
+content), so the rectified flow bends inside the edit region while the hue, shape and place stay
+specified. Correctness of such edits is judged on chromaticity (``edit_correct(..., chroma=True)``),
+which a brightness factor does not change.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ SIZES = (3, 4, 5)  # object half-extent in pixels
 GRID = 4  # add: positions on a GRID x GRID lattice of cell centres
 VOCAB = (len(OPS), len(PALETTE), 8, GRID * GRID)  # sizes of the 4 instruction fields
 TEXTURES = ("flat", "stripes", "checker", "dots")
-# training op mix for the v2 model: move and add (the weak edits of v1) drawn more often
+SHADES = (0.5, 0.7, 0.85, 1.0)  # shaded mode: brightness factors of an object's palette colour
+# training op mix of the v2 and v3 models: move and add (the weak edits of v1) drawn more often
 TRAIN_OP_WEIGHTS = (0.0, 0.15, 0.3, 0.25, 0.1, 0.2)  # keep recolor move add remove resize
 
 
@@ -49,6 +58,7 @@ class Obj:
     cx: int
     r: int
     tex: tuple[float, ...] | None = None  # (kind, period px, angle rad, phase a, phase b, amplitude); None: flat
+    shade: float = 1.0  # brightness factor of the palette colour (shaded mode)
 
     def footprint(self, size: int = IMAGE) -> np.ndarray:
         yy, xx = np.mgrid[0:size, 0:size]
@@ -73,11 +83,12 @@ class Scene:
         size = img.shape[-1]
         for o in self.objects:
             m = o.footprint(size)
+            col = PALETTE[o.colour] * np.float32(o.shade)
             if o.tex is None or int(o.tex[0]) == 0:
-                img[:, m] = PALETTE[o.colour][:, None]
+                img[:, m] = col[:, None]
             else:
                 pat = _pattern(o.tex, o.cy, o.cx, size)[m]
-                img[:, m] = np.clip(PALETTE[o.colour][:, None] + o.tex[5] * pat[None], 0, 1)
+                img[:, m] = np.clip(col[:, None] + o.tex[5] * pat[None], 0, 1)
         return img
 
 
@@ -137,8 +148,9 @@ def _random_obj(rng: np.random.Generator, colour: int, others: list[Obj], size: 
 
 
 def random_scene(rng: np.random.Generator, size: int = IMAGE, n_objects: tuple[int, int] = (2, 3),
-                 texture: bool = False) -> Scene:
-    """A textured background with ``n_objects`` (inclusive range) shapes of distinct colours (``texture``: textured objects)."""
+                 texture: bool = False, shade: bool = False) -> Scene:
+    """A textured background with ``n_objects`` (inclusive range) shapes of distinct colours
+    (``texture``: textured objects; ``shade``: each object gets a random brightness from SHADES)."""
     bg = _background(rng, size)
     n = int(rng.integers(n_objects[0], n_objects[1] + 1))
     colours = rng.permutation(len(PALETTE))[:n]
@@ -148,6 +160,8 @@ def random_scene(rng: np.random.Generator, size: int = IMAGE, n_objects: tuple[i
         if o is not None:
             if texture:
                 o.tex = _random_tex(rng)
+            if shade:
+                o.shade = float(rng.choice(SHADES))
             objs.append(o)
     return Scene(bg, objs)
 
@@ -158,11 +172,16 @@ def _cell_centre(cell: int, size: int) -> tuple[int, int]:
 
 
 def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE,
-               rng: np.random.Generator | None = None) -> Scene | None:
+               rng: np.random.Generator | None = None, mode: str = "texture") -> Scene | None:
     """The scene after ``instr``; None when the edit is impossible (no such object, no room).
 
-    With ``rng`` (textured mode) a recoloured, added or resized object gets a fresh random texture.
+    With ``rng`` the unspecified content is drawn: ``mode='texture'``: a recoloured, added or resized
+    object gets a fresh random texture; ``mode='shade'``: a recoloured or added object a fresh shade.
     """
+    if mode not in ("texture", "shade"):
+        raise ValueError(f"stochastic edit mode must be 'texture' or 'shade', got {mode!r}")
+    tex_rng = rng if mode == "texture" else None
+    shade_rng = rng if mode == "shade" else None
     op, colour, a, b = instr
     objs = [replace(o) for o in scene.objects]
     idx = next((i for i, o in enumerate(objs) if o.colour == colour), None)
@@ -176,8 +195,10 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         o = Obj(a % len(SHAPES), colour, cy, cx, 4)
         if not _fits(o, objs, size):
             return None
-        if rng is not None:
-            o.tex = _random_tex(rng)
+        if tex_rng is not None:
+            o.tex = _random_tex(tex_rng)
+        if shade_rng is not None:
+            o.shade = float(shade_rng.choice(SHADES))
         return Scene(scene.background, objs + [o])
     if idx is None:
         return None
@@ -187,8 +208,10 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         if a == colour or a >= len(PALETTE) or any(p.colour == a for p in objs):
             return None
         o.colour = a
-        if rng is not None:
-            o.tex = _random_tex(rng)
+        if tex_rng is not None:
+            o.tex = _random_tex(tex_rng)
+        if shade_rng is not None:
+            o.shade = float(shade_rng.choice(SHADES))
     elif name == "move":
         dy, dx = DIRS[a % 4]
         o = replace(o, cy=o.cy + dy * MOVE_PX, cx=o.cx + dx * MOVE_PX)
@@ -203,8 +226,8 @@ def apply_edit(scene: Scene, instr: tuple[int, int, int, int], size: int = IMAGE
         o = replace(o, r=nr)
         if not _fits(o, rest, size):
             return None
-        if rng is not None:
-            o.tex = _random_tex(rng)
+        if tex_rng is not None:
+            o.tex = _random_tex(tex_rng)
     return Scene(scene.background, rest[:idx] + [o] + rest[idx:])
 
 
@@ -291,39 +314,49 @@ Example = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 Session = tuple[np.ndarray, list[tuple[int, ...]], list[np.ndarray], list[np.ndarray]]
 
 
+def _edit_rng(rng: np.random.Generator, texture: bool, shade: bool) -> tuple[np.random.Generator | None, str]:
+    if texture and shade:
+        raise ValueError("choose one stochastic edit mode: texture or shade, not both")
+    return (rng if texture or shade else None), ("shade" if shade else "texture")
+
+
 def make_example(rng: np.random.Generator, size: int = IMAGE, keep_prob: float = 0.1, texture: bool = False,
-                 op_weights: tuple[float, ...] | None = None) -> Example:
-    """One training example ``(src, instr, tgt, mask)``; images in [-1, 1] (``texture``: textured mode)."""
-    scene = random_scene(rng, size, texture=texture)
+                 op_weights: tuple[float, ...] | None = None, shade: bool = False) -> Example:
+    """One training example ``(src, instr, tgt, mask)``; images in [-1, 1] (``texture``/``shade``: stochastic modes)."""
+    er, mode = _edit_rng(rng, texture, shade)
+    scene = random_scene(rng, size, texture=texture, shade=shade)
     instr = random_instruction(rng, scene, size, keep_prob, op_weights)
-    after = apply_edit(scene, instr, size, rng if texture else None)
+    after = apply_edit(scene, instr, size, er, mode)
     assert after is not None
     src, tgt = scene.render(), after.render()
     return to_model(src), np.array(instr, dtype=np.int64), to_model(tgt), edit_mask(src, tgt)
 
 
 def make_batch(rng: np.random.Generator, n: int, size: int = IMAGE, keep_prob: float = 0.1, texture: bool = False,
-               op_weights: tuple[float, ...] | None = None) -> tuple[np.ndarray, ...]:
+               op_weights: tuple[float, ...] | None = None, shade: bool = False) -> tuple[np.ndarray, ...]:
     """``n`` examples stacked: src (n,3,S,S), instr (n,4), tgt (n,3,S,S), mask (n,S,S)."""
-    ex = [make_example(rng, size, keep_prob, texture, op_weights) for _ in range(n)]
+    ex = [make_example(rng, size, keep_prob, texture, op_weights, shade) for _ in range(n)]
     return tuple(np.stack([e[i] for e in ex]) for i in range(4))
 
 
-def make_session(rng: np.random.Generator, rounds: int, size: int = IMAGE, texture: bool = False) -> Session:
+def make_session(rng: np.random.Generator, rounds: int, size: int = IMAGE, texture: bool = False,
+                 shade: bool = False) -> Session:
     """A multi-round editing session on one image: ``(src, instrs, gt_targets, gt_masks)``.
 
     Each round's instruction is valid for the ground-truth scene after the previous rounds; the
-    images are in [-1, 1] and each mask marks the pixels that round's edit changes (``texture``: textured mode).
+    images are in [-1, 1] and each mask marks the pixels that round's edit changes (``texture``/``shade``:
+    stochastic modes).
     """
+    er, mode = _edit_rng(rng, texture, shade)
     for _ in range(100):
-        scene = random_scene(rng, size, texture=texture)
+        scene = random_scene(rng, size, texture=texture, shade=shade)
         instrs, tgts, masks = [], [], []
         cur = scene
         for _r in range(rounds):
             ins = random_instruction(rng, cur, size, 0.0)
             if ins[0] == 0:
                 break
-            nxt = apply_edit(cur, ins, size, rng if texture else None)
+            nxt = apply_edit(cur, ins, size, er, mode)
             assert nxt is not None
             a, b = cur.render(), nxt.render()
             instrs.append(ins)

@@ -41,6 +41,7 @@ class DiTConfig:
     heads: int = 4
     mlp_ratio: int = 4
     texture: bool = False  # trained on textured (stochastic) edits: sessions/metrics use the textured data mode
+    shade: bool = False  # trained on shaded edits (recolour/add pick an unspecified brightness): shaded sessions, chroma metric
 
     @property
     def tokens(self) -> int:

@@ -11,9 +11,17 @@ import torch.nn.functional as F
 TEXTURE_SMOOTH = 5  # low-pass (box) width in pixels for textured edits: compares mean colour / shape, not texture
 
 
-def psnr_db(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-image PSNR in dB of images in [-1, 1] (peak 1 on the [0, 1] scale); capped at 100 dB."""
-    mse = (((a - b) / 2) ** 2).flatten(1).mean(1)
+def psnr_db(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-image PSNR in dB of images in [-1, 1] (peak 1 on the [0, 1] scale); capped at 100 dB.
+
+    ``where`` (B, S, S) bool: only these pixels count (an image with none gets 100 dB).
+    """
+    err = (((a - b) / 2) ** 2).mean(1)  # (B, S, S)
+    if where is None:
+        mse = err.flatten(1).mean(1)
+    else:
+        w = where.float()
+        mse = (err * w).flatten(1).sum(1) / w.flatten(1).sum(1).clamp_min(1)
     return torch.clamp(10 * torch.log10(1.0 / mse.clamp_min(1e-10)), max=100.0)
 
 
@@ -32,9 +40,22 @@ def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 7) -> torch.Tensor:
     return s.flatten(1).mean(1)
 
 
+def chromaticity(img: torch.Tensor) -> torch.Tensor:
+    """[-1, 1] images (B, 3, S, S) -> chromaticity ``3 c / (r + g + b)`` on the [0, 1] scale, clipped to [0, 3].
+
+    A brightness factor (the shaded mode's unspecified ``shade``) leaves it unchanged; a grey pixel is (1, 1, 1).
+    """
+    x = ((img + 1) / 2).clamp(0, 1)
+    return (3 * x / x.sum(1, keepdim=True).clamp_min(0.05)).clamp(0, 3)
+
+
 def edit_correct(out: torch.Tensor, src: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
-                 tol_in: float = 0.1, tol_out: float = 0.03, smooth: int = 1) -> torch.Tensor:
+                 tol_in: float = 0.1, tol_out: float = 0.03, smooth: int = 1, chroma: bool = False) -> torch.Tensor:
     """Per-image bool: the edit was carried out and nothing else changed.
+
+    ``chroma``: compare chromaticity (:func:`chromaticity`, scaled by 1/3 to the colour scale) instead of
+    colour, so an object's brightness (the shaded mode's unspecified shade) does not count; hue, shape
+    and place do.
 
     ``smooth`` > 1: the three images are first low-passed by a ``smooth`` x ``smooth`` box (replicate
     padding) before the output's error is taken, so that for textured edits (whose texture the instruction
@@ -45,6 +66,8 @@ def edit_correct(out: torch.Tensor, src: torch.Tensor, tgt: torch.Tensor, mask: 
     (on the [0, 1] scale) is below ``tol_in`` and below half the source's error there; outside the
     mask it is below ``tol_out``. A ``keep`` (empty mask) only needs the latter.
     """
+    if chroma:
+        out, src, tgt = (chromaticity(z) * (2 / 3) - 1 for z in (out, src, tgt))
     err_s = ((src - tgt).abs() / 2).mean(1)  # the edit's size, on the raw images
     if smooth > 1:
         def box(z: torch.Tensor) -> torch.Tensor:

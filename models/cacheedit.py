@@ -232,6 +232,8 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
     fc = None
     snap = _kv_snapshot(zero, pp, float(ts[0])) if cache.forecast else None
     stride = cache.stride if method == "cacheedit+step" else 1
+    # invariant='forecast': (t, x0-hat) of every target token at the last two full steps
+    x0_snaps = [(float(ts[0]), x_tok - float(ts[1]) * zero.v)] if cache.invariant == "forecast" else []
     for k in range(1, steps):
         dt = float(ts[k + 1] - ts[k])
         if k in full_at:  # full step: refresh every cache entry
@@ -242,6 +244,8 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
             else:
                 zero = full_step(model, x_img, tvec(k), src, ctx)
                 v_last = zero.v
+                if x0_snaps:
+                    x0_snaps = [x0_snaps[-1], (float(ts[k]), x_tok - float(ts[k]) * v_last)]
                 if snap is not None:
                     new = _kv_snapshot(zero, pp, float(ts[k]))
                     fc, snap = _kv_slope(snap, new), new
@@ -256,6 +260,10 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
         v_tok = cached_step(model, x_tok, src_tok, tvec(k), idx, zero, cache.refresh_kv, cache.impl, plan=plan, mods=mods[k])
         if cache.invariant == "source":
             v_tok = torch.where(active[..., None], v_tok, (x_tok - src_tok) / ts[k])
+        elif len(x0_snaps) == 2:  # 'forecast': x0-hat extrapolated linearly in t, v = (x_t - x0-hat) / t
+            (ta, xa), (tb, xb) = x0_snaps
+            x0f = torch.add(xb, xb - xa, alpha=(float(ts[k]) - tb) / (tb - ta))
+            v_tok = torch.where(active[..., None], v_tok, (x_tok - x0f) / ts[k])
         _record(ledger, f"{scope}/step{k}", model, per_img, n, pp)
         v_last = v_tok
         x_tok.add_(v_tok, alpha=dt)

@@ -79,6 +79,47 @@ def test_smoothed_edit_correct_ignores_texture_but_not_colour() -> None:
     assert not edit_correct(src, src, tgt, mask, smooth=5).any()
 
 
+def test_shaded_mode_draws_a_fresh_shade_only_for_recolor_and_add() -> None:
+    from npukit.models._cacheedit_data import SHADES
+
+    rng = np.random.default_rng(4)
+    scene = Scene(np.full((3, 32, 32), 0.4, dtype=np.float32), [Obj(0, 0, 8, 8, 4, shade=0.5), Obj(1, 2, 22, 22, 3)])
+    assert np.allclose(scene.render()[:, 10, 10], [0.475, 0.075, 0.075])  # palette red x 0.5
+    for op, a, b in (("move", 3, 0), ("resize", 1, 0), ("remove", 0, 0)):
+        after = apply_edit(scene, (OPS.index(op), 0, a, b), rng=rng, mode="shade")
+        assert after is not None and all(o.shade == 0.5 for o in after.objects if o.colour == 0)
+    recs = {apply_edit(scene, (OPS.index("recolor"), 0, 3, 0), rng=rng, mode="shade").objects[0].shade for _ in range(40)}
+    assert recs == set(SHADES)  # every shade is drawn, none other
+    adds = {next(o for o in apply_edit(scene, (OPS.index("add"), 4, 0, 9), rng=rng, mode="shade").objects if o.colour == 4).shade
+            for _ in range(40)}
+    assert adds == set(SHADES)
+    assert apply_edit(scene, (OPS.index("recolor"), 0, 3, 0)).objects[0].shade == 0.5  # no rng: kept
+    with pytest.raises(ValueError, match="texture or shade"):
+        make_batch(np.random.default_rng(0), 2, texture=True, shade=True)
+    with pytest.raises(ValueError, match="mode"):
+        apply_edit(scene, (OPS.index("recolor"), 0, 3, 0), rng=rng, mode="tint")
+    a, b = (make_batch(np.random.default_rng(9), 6, shade=True) for _ in range(2))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))  # deterministic given the seed
+
+
+def test_chroma_edit_correct_ignores_brightness_but_not_hue() -> None:
+    bg = np.full((3, 32, 32), 0.4, dtype=np.float32)
+    base = Scene(bg, [Obj(0, 0, 12, 12, 5)])
+    to = lambda x: torch.from_numpy(np.stack(x) * 2 - 1)  # noqa: E731
+    tgt_s = apply_edit(base, (OPS.index("recolor"), 0, 2, 0))
+    tgt_s.objects[0].shade = 0.7
+    other = apply_edit(base, (OPS.index("recolor"), 0, 2, 0))  # the same blue at full brightness
+    wrong = apply_edit(base, (OPS.index("recolor"), 0, 5, 0))  # cyan instead of blue
+    src, tgt = to([base.render()]), to([tgt_s.render()])
+    mask = torch.from_numpy(np.abs(base.render() - tgt_s.render()).max(0)[None] > 1e-4)
+    assert edit_correct(to([other.render()]), src, tgt, mask, chroma=True).all()
+    assert not edit_correct(to([other.render()]), src, tgt, mask).any()  # plain colour: the brightness counts
+    assert not edit_correct(to([wrong.render()]), src, tgt, mask, chroma=True).any()
+    assert not edit_correct(src, src, tgt, mask, chroma=True).any()
+    moved = to([apply_edit(tgt_s, (OPS.index("move"), 2, 0, 0)).render()])  # right hue, wrong place
+    assert not edit_correct(moved, src, tgt, mask, chroma=True).any()
+
+
 # ------------------------------------------------------------------------------------------ model
 def test_patchify_roundtrip_and_full_step_matches_forward() -> None:
     m = tiny_model()
@@ -229,6 +270,10 @@ def test_metrics() -> None:
     tgt[:, :, :4, :4] = 1.0
     ok = edit_correct(tgt, a, tgt, mask)
     assert ok.all() and not edit_correct(a, a, tgt, mask).any()
+    # PSNR over chosen pixels: the edited corner does not count outside, counts alone inside
+    assert float(psnr_db(a, tgt, ~mask).min()) == 100.0
+    err = (((a - tgt) / 2) ** 2).mean(1)[0][:4, :4].mean()
+    assert float(psnr_db(a, tgt, mask)[0]) == pytest.approx(float(-10 * torch.log10(err)), rel=1e-5)
     pm = patch_mask(mask, 4)
     assert pm.shape == (2, 16) and int(pm[0].sum()) == 1 and iou(pm[0], pm[0]) == 1.0
 
@@ -246,9 +291,10 @@ def test_trained_model_edits_and_cache_is_faithful() -> None:
 
 def _trained_model_edits_and_cache_is_faithful() -> None:
     model = ce.load_model()
-    texture = bool(model.cfg.texture)  # a model trained on textured edits is judged on textured sessions, low-passed
+    # a model trained on textured / shaded edits is judged on sessions of its data mode, low-passed / on chromaticity
+    texture, shade = bool(model.cfg.texture), bool(model.cfg.shade)
     rng = np.random.default_rng(777)
-    sess = [make_session(rng, 1, texture=texture) for _ in range(8)]
+    sess = [make_session(rng, 1, texture=texture, shade=shade) for _ in range(8)]
     src = torch.from_numpy(np.stack([s[0] for s in sess]))
     ins = torch.tensor([s[1][0] for s in sess])
     tgt = torch.from_numpy(np.stack([s[2][0] for s in sess]))
@@ -256,7 +302,7 @@ def _trained_model_edits_and_cache_is_faithful() -> None:
     noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(0))
     full = ce.edit_round(model, src, ins, noise, "full").image.clamp(-1, 1)
     cached = ce.edit_round(model, src, ins, noise, "cacheedit")
-    assert edit_correct(full, src, tgt, mask, smooth=TEXTURE_SMOOTH if texture else 1).float().mean() >= 0.6
+    assert edit_correct(full, src, tgt, mask, smooth=TEXTURE_SMOOTH if texture else 1, chroma=shade).float().mean() >= 0.6
     assert float(psnr_db(cached.image.clamp(-1, 1), full).mean()) > 25.0
     gt = patch_mask(mask, 4)
     assert np.mean([iou(cached.detected[i], gt[i]) for i in range(8)]) > 0.3
@@ -273,6 +319,28 @@ def test_invariant_source_mode_lands_on_the_source() -> None:
     assert not torch.allclose(out[r.active], s[r.active], atol=1e-2)
     with pytest.raises(ConfigError, match="invariant"):
         ce.CacheConfig(invariant="zero").check(2)
+
+
+def test_invariant_forecast_extrapolates_x0_after_a_second_full_step() -> None:
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
+    noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(1))
+
+    def go(invariant: str, **kw: object) -> ce.RoundResult:
+        cc = ce.CacheConfig(invariant=invariant, ring=0, max_active=0.3, **kw)
+        return ce.edit_round(m, src, ins, noise, "cacheedit", steps=8, cache=cc)
+
+    # one full step before the last: forecasting from a single x0 snapshot is exactly keeping the velocity
+    a, b = go("forecast", refresh=0), go("velocity", refresh=0)
+    assert torch.equal(a.image, b.image)
+    # a mid-round full step gives a slope: the invariant tokens' later steps change, the choice of tokens does not
+    a, b = go("forecast", refresh=3, tail=0), go("velocity", refresh=3, tail=0)
+    assert torch.equal(a.active, b.active)
+    inv = ~a.active
+    da = (patchify(a.image, 4) - patchify(b.image, 4)).abs()
+    assert da[inv].max() > 1e-4
+    with pytest.raises(ConfigError, match="forecast"):
+        ce.CacheConfig(invariant="taylor").check(2)
 
 
 def test_ring_floor_keeps_only_divergent_neighbours() -> None:

@@ -25,8 +25,10 @@ def test_quick_experiment_writes_results(tmp_path: Path) -> None:
     assert run.run(_args("--quick", "--out", str(out), "--threads", "1")) == 0
     rows = {r["method"]: r for r in csv.DictReader((out / "results.csv").open())}
     assert set(rows) == set(ce.METHODS)
-    for col in ("speedup", "psnr_db", "ssim", "flops_saved", "edit_acc", "iou"):
+    for col in ("speedup", "psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "psnr_gt_db", "psnr_bg_db"):
         assert col in rows["cacheedit"]
+    for m in ce.METHODS:  # the untouched pixels are a subset: no harder to keep than the whole image
+        assert float(rows[m]["psnr_bg_db"]) >= float(rows[m]["psnr_gt_db"]) - 0.5, m
     assert float(rows["full"]["flops_saved"]) == 0.0
     assert 0.3 < float(rows["cacheedit"]["flops_saved"]) < 1.0
     assert float(rows["cacheedit"]["psnr_db"]) > 20.0

@@ -6,9 +6,10 @@ batches of ``--batch`` images, and reports per method: end-to-end wall-clock spe
 (each method timed back to back with ``full`` in one process; median over ``--reps`` of the per-rep
 ratios), PSNR (dB) / SSIM of the final images against full recomputation, FLOPs saved (from the
 Ledger), edit accuracy against the ground-truth targets (every round), IoU of the recomputed token
-set with the ground-truth edit patches, PSNR to the final ground truth. ToCa-like baselines recompute
-as many tokens per image and round as CacheEdit did; step-reuse's threshold is calibrated per round
-(on the full run's change indicators) to run as many steps as CacheEdit's FLOP fraction.
+set with the ground-truth edit patches, PSNR to the final ground truth (whole image, and over the
+pixels no round edits). ToCa-like baselines recompute as many tokens per image and round as CacheEdit
+did; step-reuse's threshold is calibrated per round (on the full run's change indicators) to run as
+many steps as CacheEdit's FLOP fraction.
 ``cacheedit+step`` is a documented hybrid, not pure token caching: CacheEdit with one Otsu split, ring 1
 (ring_floor 0.9), budget <= 0.5 and no mid-round refresh (``HYBRID``) whose sparse steps run every
 ``HYBRID_STRIDE``-th step, the steps between reusing every token's
@@ -55,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--score", choices=("l2", "log", "rel"), default=None, help="token divergence score (default: CacheConfig)")
     p.add_argument("--tail", type=int, default=None, metavar="N", help="trailing full steps (default: CacheConfig)")
     p.add_argument("--refresh", type=int, default=None, metavar="K", help="a full step every K steps (default: CacheConfig)")
+    p.add_argument("--invariant", choices=("velocity", "source", "forecast"), default=None,
+                   help="what invariant tokens do at sparse steps (default: CacheConfig)")
     p.add_argument("--max-active", dest="max_active", type=float, default=None, metavar="F",
                    help="upper compute budget, fraction of target tokens (default: CacheConfig)")
     p.add_argument("--arch", default="npu32", help="NPU arch for the energy/latency estimate (default npu32)")
@@ -79,13 +82,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
 
 
-def _sessions(n: int, rounds: int, seed: int, texture: bool = False) -> list[Any]:
+def _sessions(n: int, rounds: int, seed: int, texture: bool = False, shade: bool = False) -> list[Any]:
     import numpy as np
 
     from npukit.models.cacheedit import make_session
 
     rng = np.random.default_rng(10_000 + seed)
-    return [make_session(rng, rounds, texture=texture) for _ in range(n)]
+    return [make_session(rng, rounds, texture=texture, shade=shade) for _ in range(n)]
 
 
 CURVE_CE = (("max_active=0.06", {"max_active": 0.06}), ("max_active=0.2", {"max_active": 0.2}),
@@ -93,8 +96,8 @@ CURVE_CE = (("max_active=0.06", {"max_active": 0.06}), ("max_active=0.2", {"max_
             ("refresh=0", {"refresh": 0, "forecast": 0}))  # cacheedit's knobs (the main point: the CacheConfig)
 CURVE_TOCA = (0.1, 0.2, 0.3, 0.45, 0.6)  # toca-*: recomputed fraction of the target tokens
 CURVE_SR = (20, 14, 10, 8, 6, 4)  # step-reuse: steps run (threshold calibrated per round)
-CURVE_HYBRID = (2, 4, 6)  # cacheedit+step: stride (the main point runs HYBRID_STRIDE)
-HYBRID_STRIDE = 3
+CURVE_HYBRID = (2, 3, 6)  # cacheedit+step: stride (the main point runs HYBRID_STRIDE)
+HYBRID_STRIDE = 4
 # cacheedit+step's active set: one Otsu split, ring 1 (its sparse steps are fewer, so it affords more tokens), no refresh
 HYBRID = {"ring": 1, "ring_floor": 0.9, "levels": 1, "max_active": 0.5, "refresh": 0, "forecast": 0}
 
@@ -233,7 +236,7 @@ _MODELS: dict[Any, Any] = {}  # per process: the DiT of a weights path, loaded o
 
 
 def _empty_per(methods: Any) -> dict[str, dict[str, Any]]:
-    keys = ("psnr", "ssim", "edit", "iou", "psnr_gt", "speedup", "time", "frac", "iou_det")
+    keys = ("psnr", "ssim", "edit", "iou", "psnr_gt", "psnr_bg", "speedup", "time", "frac", "iou_det")
     return {m: {**{k: [] for k in keys}, "frac_r": {}} for m in methods}
 
 
@@ -258,20 +261,23 @@ def _batch_job(job: dict[str, Any]) -> dict[str, Any]:
     sess = job["sessions"]
     res = _run_batch(model, sess, job["rounds"], job["steps"], CacheConfig(**job["cache"]), job["reps"], job["seed"],
                      ledger, f"batch{job['index']}")
-    per, curve = _batch_metrics(res, sess, METHODS, _smooth(model))
+    per, curve = _batch_metrics(res, sess, METHODS, _metric_kw(model))
     return {"index": job["index"], "per": per, "curve": list(curve.items()), "ledger": ledger.to_dict()}
 
 
-def _smooth(model: Any) -> int:
-    """Low-pass width (pixels) of edit correctness: textured edits (v2 model) compare mean colour / shape only."""
+def _metric_kw(model: Any) -> dict[str, Any]:
+    """Options of edit correctness for the model's data mode: textured edits compare low-passed images
+    (mean colour / shape), shaded edits chromaticity (hue / shape / place, not the unspecified brightness)."""
     from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH
 
-    return TEXTURE_SMOOTH if getattr(model.cfg, "texture", False) else 1
+    return {"smooth": TEXTURE_SMOOTH if getattr(model.cfg, "texture", False) else 1,
+            "chroma": bool(getattr(model.cfg, "shade", False))}
 
 
 def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any,
-                   smooth: int = 1) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """PSNR/SSIM vs full, edit accuracy (``smooth``: low-pass width), IoU, active fractions, times of one batch's methods."""
+                   metric_kw: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """PSNR/SSIM vs full, edit accuracy (``metric_kw``: :func:`edit_correct` options), IoU, active fractions,
+    times of one batch's methods."""
     import numpy as np
     import torch
 
@@ -282,6 +288,7 @@ def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any
     gt_masks = res["_meta"]["gt_masks"]
     full_final = res["full"]["session"].source
     gt_final = torch.from_numpy(np.stack([s[2][-1] for s in sess]))
+    untouched = ~torch.from_numpy(np.stack([np.logical_or.reduce(s[3]) for s in sess]))  # outside every round's edit
     for key, rk in res.items():
         if isinstance(key, tuple):
             c = curve.setdefault(key, {"psnr": [], "ssim": [], "time": []})
@@ -294,13 +301,14 @@ def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any
         d["psnr"] += psnr_db(s.source, full_final).tolist()
         d["ssim"] += ssim(s.source, full_final).tolist()
         d["psnr_gt"] += psnr_db(s.source, gt_final).tolist()
+        d["psnr_bg"] += psnr_db(s.source, gt_final, untouched).tolist()
         d["speedup"].append(res[m]["speedup"])
         d["time"].append(statistics.median(res[m]["time"]))
         for r, rr in enumerate(s.results):
             src_r = torch.from_numpy(np.stack([x[0] if r == 0 else x[2][r - 1] for x in sess]))
             tgt_r = torch.from_numpy(np.stack([x[2][r] for x in sess]))
             mask_r = torch.from_numpy(np.stack([x[3][r] for x in sess]))
-            d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r, smooth=smooth).float().tolist()
+            d["edit"] += edit_correct(rr.image.clamp(-1, 1), src_r, tgt_r, mask_r, **(metric_kw or {})).float().tolist()
             if rr.active is not None:
                 for i in range(len(sess)):
                     d["iou"].append(iou(rr.active[i], gt_masks[r][i]))
@@ -345,13 +353,13 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
         torch.set_num_threads(args.threads)
     model = load_model(args.weights)
     cfg = model.cfg
-    opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active")
+    opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active", "invariant")
     kw = {k: getattr(args, k, None) for k in opts}
     kw = {k: v for k, v in kw.items() if v is not None}
     cache = CacheConfig(**kw)
     cache.check(len(model.blocks))
-    texture = bool(getattr(cfg, "texture", False))  # a model trained on textured edits gets textured sessions
-    sessions = _sessions(n_img, args.rounds, args.seed, texture)
+    # a model trained on textured / shaded edits gets sessions of its data mode
+    sessions = _sessions(n_img, args.rounds, args.seed, bool(getattr(cfg, "texture", False)), bool(getattr(cfg, "shade", False)))
     ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})
     t_start = time.perf_counter()
     per: dict[str, dict[str, Any]] = _empty_per(METHODS)
@@ -395,6 +403,7 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
             iou_detected=round(float(np.mean(d["iou_det"])), 4) if d["iou_det"] else "",
             active_frac=round(float(np.mean(d["frac"])), 4) if d["frac"] else "",
             psnr_gt_db=round(float(np.mean(d["psnr_gt"])), 2),
+            psnr_bg_db=round(float(np.mean(d["psnr_bg"])), 2),
             time_s=round(sum(d["time"]), 3),
         ))
     write_csv(out_dir / "results.csv", rows)
@@ -458,7 +467,8 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     write_csv(out_dir / "npu.csv", [npu])
 
     elapsed = time.perf_counter() - t_start
-    headers = ["method", "speedup", "psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_gt_db"]
+    headers = ["method", "speedup", "psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_gt_db",
+               "psnr_bg_db"]
     table = format_table(headers, [[r[h] for h in headers] for r in rows])
     s0 = [r for r in dle_rows if r["step"] == 0 and r["layer"] >= 0]
     lat_mid = [r for r in dle_rows if r["layer"] == -1]
@@ -471,7 +481,9 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
         table,
         "",
         "speedup = sum of full's wall time / sum of the method's (each batch timed back to back with full); "
-        "psnr/ssim vs full recomputation's final image; flops_saved from the Ledger (reference pass included).",
+        "psnr/ssim vs full recomputation's final image; flops_saved from the Ledger (reference pass included); "
+        "psnr_gt_db vs the ground-truth final image, psnr_bg_db the same over the pixels no round edits (structural "
+        "consistency: full recomputation regenerates them every round, a cache keeps them).",
         "Delayed Latent Emergence (step 0, per block: divergence inside / outside the edit mask): "
         + ", ".join(f"b{r['layer']} {r['div_in']:.3f}/{r['div_out']:.3f}" for r in s0),
         "latent x_t difference inside the mask at steps 0, S/4, S/2, 3S/4, S-1: "
