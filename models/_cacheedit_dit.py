@@ -126,6 +126,15 @@ class Block(nn.Module):
         h = h + g2 * self.mlp(F.layer_norm(h, h.shape[-1:]) * (1 + sc2) + sh2)
         return h, k, v
 
+    def context_kv_only(self, h: torch.Tensor, mods: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(k, v) of the context tokens at this block, without the block's attention and MLP (the last block
+        a caller needs: its output is never read)."""
+        sh1, sc1 = mods[0], mods[1]
+        d = h.shape[-1]
+        kv = F.linear(F.layer_norm(h, h.shape[-1:]) * (1 + sc1) + sh1, self.qkv.weight[d:], self.qkv.bias[d:])
+        k, v = kv.chunk(2, dim=-1)
+        return k, v
+
     def forward_target(self, h: torch.Tensor, mods: tuple[torch.Tensor, ...], kc: torch.Tensor, vc: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Target stream over target + context keys: returns (new h, k, v) of the target tokens."""
@@ -186,12 +195,14 @@ class EditDiT(nn.Module):
         """Per-block (k, v) of the context tokens, each (B, P + 4, dim); blocks 0..upto (default all)."""
         h = self.embed_context(src, instr)
         temb = self.temb(torch.zeros(src.shape[0]))
+        last = len(self.blocks) - 1 if upto is None else min(upto, len(self.blocks) - 1)
         out = []
-        for li, blk in enumerate(self.blocks):
-            if upto is not None and li > upto:
-                break
-            h, k, v = blk.forward_context(h, blk.modulation(temb))
-            out.append((k, v))
+        for li, blk in enumerate(self.blocks[: last + 1]):
+            if li == last:  # only its K/V are read: skip the block's attention and MLP
+                out.append(blk.context_kv_only(h, blk.modulation(temb)))
+            else:
+                h, k, v = blk.forward_context(h, blk.modulation(temb))
+                out.append((k, v))
         return out
 
     def final(self, h_tgt: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:

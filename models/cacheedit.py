@@ -38,6 +38,8 @@ from ._cacheedit_cache import (
     dilate,
     divergence,
     full_step,
+    kv_elems,
+    kv_macs,
     ledger_totals,
     make_plan,
     mask_to_index,
@@ -88,18 +90,21 @@ class RoundResult:
 
 
 def _record(ledger: Ledger | None, scope: str, model: EditDiT, counts: list[int], n: int, full: int,
-            upto: int | None = None, extra: bool = False) -> None:
+            upto: int | None = None, extra: bool = False, context: bool = False) -> None:
     """Record each block of one step: ``counts`` query tokens per image executed over ``n`` keys, of
-    ``full`` queries per image. ``extra`` (reference pass): executed work that skips nothing."""
+    ``full`` queries per image. ``extra`` (reference pass): executed work that skips nothing.
+    ``context``: the context stream, whose last block (``upto`` or the last) runs its K/V projection only."""
     if ledger is None:
         return
     cfg = model.cfg
-    for li in range(len(model.blocks) if upto is None else upto + 1):
+    last = len(model.blocks) - 1 if upto is None else upto
+    for li in range(last + 1):
         sc = f"{scope}/block{li}"
-        ex_m = sum(block_macs(cfg, c, n) for c in counts)
-        ex_e = sum(block_elems(cfg, c, n) if c else 0 for c in counts)
-        fu_m = len(counts) * block_macs(cfg, full, n)
-        fu_e = len(counts) * block_elems(cfg, full, n)
+        kv = context and li == last
+        ex_m = sum(kv_macs(cfg, c) if kv else block_macs(cfg, c, n) for c in counts)
+        ex_e = sum((kv_elems(cfg, c) if kv else block_elems(cfg, c, n)) if c else 0 for c in counts)
+        fu_m = len(counts) * (kv_macs(cfg, full) if kv else block_macs(cfg, full, n))
+        fu_e = len(counts) * (kv_elems(cfg, full) if kv else block_elems(cfg, full, n))
         ledger.record("pe_array", "mac", (16, 16, 32), ex_m, scope=f"executed/{sc}")
         ledger.record("dram", "dram_read", (16,), ex_e, scope=f"executed/{sc}")
         if not extra:
@@ -167,7 +172,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
     x = noise.clone()
     src_tok = patchify(src, cfg.patch)
     ctx = model.context_kv(src, instr)  # once per round, exact at every step
-    _record(ledger, f"{scope}/context", model, [nc] * b, nc, nc)
+    _record(ledger, f"{scope}/context", model, [nc] * b, nc, nc, context=True)
 
     def tvec(k: int) -> torch.Tensor:
         return ts[k].expand(b)
@@ -204,7 +209,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
             keep = torch.tensor(KEEP, dtype=torch.long).expand(b, 4)
             ctx_keep = model.context_kv(src, keep, upto=layer)
             ref = full_step(model, x, tvec(0), src, ctx_keep, layer=layer, stop_after=layer).h_layer
-            _record(ledger, f"{scope}/reference/context", model, [nc] * b, nc, nc, upto=layer, extra=True)
+            _record(ledger, f"{scope}/reference/context", model, [nc] * b, nc, nc, upto=layer, extra=True, context=True)
             _record(ledger, f"{scope}/reference", model, [pp] * b, n, pp, upto=layer, extra=True)
         state.prev_h = zero.h_layer
         scores = divergence(zero.h_layer, ref, pp, cache.score)

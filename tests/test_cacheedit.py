@@ -207,7 +207,8 @@ def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
                         cache=ce.CacheConfig(ring=0, max_active=0.25, layer=-1, tail=0))
     full = ce.ledger_totals(led, "full")
     pp, nc = cfg.tokens, cfg.seq - cfg.tokens
-    ctx_flops = 2 * b * 2 * ce.block_macs(cfg, nc, nc)  # context stream once per round, 2 blocks
+    # context stream once per round: block 0 whole, the last block (1) only its K/V projection (nc x d x 2d)
+    ctx_flops = 2 * b * (ce.block_macs(cfg, nc, nc) + nc * cfg.dim * 2 * cfg.dim)
     step_flops = 2 * b * 2 * ce.block_macs(cfg, pp, cfg.seq)
     assert full["flops_executed"] == steps * step_flops + ctx_flops and full["flops_skipped"] == 0
     c = ce.ledger_totals(led, "cacheedit")
@@ -222,6 +223,19 @@ def test_ledger_accounts_executed_and_skipped_per_step_and_block() -> None:
     assert step_exec == want_exec
     assert "executed/cacheedit/step2/block1" in {k[0] for k in led.counts}
     assert c["bytes_skipped"] > 0 and 0 < int(n_act.max()) <= 16
+
+
+def test_context_kv_of_the_last_block_skips_nothing_it_returns() -> None:
+    m = tiny_model()
+    src, ins, _, _ = edit_batch()
+    got = m.context_kv(src, ins)
+    h = m.embed_context(src, ins)  # the plain stream: every block whole
+    temb = m.temb(torch.zeros(src.shape[0]))
+    for li, blk in enumerate(m.blocks):
+        h, k, v = blk.forward_context(h, blk.modulation(temb))
+        assert torch.allclose(got[li][0], k, atol=1e-6) and torch.allclose(got[li][1], v, atol=1e-6)
+    part = m.context_kv(src, ins, upto=0)
+    assert len(part) == 1 and torch.allclose(part[0][0], got[0][0], atol=1e-6)
 
 
 def test_session_carries_reference_across_rounds() -> None:

@@ -2,9 +2,10 @@
 
 A DiT block at ``a`` query tokens over ``n`` keys lowers to GEMMs: QKV (a x d x 3d), scores
 (heads x a x n x dh), attention-weighted values (heads x a x dh x n), output projection (a x d x d),
-MLP up (a x d x rd) and down (a x rd x d). A round is the context stream once, step 0 and any
-further full steps (tail / refresh) at full width, the reference pass (blocks 0..layer; every
-round for the identity reference) and the other steps at ``a`` active target tokens.
+MLP up (a x d x rd) and down (a x rd x d). A round is the context stream once (its last block: the
+K/V projection only), step 0 and any further full steps (tail / refresh) at full width, the reference
+pass (blocks 0..layer; every round for the identity reference) and the other steps at ``a`` active
+target tokens.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ def block_layers(prefix: str, a: int, n: int, dim: int, heads: int, mlp_ratio: i
     ]
 
 
-def step_cost(a: int, n: int, cfg: dict[str, int], arch: Any, blocks: int | None = None, images: int = 1) -> tuple[float, float]:
+def step_cost(a: int, n: int, cfg: dict[str, int], arch: Any, blocks: int | None = None, images: int = 1,
+              kv_last: bool = False) -> tuple[float, float]:
     """(cycles, energy pJ) of ``blocks`` blocks (default all) at ``a`` query tokens over ``n`` keys,
-    for ``images`` images batched."""
+    for ``images`` images batched; ``kv_last`` (the context stream): the last block is its K/V projection only."""
     from npukit.sim.simulator import simulate
-    from npukit.sim.workload import Workload
+    from npukit.sim.workload import Layer, Workload
 
     layers = []
-    for li in range(cfg["depth"] if blocks is None else blocks):
+    nb = cfg["depth"] if blocks is None else blocks
+    for li in range(nb):
+        if kv_last and li == nb - 1:
+            layers.append(Layer(f"block{li}.kv", images * a, 2 * cfg["dim"], cfg["dim"], kind="linear"))
+            continue
         layers += block_layers(f"block{li}", a, n, cfg["dim"], cfg["heads"], cfg["mlp_ratio"], images)
     res = simulate(Workload(f"step_a{a}_n{n}", layers), arch)
     return float(res.cycles), float(res.energy_pj())
@@ -59,14 +65,14 @@ def session_cost(active_tokens: list[float], cfg: dict[str, int], steps: int, ar
     arch = load_arch(arch_name)
     p = (cfg["image"] // cfg["patch"]) ** 2
     c = p + 4
-    ctx_c, ctx_e = step_cost(c, c, cfg, arch, images=images)
+    ctx_c, ctx_e = step_cost(c, c, cfg, arch, images=images, kv_last=True)
     full_c, full_e = step_cost(p, p + c, cfg, arch, images=images)
     rounds = len(active_tokens)
     tot_full_c, tot_full_e = rounds * (ctx_c + steps * full_c), rounds * (ctx_e + steps * full_e)
     cc, ce = rounds * (ctx_c + full_c), rounds * (ctx_e + full_e)
     if ref_blocks:
-        for a, n in ((c, c), (p, p + c)):
-            rc, re_ = step_cost(a, n, cfg, arch, blocks=ref_blocks, images=images)
+        for a, n, kv in ((c, c, True), (p, p + c, False)):
+            rc, re_ = step_cost(a, n, cfg, arch, blocks=ref_blocks, images=images, kv_last=kv)
             cc, ce = cc + min(ref_rounds, rounds) * rc, ce + min(ref_rounds, rounds) * re_
     cc, ce = cc + rounds * full_extra * full_c, ce + rounds * full_extra * full_e
     sparse = steps - 1 - full_extra

@@ -94,7 +94,7 @@ def _sessions(n: int, rounds: int, seed: int, texture: bool = False, shade: bool
 CURVE_CE = (("max_active=0.06", {"max_active": 0.06}), ("max_active=0.2", {"max_active": 0.2}),
             ("max_active=0.35", {"max_active": 0.35}), ("refresh=9", {"refresh": 9}),
             ("refresh=0", {"refresh": 0, "forecast": 0}))  # cacheedit's knobs (the main point: the CacheConfig)
-CURVE_TOCA = (0.1, 0.2, 0.3, 0.45, 0.6)  # toca-*: recomputed fraction of the target tokens
+CURVE_TOCA = (0.05, 0.1, 0.2, 0.3, 0.45, 0.6)  # toca-*: recomputed fraction of the target tokens
 CURVE_SR = (20, 14, 10, 8, 6, 4)  # step-reuse: steps run (threshold calibrated per round)
 CURVE_HYBRID = (2, 3, 6)  # cacheedit+step: stride (the main point runs HYBRID_STRIDE)
 HYBRID_STRIDE = 4
