@@ -86,3 +86,24 @@ def test_npu_cost_counts_reference_rounds_full_steps_and_skips() -> None:
     full_c = npu_cost.step_cost(64, 132, cfg, load_arch("npu32"), images=4)[0]
     sparse_c = npu_cost.step_cost(16, 132, cfg, load_arch("npu32"), images=4)[0]
     assert abs(tail["cached_cycles"] - base["cached_cycles"] - 3 * (full_c - sparse_c)) < 1e-6 * full_c
+
+
+@pytest.mark.skipif(not ce.WEIGHTS.is_file(), reason="shipped weights missing")
+def test_diagnose_probes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from npukit.experiments.cacheedit import diagnose
+
+    assert diagnose.main(["--sessions", "3", "--steps", "6", "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "diagnose.csv").open()))
+    got = {(r["probe"], r["setting"]): float(r["value"]) for r in rows}
+    assert {r["probe"] for r in rows} == {"split", "refresh", "background", "diversity"}
+    for name in ("cacheedit", "oracle", "step-reuse (9 steps)"):
+        assert 0.0 <= got[("split", f"{name}: share outside the edits")] <= 100.0
+        assert got[("split", f"{name}: error vs full")] >= 0.0
+    # more full steps (refresh 2: steps 0, 2, 4, 5 of 6) track full recomputation better than none in between
+    assert got[("refresh", "refresh 2")] > got[("refresh", "refresh 14")]
+    assert 0.0 < got[("background", "full seed 0 vs seed 1")] <= 100.0
+    assert "wrote" in capsys.readouterr().out
+    assert diagnose.main(["--sessions", "0", "--out", str(tmp_path)]) == 2
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert diagnose.main(["--out", str(f)]) == 2

@@ -21,6 +21,8 @@ run; ``summary.txt`` states whether cacheedit (and the hybrid) beats each baseli
 (interpolated on the baseline's curve), point by point along the curves as well.
 Also writes the Delayed Latent Emergence measurement (``dle.csv``, ``dle.png``), the NPU cost of full
 vs cached sessions (``npu.csv``), the Ledger (``ledger.json``) and ``summary.txt``.
+Where the error of the token methods comes from (inside vs outside the edits, per refresh period, full
+recomputation's own background regeneration): ``python -m npukit.experiments.cacheedit.diagnose``.
 The batches of sessions run on the executor of ``--scheduler`` / ``--dask-local`` (issue 7; default: in
 this process); DLE, NPU cost and reporting run on the client.
 This module imports torch only inside :func:`run`.
