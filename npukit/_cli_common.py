@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,23 @@ def prepare_out_dir(path: str | Path) -> Path:
 def write_text(path: Path, text: str) -> Path:
     """Atomic text write; returns the path."""
     atomic_write_text(path, text)
+    return path
+
+
+def write_figure(path: Path, fig: Any, **savefig_kw: Any) -> Path:
+    """Atomic write of a matplotlib figure (``fig.savefig(tmp, **savefig_kw)``, then rename); returns the path.
+
+    A failed save leaves nothing at ``path`` and no temporary file. The caller closes the figure.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, **savefig_kw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 

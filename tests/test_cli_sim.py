@@ -135,3 +135,26 @@ def test_cli_entry_point_exit_code(tmp_path):
     r = subprocess.run([exe, "sim", "--workload", "gemm:M=64,N=64,K=64", "--out", str(tmp_path), "--quiet"],
                        capture_output=True, text=True, check=True)
     assert json.loads((tmp_path / "gemm64x64x64_npu128_ws_psum32.ledger.json").read_text())["format"]
+
+
+def test_write_figure_is_atomic(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from npukit._cli_common import write_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    out = write_figure(tmp_path / "a.png", fig, dpi=50)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    class Broken:
+        def savefig(self, path, **kw):
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_figure(tmp_path / "b.png", Broken())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png"]  # no target, no temporary left behind
+    plt.close(fig)

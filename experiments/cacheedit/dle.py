@@ -57,9 +57,6 @@ def measure(model: Any, src: Any, instr: Any, patch_mask: Any, steps: int, seed:
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     """Two panels: per-layer activation divergence (inside solid, outside dashed) and latent change."""
-    import os
-    import tempfile
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,9 +80,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     ax[1].set_title("latent change emerges late")
     ax[1].legend()
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
+    from npukit._cli_common import write_figure
+
+    write_figure(path, fig, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
     return path

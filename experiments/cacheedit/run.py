@@ -31,9 +31,7 @@ This module imports torch only inside :func:`run`.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -227,11 +225,10 @@ def _plot_curves(rows: list[dict[str, Any]], path: Any) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
+    from npukit._cli_common import write_figure
+
+    write_figure(path, fig, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 _MODELS: dict[Any, Any] = {}  # per process: the DiT of a weights path, loaded once per worker

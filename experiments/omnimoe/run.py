@@ -195,11 +195,11 @@ def _plots(out: Path, router_rows: list[dict[str, Any]], time_rows: list[dict[st
 
     names = []
 
+    from npukit._cli_common import write_figure
+
     def save(fig: Any, name: str) -> None:
-        tmp = Path(out) / f".{name}.tmp.png"
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        write_figure(Path(out) / name, fig, dpi=110, bbox_inches="tight")
         plt.close(fig)
-        tmp.replace(Path(out) / name)
         names.append(name)
 
     fig, ax = plt.subplots(figsize=(6, 4))

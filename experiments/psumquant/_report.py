@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from npukit._cli_common import format_table, write_csv, write_text
+from npukit._cli_common import format_table, write_csv, write_figure, write_text
 
 from ._energy import PAPER_REDUCTION_8BIT
 
@@ -163,18 +161,6 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
     return "\n".join(s)
 
 
-def _save_fig(fig: Any, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def plot_accuracy(res: dict[str, list[dict[str, Any]]], path: Path) -> Path:
     """Accuracy vs psum bits per policy: one panel per (family, array)."""
     import matplotlib
@@ -202,7 +188,7 @@ def plot_accuracy(res: dict[str, list[dict[str, Any]]], path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle("PsumQuant: accuracy vs psum bits per scale policy")
-    out = _save_fig(fig, path)
+    out = write_figure(path, fig, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
 
@@ -230,7 +216,7 @@ def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
         ax.set_xlabel("psum buffer bits")
         ax.set_ylabel("energy / energy at 32-bit")
     axes[0][-1].legend(fontsize=8, loc="upper right")
-    out = _save_fig(fig, path)
+    out = write_figure(path, fig, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
 
