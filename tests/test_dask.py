@@ -25,7 +25,7 @@ from npukit.sim._sweep_dask import DaskExecutor, VersionMismatchError, version_p
 from npukit.sim.sweep import Executor, expand_points, load_sweep_spec, make_executor, read_rows, run_points, run_sweep  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_sweep import BIG, write_spec  # noqa: E402
+from test_sweep import BIG, wait_for_points, write_spec  # noqa: E402
 
 SKIP = {"wall_s", "created_at"}
 
@@ -127,17 +127,7 @@ def test_client_killed_then_rerun_computes_only_missing(cluster, tmp_path):
            "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        n = 0
-        while time.monotonic() < deadline and proc.poll() is None and n < 40:
-            if db.exists():
-                try:
-                    con = sqlite3.connect(db, timeout=5)
-                    n = con.execute("SELECT count(*) FROM points").fetchone()[0]
-                    con.close()
-                except sqlite3.OperationalError:
-                    n = 0
-            time.sleep(0.01)
+        wait_for_points(proc, db, 40, timeout=60)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""

@@ -277,6 +277,24 @@ dataflow = ["ws", "os", "is"]
 """
 
 
+def wait_for_points(proc: subprocess.Popen, db: Path, n: int, timeout: float) -> int:
+    """Poll the sweep database until it holds ``n`` points, ``proc`` exits or ``timeout`` s pass; the last count."""
+    deadline = time.monotonic() + timeout
+    got = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists():
+            try:
+                con = sqlite3.connect(db, timeout=5)
+                got = con.execute("SELECT count(*) FROM points").fetchone()[0]
+                con.close()
+            except sqlite3.OperationalError:
+                got = 0  # table not created yet
+            if got >= n:
+                break
+        time.sleep(0.01)
+    return got
+
+
 def live_in_session(sid: int) -> list[int]:
     """Pids of live (not zombie) processes of session ``sid`` (Linux /proc)."""
     out = []
@@ -299,19 +317,7 @@ def test_kill_9_mid_sweep_then_resume(tmp_path):
     cmd = [sys.executable, "-m", "npukit", "sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        n = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            if db.exists():
-                try:
-                    con = sqlite3.connect(db, timeout=5)
-                    n = con.execute("SELECT count(*) FROM points").fetchone()[0]
-                    con.close()
-                except sqlite3.OperationalError:
-                    n = 0  # table not created yet
-                if n >= 40:
-                    break
-            time.sleep(0.01)
+        wait_for_points(proc, db, 40, timeout=30)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
