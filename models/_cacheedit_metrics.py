@@ -11,18 +11,24 @@ import torch.nn.functional as F
 TEXTURE_SMOOTH = 5  # low-pass (box) width in pixels for textured edits: compares mean colour / shape, not texture
 
 
+def mse(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-image mean squared error of images in [-1, 1], on the [0, 1] scale.
+
+    ``where`` (B, S, S) bool: only these pixels count (an image with none gets 0).
+    """
+    err = (((a - b) / 2) ** 2).mean(1)  # (B, S, S)
+    if where is None:
+        return err.flatten(1).mean(1)
+    w = where.float()
+    return (err * w).flatten(1).sum(1) / w.flatten(1).sum(1).clamp_min(1)
+
+
 def psnr_db(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor | None = None) -> torch.Tensor:
     """Per-image PSNR in dB of images in [-1, 1] (peak 1 on the [0, 1] scale); capped at 100 dB.
 
     ``where`` (B, S, S) bool: only these pixels count (an image with none gets 100 dB).
     """
-    err = (((a - b) / 2) ** 2).mean(1)  # (B, S, S)
-    if where is None:
-        mse = err.flatten(1).mean(1)
-    else:
-        w = where.float()
-        mse = (err * w).flatten(1).sum(1) / w.flatten(1).sum(1).clamp_min(1)
-    return torch.clamp(10 * torch.log10(1.0 / mse.clamp_min(1e-10)), max=100.0)
+    return torch.clamp(10 * torch.log10(1.0 / mse(a, b, where).clamp_min(1e-10)), max=100.0)
 
 
 def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 7) -> torch.Tensor:
