@@ -4,11 +4,13 @@ function; the executor yields each chunk's result as soon as it is done, in any 
 :class:`SerialExecutor` runs in the calling process; :class:`LocalPoolExecutor` runs a
 ``concurrent.futures.ProcessPoolExecutor``; ``npukit.sim._sweep_dask.DaskExecutor`` runs on a Dask
 cluster (imported only by :func:`make_executor` when asked for). Another backend only has to
-implement :meth:`Executor.map_unordered` (and optionally :meth:`Executor.close`).
+implement :meth:`Executor.map_unordered` (and optionally :meth:`Executor.close`); :meth:`Executor.map`
+(results in item order, for callers that merge them) is built on it.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import threading
@@ -32,6 +34,14 @@ class Executor:
         """Yield ``fn(item)`` for every item, in completion order. ``fn`` and items must pickle."""
         raise NotImplementedError
 
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[fn(item) for item in items]`` in item order, whichever order the work completes in."""
+        items = list(items)
+        out: list[Any] = [None] * len(items)
+        for i, r in self.map_unordered(functools.partial(_call_indexed, fn), enumerate(items)):
+            out[i] = r
+        return out
+
     def close(self) -> None:
         """Release workers (idempotent)."""
 
@@ -40,6 +50,11 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _call_indexed(fn: Callable[[T], R], job: tuple[int, T]) -> tuple[int, R]:
+    """``(i, fn(item))`` of an enumerated item (top level, so it pickles for pools and Dask)."""
+    return job[0], fn(job[1])
 
 
 class SerialExecutor(Executor):

@@ -18,6 +18,7 @@ from npukit.sim import ConfigError, load_arch, parse_workload_spec, simulate
 from npukit.sim.simulator import COMPONENTS
 from npukit.sim.sweep import (
     Executor,
+    LocalPoolExecutor,
     SerialExecutor,
     SweepStore,
     expand_points,
@@ -191,6 +192,18 @@ def test_custom_executor_backend(tmp_path):
         r["key"]: r["cycles"] for r in read_rows(tmp_path / "r.sqlite")
     }
     assert ref.computed == 72
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_executor_map_returns_item_order():
+    items = list(range(7))
+    assert CountingExecutor().map(_square, items) == [x * x for x in items]  # completion order reversed
+    with LocalPoolExecutor(2) as pool:
+        assert pool.map(_square, iter(items)) == [x * x for x in items]
+    assert SerialExecutor().map(_square, []) == []
 
 
 def test_rerun_computes_only_missing_points(tmp_path):

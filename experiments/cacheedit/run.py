@@ -261,7 +261,7 @@ def _batch_job(job: dict[str, Any]) -> dict[str, Any]:
     res = _run_batch(model, sess, job["rounds"], job["steps"], CacheConfig(**job["cache"]), job["reps"], job["seed"],
                      ledger, f"batch{job['index']}")
     per, curve = _batch_metrics(res, sess, METHODS, _metric_kw(model))
-    return {"index": job["index"], "per": per, "curve": list(curve.items()), "ledger": ledger.to_dict()}
+    return {"per": per, "curve": list(curve.items()), "ledger": ledger.to_dict()}
 
 
 def _metric_kw(model: Any) -> dict[str, Any]:
@@ -366,11 +366,8 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     jobs = [dict(index=bi // args.batch, sessions=sessions[bi: bi + args.batch], rounds=args.rounds, steps=args.steps,
                  cache=dataclasses.asdict(cache), reps=reps, seed=args.seed, weights=args.weights, threads=args.threads)
             for bi in range(0, n_img, args.batch)]
-    done: dict[int, dict[str, Any]] = {}
-    for part in executor.map_unordered(_batch_job, jobs):  # each batch times its methods back to back in one process
-        done[part["index"]] = part
-    for bi in sorted(done):  # merge in batch order: the same result whichever backend ran the batches
-        part = done[bi]
+    # each batch times its methods back to back in one process; merged in batch order, whichever backend ran them
+    for part in executor.map(_batch_job, jobs):
         ledger.merge(Ledger.from_dict(part["ledger"]))
         for m, d in part["per"].items():
             for k, v in d.items():

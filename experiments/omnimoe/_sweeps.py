@@ -116,22 +116,15 @@ def centric_model_point(job: tuple[int, int, int, int, int, int]) -> dict[str, A
     return row
 
 
-def _indexed_point(job: tuple[int, tuple[int, int, int, int, int, int]]) -> tuple[int, dict[str, Any]]:
-    return job[0], centric_model_point(job[1])
-
-
 def centric_model_sweep(experts: list[int], tokens: list[int], hidden: int, k: int, bits: int = 16,
                         npu_max_pairs: int = 1 << 18, executor: Executor | None = None) -> list[dict[str, Any]]:
     """Modelled GPU DRAM bytes (Ledger traffic model, ``bits``-bit tensors, 50 MiB L2) and NPU cycles
     and energy of both schedules (NPU skipped where T*k > ``npu_max_pairs``). Each (T, N) point runs
     on ``executor`` (default: in this process; a Dask executor spreads the grid over a cluster); rows
     come back in grid order (tokens outer, experts inner) whatever the backend."""
-    jobs = [(i, (T, N, hidden, k, bits, npu_max_pairs)) for i, (T, N) in enumerate((T, N) for T in tokens for N in experts)]
+    jobs = [(T, N, hidden, k, bits, npu_max_pairs) for T in tokens for N in experts]
     ex = executor if executor is not None else SerialExecutor()
-    rows: list[dict[str, Any] | None] = [None] * len(jobs)
-    for i, row in ex.map_unordered(_indexed_point, jobs):
-        rows[i] = row
-    return [r for r in rows if r is not None]
+    return ex.map(centric_model_point, jobs)
 
 
 def crossover(rows: list[dict[str, Any]], ratio_key: str, group_key: str = "tokens") -> dict[Any, str | None]:

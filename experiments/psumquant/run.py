@@ -286,9 +286,8 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
         for fam in FAMILIES:
             _, results[fam], timings[fam] = _family_job((fam, plan, progress, log))
     else:  # one job per family on the executor of --scheduler / --dask-local (issue 7); rows come back whole
-        for fam, rows, secs in executor.map_unordered(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
+        for fam, rows, secs in executor.map(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
             results[fam], timings[fam] = rows, secs
-        results = {fam: results[fam] for fam in FAMILIES}
     t = time.perf_counter()
     results["energy"] = _energy.energy_rows()
     timings["energy"] = time.perf_counter() - t
