@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import torch
 
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv
+    from npukit.sim import format_table, prepare_out_dir, write_csv
 
     torch.set_num_threads(a.threads)
     out = prepare_out_dir(a.out)

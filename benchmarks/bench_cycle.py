@@ -24,8 +24,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from npukit._cli_common import format_table, prepare_out_dir, write_csv  # noqa: E402
-from npukit.sim import load_arch, resnet18, simulate  # noqa: E402
+from npukit.sim import format_table, load_arch, prepare_out_dir, resnet18, simulate, write_csv  # noqa: E402  # noqa: E402
 from npukit.sim.cycle import run_gemm  # noqa: E402
 
 TARGET = 2e8  # PE-cycles per second, issue 3

@@ -93,7 +93,7 @@ def main() -> int:
         print("GPU: no CUDA device (the Triton kernel is tested under TRITON_INTERPRET=1 only)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from npukit._cli_common import write_csv
+    from npukit.sim import write_csv
 
     path = write_csv(out / "bench_psumquant_kernel.csv", [{h: r[h] for h in hdr} | {"size": n, "bits": B} for r in rows])
     print(f"wrote {path}")

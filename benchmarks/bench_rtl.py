@@ -37,9 +37,9 @@ def main() -> int:
 
     import numpy as np
 
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv
     from npukit.rtl._config import RtlConfig
     from npukit.rtl._runner import GemmCase, run_gemm_suite
+    from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.cycle import run_gemm
 
     r = c = args.size

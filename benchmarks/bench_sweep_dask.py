@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from npukit._cli_common import format_table, prepare_out_dir, write_csv
+from npukit.sim import format_table, prepare_out_dir, write_csv
 from npukit.sim.sweep import LocalPoolExecutor, SerialExecutor, expand_points, parse_sweep_spec, run_points
 
 SPEC = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._cli_common import prepare_out_dir, write_csv
+from npukit.sim import prepare_out_dir, write_csv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

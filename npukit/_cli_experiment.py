@@ -1,16 +1,12 @@
 """``npukit experiment NAME [--quick] [--out DIR]``: one command per paper that reproduces its numbers.
 
-Experiments are registered in :data:`EXPERIMENTS` (name -> module path and help). A module either
-exposes ``cli_main(args) -> int`` (the common ``--quick/--out/--no-progress`` flags are added here,
-extra flags by an optional ``_args.add_arguments`` sibling), or, listed in :data:`SELF_PARSING`,
-``add_arguments(parser)`` for all its flags and ``run(args) -> int``. Adding an experiment is one
-more dict entry. Modules keep heavy imports (torch) inside their run functions.
+The experiments and their plug-in contract are in :mod:`npukit.experiments` (``Config``,
+``add_arguments``, ``config_from_args``, ``run_experiment``). This module only adds the common flags,
+validates every option (``config_from_args``) and connects the executor before any work, then prints
+``wrote PATH`` for every file the experiment returns.
 
-Every experiment also gets the executor flags ``--scheduler tcp://HOST:PORT``, ``--dask-local N`` and
-``--connect-timeout S`` (:func:`npukit._cli_sweep.add_executor_arguments`). An experiment listed in
-:data:`EXECUTOR_AWARE` builds its executor from them (``npukit.sim.sweep.make_executor``, e.g. via
-:func:`npukit._cli_sweep.executor_from_args`) and runs its grid on it; for the others the flags are
-accepted, a note says the grid runs on this machine, and nothing else changes.
+Transition: an experiment package that does not yet export ``config_from_args`` is run through its
+legacy entry point (``cli_main(args)`` or ``run(args)``); to be removed once all are converted.
 """
 
 from __future__ import annotations
@@ -18,54 +14,78 @@ from __future__ import annotations
 import argparse
 import importlib
 
-EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "psumquant": ("npukit.experiments.psumquant.cli",
-                  "PsumQuant: psum bits x scale policy on a digits CNN, MiniLM and a small LM, plus NPU energy"),
-    "omnimoe": ("npukit.experiments.omnimoe.run",
-                "OmniMoE: Cartesian vs dense router cost, expert- vs token-centric crossover, tiny-LM training"),
-    "cacheedit": ("npukit.experiments.cacheedit.run",
-                  "CacheEdit: adaptive activation cache for multi-round DiT editing vs baselines, DLE plots, NPU cost"),
-}
-SELF_PARSING = {"omnimoe", "cacheedit"}
-EXECUTOR_AWARE = {"omnimoe", "cacheedit", "psumquant"}  # experiments whose grid runs on the --scheduler / --dask-local executor
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from npukit._cli_sweep import add_executor_arguments
+    from npukit.experiments import EXPERIMENTS
+
+    from ._cli_sweep import add_executor_arguments
 
     p = sub.add_parser("experiment", help="reproduce a paper's evaluation offline: " + ", ".join(EXPERIMENTS))
     exp = p.add_subparsers(dest="experiment", metavar="NAME")
     exp.required = True
-    for name, (module, help_text) in EXPERIMENTS.items():
+    for name, (package, help_text) in EXPERIMENTS.items():
         q = exp.add_parser(name, help=help_text, description=help_text)
-        if name in SELF_PARSING:
-            importlib.import_module(module).add_arguments(q)
-            if "--scheduler" not in q._option_string_actions:
-                add_executor_arguments(q)
-            q.set_defaults(func=run, experiment_module=module, experiment_entry="run")
-            continue
-        q.add_argument("--quick", action="store_true", help="small training budgets, fewer settings (minutes)")
-        q.add_argument("--out", default=f"out/experiment/{name}", help=f"output folder (default out/experiment/{name})")
-        q.add_argument("--no-progress", action="store_true", help="no progress bars")
-        _extra_arguments(module, q)
-        add_executor_arguments(q)
-        q.set_defaults(func=run, experiment_module=module, experiment_entry="cli_main")
-
-
-def _extra_arguments(module: str, parser: argparse.ArgumentParser) -> None:
-    """Let the experiment add flags without importing its heavy dependencies (an ``_args`` sibling)."""
-    try:
-        mod = importlib.import_module(module.rpartition(".")[0] + "._args")
-    except ModuleNotFoundError:
-        return
-    mod.add_arguments(parser)
+        pkg = importlib.import_module(package)
+        if hasattr(pkg, "config_from_args"):
+            q.add_argument("--quick", action="store_true", help="small budgets, fewer settings (minutes)")
+            q.add_argument("--out", default=f"out/experiment/{name}", metavar="DIR",
+                           help=f"output folder (default out/experiment/{name})")
+            q.add_argument("--no-progress", action="store_true", help="no progress bars")
+            pkg.add_arguments(q)
+            add_executor_arguments(q)
+            q.set_defaults(func=run, experiment_package=package)
+        else:
+            _legacy_parser(name, package, q)
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
+    from npukit.sim import prepare_out_dir
 
-    if args.experiment not in EXECUTOR_AWARE and (getattr(args, "scheduler", None) or getattr(args, "dask_local", None)):
-        print(f"npukit experiment {args.experiment}: note: this experiment does not distribute its grid yet; "
-              "--scheduler/--dask-local are ignored and it runs on this machine", file=sys.stderr)
+    from ._cli_sweep import executor_from_args
+
+    pkg = importlib.import_module(args.experiment_package)
+    config = pkg.config_from_args(args)  # every option validated before any work
+    distributed = getattr(args, "scheduler", None) or getattr(args, "dask_local", None)
+    executor = executor_from_args(args, local_workers=1) if distributed else None  # connects before any work
+    try:
+        out = prepare_out_dir(args.out)
+        paths = pkg.run_experiment(out, config, executor=executor, progress=not args.no_progress)
+    finally:
+        if executor is not None:
+            executor.close()
+    for path in paths or ():
+        print(f"wrote {path}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ legacy (to be removed)
+_LEGACY = {
+    "psumquant": ("npukit.experiments.psumquant.cli", "cli_main", False),
+    "omnimoe": ("npukit.experiments.omnimoe.run", "run", True),
+    "cacheedit": ("npukit.experiments.cacheedit.run", "run", True),
+}
+
+
+def _legacy_parser(name: str, package: str, q: argparse.ArgumentParser) -> None:
+    from ._cli_sweep import add_executor_arguments
+
+    module, entry, self_parsing = _LEGACY[name]
+    if self_parsing:
+        importlib.import_module(module).add_arguments(q)
+        if "--scheduler" not in q._option_string_actions:
+            add_executor_arguments(q)
+    else:
+        q.add_argument("--quick", action="store_true", help="small training budgets, fewer settings (minutes)")
+        q.add_argument("--out", default=f"out/experiment/{name}", help=f"output folder (default out/experiment/{name})")
+        q.add_argument("--no-progress", action="store_true", help="no progress bars")
+        try:
+            importlib.import_module(package + "._args").add_arguments(q)
+        except ModuleNotFoundError:
+            pass
+        add_executor_arguments(q)
+    q.set_defaults(func=_legacy_run, experiment_module=module, experiment_entry=entry)
+
+
+def _legacy_run(args: argparse.Namespace) -> int:
     mod = importlib.import_module(args.experiment_module)
     return int(getattr(mod, args.experiment_entry)(args) or 0)

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._cli_common import format_table
+from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
 
@@ -72,7 +72,7 @@ def _params_text(params: dict) -> str:
 
 def run_stats(args: argparse.Namespace) -> int:
     from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
-    from npukit.sim.ledger import atomic_write_text
+    from npukit.sim import write_text as atomic_write_text
 
     cfg = _config(args, args.max_m, args.max_n, args.max_k)
     stats = rtl_stats(cfg, top=args.top)

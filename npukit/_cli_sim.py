@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._cli_common import format_table, prepare_out_dir, write_csv
+from npukit.sim import format_table, prepare_out_dir, write_csv
 
 COMPONENT_COLUMNS = (
     ("mac", ("pe_array",)),

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(
     args: argparse.Namespace, spec: SweepSpec, points: list[SweepPoint], executor: Executor, db: Path, csv_path: Path
 ) -> int:
-    from npukit._cli_common import prepare_out_dir
+    from npukit.sim import prepare_out_dir
     from npukit.sim.sweep import export_csv, run_points
 
     for folder in {db.parent, csv_path.parent}:
@@ -145,7 +145,7 @@ def _run(
 
 
 def _export(args: argparse.Namespace) -> int:
-    from npukit._cli_common import prepare_out_dir
+    from npukit.sim import prepare_out_dir
     from npukit.sim.errors import ConfigError
     from npukit.sim.sweep import export_csv
 

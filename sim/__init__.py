@@ -9,6 +9,18 @@ from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
+from .output import (
+    check_out_dir,
+    check_writable_file,
+    format_table,
+    markdown_table,
+    path_inside,
+    prepare_out_dir,
+    safe_filename,
+    write_csv,
+    write_figure,
+    write_text,
+)
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
     Layer,
@@ -27,6 +39,8 @@ __all__ = [
     "BUILTIN_TABLES", "EnergyTable", "load_table",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
+    "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
+    "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
     "LayerResult", "SimResult", "map_layer", "simulate",
     "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",

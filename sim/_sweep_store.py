@@ -27,7 +27,7 @@ from typing import Any
 from ._sweep_spec import _SUBTABLES, SweepPoint, column_name, grid_keys
 from .arch import Arch
 from .errors import ConfigError
-from .ledger import atomic_write_text
+from .output import atomic_write_text
 from .simulator import COMPONENTS
 
 _ARCH_TYPES: dict[str, str] = {}

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from typing import Any
 
 from .energy import EnergyTable, load_table
 from .errors import LedgerError
+from .output import atomic_write_text
 
 Key = tuple[str, str, str, tuple[int, ...]]  # (scope, component, action, bits)
 FORMAT = "npukit-ledger/1"
@@ -262,19 +261,3 @@ def _truncate(scope: str, depth: int | None) -> str:
 
 def _under(scope: str, prefix: str) -> bool:
     return not prefix or scope == prefix or scope.startswith(prefix.rstrip("/") + "/")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

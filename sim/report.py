@@ -16,9 +16,7 @@ import base64
 import html
 import io
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 from .energy import EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError
 from .ledger import Ledger
+from .output import check_out_dir, md_cell, write_files_atomically
 
 DEFAULT_TABLE = "horowitz45"
 PJ_PER_UJ = 1e6
@@ -141,7 +140,7 @@ def write_report(
         raise ConfigError(f"got {len(srcs)} sources for {len(ledgers)} ledgers; give one source per ledger")
     names = _resolve_labels(ledgers, labels, srcs)
     out = Path(out_dir)
-    _check_out_dir(out)
+    check_out_dir(out)
 
     runs = [
         _summarise(led, name, src, _resolve_table(led, table, name), depth)
@@ -155,7 +154,7 @@ def write_report(
     }
     for name, (png, _) in figures.items():
         files[name] = (out / name, png)
-    _write_all(out, list(files.values()))
+    write_files_atomically(list(files.values()))
     return {key: path for key, (path, _) in files.items()}
 
 
@@ -229,22 +228,6 @@ def _resolve_table(led: Ledger, table: EnergyTable | str | None, label: str) -> 
         return load_table(str(name))
     except EnergyTableError as exc:
         raise EnergyTableError(f"ledger '{label}' names energy table '{name}' ({exc}); pass --table") from None
-
-
-def _check_out_dir(out: Path) -> None:
-    """Fail early (before rendering) when ``out`` cannot become a writable folder; creates nothing."""
-    if out.exists():
-        if not out.is_dir():
-            raise ConfigError(f"output path '{out}' exists and is not a folder; pass --out a folder")
-        probe = out
-    else:
-        probe = out.parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            raise ConfigError(f"cannot create output folder '{out}': '{probe}' is not a folder; pass a writable --out")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder '{out}' is not writable ('{probe}' denies writes); pass a writable --out")
 
 
 def _check_numbers(led: Ledger, label: str) -> None:
@@ -543,10 +526,6 @@ def _arch_detail(run: _Run) -> str:
 # ---------------------------------------------------------------------------------------------- renderers
 
 
-def _md_cell(text: Any) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def _to_markdown(doc: list[Block]) -> str:
     out: list[str] = []
     for block in doc:
@@ -559,10 +538,10 @@ def _to_markdown(doc: list[Block]) -> str:
             out += [f"- {item}" for item in block[1]] + [""]
         elif kind == "table":
             headers, rows = block[1], block[2]
-            out.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")
+            out.append("| " + " | ".join(md_cell(h) for h in headers) + " |")
             numeric = _numeric_columns(headers, rows)
             out.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
-            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
             out.append("")
         elif kind == "figure":
             out += [f"![{block[1]}]({block[1]})", "", f"*Figure ({block[1]}): {block[2]}*", ""]
@@ -633,32 +612,3 @@ def _to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- writing
-
-
-def _write_all(out: Path, files: list[tuple[Path, bytes]]) -> None:
-    """Create ``out``, write every file to a temp file beside it, then rename all into place."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create output folder '{out}' ({exc.strerror}); pass a writable --out") from None
-    temps: list[tuple[str, Path]] = []
-    try:
-        for path, data in files:
-            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual file mode
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write the report into '{out}' ({exc.strerror}); pass a writable --out") from None
-    finally:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

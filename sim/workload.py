@@ -239,7 +239,7 @@ def write_topology_csv(workload: Workload, path: str | Path) -> Path:
         for b in range(layer.batch):
             suffix = f".{b}" if layer.batch > 1 else ""
             lines.append(f"{layer.name}{suffix}, {layer.M}, {layer.N}, {layer.K},")
-    from .ledger import atomic_write_text
+    from .output import atomic_write_text
 
     p = Path(path)
     atomic_write_text(p, "\n".join(lines) + "\n")

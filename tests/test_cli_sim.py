@@ -143,7 +143,7 @@ def test_write_figure_is_atomic(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from npukit._cli_common import write_figure
+    from npukit.sim import write_figure
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])

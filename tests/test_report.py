@@ -162,7 +162,7 @@ def test_api_rejects_bad_labels_before_writing(sims: dict, tmp_path: Path) -> No
 
 
 def test_failed_write_leaves_nothing(sims: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import npukit.sim.report as rep
+    import npukit.sim.output as rep
 
     def broken_replace(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.sessions < 1 or a.steps < 2:
         print("error: need --sessions >= 1 and --steps >= 2", file=sys.stderr)
         return 2
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv
+    from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.errors import ConfigError
 
     try:

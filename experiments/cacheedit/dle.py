@@ -80,7 +80,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     ax[1].set_title("latent change emerges late")
     ax[1].legend()
     fig.tight_layout()
-    from npukit._cli_common import write_figure
+    from npukit.sim import write_figure
 
     write_figure(path, fig, dpi=110)
     plt.close(fig)

@@ -225,7 +225,7 @@ def _plot_curves(rows: list[dict[str, Any]], path: Any) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    from npukit._cli_common import write_figure
+    from npukit.sim import write_figure
 
     write_figure(path, fig, dpi=110)
     plt.close(fig)
@@ -341,8 +341,8 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     import numpy as np
     import torch
 
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
     from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
+    from npukit.sim import format_table, prepare_out_dir, write_csv, write_text
     from npukit.sim.ledger import Ledger
 
     from . import dle, npu_cost

@@ -304,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark; prints tables and writes CSVs to ``args.out``."""
     import torch
 
-    from npukit._cli_common import format_table, prepare_out_dir, write_csv, write_text
+    from npukit.sim import format_table, prepare_out_dir, write_csv, write_text
     from npukit.sim.errors import ConfigError
 
     from .npu_cost import npu_cost

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, cfg: dict[str, Any], steps: int, executor: Any = None) -> int:
     import torch
 
-    from npukit._cli_common import prepare_out_dir, write_csv, write_text
+    from npukit.sim import prepare_out_dir, write_csv, write_text
 
     from . import _sweeps as sw
     from ._corpus import load_corpus
@@ -195,7 +195,7 @@ def _plots(out: Path, router_rows: list[dict[str, Any]], time_rows: list[dict[st
 
     names = []
 
-    from npukit._cli_common import write_figure
+    from npukit.sim import write_figure
 
     def save(fig: Any, name: str) -> None:
         write_figure(Path(out) / name, fig, dpi=110, bbox_inches="tight")

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from npukit._cli_common import format_table, write_csv, write_figure, write_text
+from npukit.sim import format_table, markdown_table, write_csv, write_figure, write_text
 
 from ._energy import PAPER_REDUCTION_8BIT
 
@@ -37,12 +37,6 @@ def _matrix(rows: list[dict[str, Any]], key: str, array: str) -> tuple[list[str]
     pols = list(dict.fromkeys(r["policy"] for r in sub))
     val = {(r["policy"], r["bits"]): r[key] for r in sub}
     return [f"{b}" for b in bits], [[p, *[_fmt(val.get((p, b), float("nan"))) for b in bits]] for p in pols]
-
-
-def _md_table(headers: list[str], body: list[list[Any]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
-    return "\n".join(out)
 
 
 _WA_TEXT = {
@@ -124,7 +118,7 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
               f"float32 top-1 {dg[0]['float_top1']:.4f}.", ""]
         for arr in dict.fromkeys(r["array"] for r in dg):
             h, body = _matrix(dg, "top1", arr)
-            s += [f"Array {arr} (rows = psum bits):", "", _md_table(["policy", *h], body), ""]
+            s += [f"Array {arr} (rows = psum bits):", "", markdown_table(["policy", *h], body), ""]
     mn = res["minilm"]
     if mn:
         s += ["## all-MiniLM-L6-v2: embedding cosine to fp32 / Spearman of pairwise similarities", "",
@@ -135,12 +129,12 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
             what = _setting_text(wa, att)
             for arr in dict.fromkeys(r["array"] for r in sub):
                 h, body = _matrix(sub, "cosine", arr)
-                s += [f"Mean cosine, array {arr}, {what}:", "", _md_table(["policy", *h], body), ""]
+                s += [f"Mean cosine, array {arr}, {what}:", "", markdown_table(["policy", *h], body), ""]
                 h, body = _matrix(sub, "spearman", arr)
-                s += [f"Spearman, array {arr}, {what}:", "", _md_table(["policy", *h], body), ""]
+                s += [f"Spearman, array {arr}, {what}:", "", markdown_table(["policy", *h], body), ""]
                 h, body = _matrix(sub, "cosine_vs_none", arr)
                 s += [f"Psum effect alone, mean cosine to the same model with 32-bit psums (`none`), array {arr}, {what}:",
-                      "", _md_table(["policy", *h], body), ""]
+                      "", markdown_table(["policy", *h], body), ""]
     lm = res["lm"]
     if lm:
         s += ["## Small causal LM (stands in for the paper's Llama-3.1): perplexity change", "",
@@ -148,11 +142,11 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
               f"float32 {lm[0]['float_ppl']:.3f}; {lm[0]['n_eval_bytes']:,} held-out bytes. delta_ppl vs 32-bit psums:", ""]
         for arr in dict.fromkeys(r["array"] for r in lm):
             h, body = _matrix(lm, "delta_ppl", arr)
-            s += [f"Array {arr}:", "", _md_table(["policy", *h], body), ""]
+            s += [f"Array {arr}:", "", markdown_table(["policy", *h], body), ""]
     en = res["energy"]
     if en:
         s += ["## Energy on the 128x128 NPU vs psum buffer width", "", energy_headline(en), "",
-              _md_table(["workload", "psum bits", "total (uJ)", "psum buffer (uJ)", "dram (uJ)", "reduction vs 32-bit"],
+              markdown_table(["workload", "psum bits", "total (uJ)", "psum buffer (uJ)", "dram (uJ)", "reduction vs 32-bit"],
                         [[r["workload"], r["bits"], f"{r['energy_total_pj'] / 1e6:,.1f}",
                           f"{r['energy_psum_buffer_pj'] / 1e6:,.1f}", f"{r['energy_dram_pj'] / 1e6:,.1f}",
                           f"{100 * r['reduction_vs_32']:.1f}%"] for r in en]), "",

@@ -274,7 +274,7 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
     """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
     the written paths (each also logged as ``wrote PATH``). ``executor``: run the three families as
     jobs on it (e.g. a Dask executor); default: one after another in this process."""
-    from npukit._cli_common import prepare_out_dir
+    from npukit.sim import prepare_out_dir
 
     from . import _energy, _report
 
@@ -308,7 +308,7 @@ def digits_demo_summary(out_dir: str | Path, epochs: int = FULL.digits_epochs) -
     psums, as a few lines of text for ``npukit demo``; also writes ``digits_psum.csv`` to ``out_dir``.
     Loads the CNN the full experiment caches (or trains it: ``epochs`` epochs, well under a minute on
     an idle 2-core machine)."""
-    from npukit._cli_common import prepare_out_dir, write_csv
+    from npukit.sim import prepare_out_dir, write_csv
 
     from . import _digits
     from ._policy import PsumSweep

@@ -1,0 +1,240 @@
+"""Writing result files: output folders, atomic writes, names that stay inside the folder, tables.
+
+Every file npukit writes goes through here (the CLI verbs, the experiments, the reports, the
+ledger), so that three rules hold everywhere:
+
+* **Atomic.** A file is written to a hidden temporary beside it (``.NAME.<random>.tmp``) and renamed
+  into place; a failed or killed write leaves nothing at ``NAME``. Temporaries of this naming that a
+  killed run left behind are removed by :func:`clean_stale_temps` on the next write into the folder.
+* **Inside the output folder.** :func:`safe_filename` turns a name taken from an input file (an arch
+  ``name``, a SCALE-Sim ``run_name``, a layer name) into one path component, and
+  :func:`path_inside` refuses any path that would resolve outside its folder.
+* **Checked before work.** :func:`prepare_out_dir` creates the folder (or says why it cannot) before
+  any computation starts.
+
+Stdlib only (a matplotlib figure is passed in, never imported here).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+_TMP_SUFFIX = ".tmp"
+STALE_TEMP_S = 3600.0  # a temporary of ours older than this (seconds) belongs to a killed run
+
+
+def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Check, creating nothing, that ``path`` is or can become a writable folder; :class:`ConfigError`
+    otherwise. An empty string is refused (it would silently mean the current folder)."""
+    if str(path).strip() == "":
+        raise ConfigError(f"{flag} is empty; pass a folder, e.g. {flag} out/run")
+    out = Path(path)
+    if out.exists():
+        if not out.is_dir():
+            raise ConfigError(f"output path '{out}' exists and is not a folder; pass {flag} a folder")
+        probe = out
+    else:
+        probe = out.absolute().parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir():
+            raise ConfigError(f"cannot create output folder '{out}': '{probe}' is not a folder; pass a writable {flag}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"output folder '{out}' is not writable ('{probe}' denies writes); pass a writable {flag}")
+    return out
+
+
+def prepare_out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """:func:`check_out_dir`, then create the folder; :class:`ConfigError` when that fails."""
+    out = check_out_dir(path, flag)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create output folder '{out}' ({exc.strerror}); pass a writable {flag}") from None
+    return out
+
+
+def check_writable_file(path: str | Path, flag: str) -> Path:
+    """Check, before any work and creating nothing, that ``path`` can be written as a file: not a
+    folder, and its folder exists (or can be created) and is writable."""
+    p = Path(path)
+    if str(path).strip() == "":
+        raise ConfigError(f"{flag} is empty; pass a file path")
+    if p.is_dir():
+        raise ConfigError(f"{flag} '{p}' is a folder; pass a file path inside it, e.g. {p / 'out.csv'}")
+    check_out_dir(p.parent, flag=f"the folder of {flag}")
+    return p
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def safe_filename(name: Any, fallback: str = "run") -> str:
+    """One safe path component from ``name``: letters, digits, ``._+-``; anything else (slashes,
+    ``..``, NUL, spaces) becomes ``_``; a leading dot is dropped; at most 100 characters."""
+    s = _UNSAFE.sub("_", str(name)).strip("._")
+    s = re.sub(r"_+", "_", s)[:100]
+    return s or fallback
+
+
+def path_inside(folder: str | Path, *parts: str) -> Path:
+    """``folder / parts`` after checking it resolves inside ``folder``; :class:`ConfigError` if not."""
+    base = Path(folder).resolve()
+    p = Path(folder).joinpath(*parts)
+    target = p.resolve()
+    if target != base and base not in target.parents:
+        raise ConfigError(f"refusing to write '{p}': it resolves outside the output folder '{folder}'")
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def clean_stale_temps(folder: str | Path, max_age_s: float = STALE_TEMP_S) -> int:
+    """Remove ``.NAME.<random>.tmp`` temporaries of this module's naming older than ``max_age_s``
+    seconds from ``folder`` (left by a killed run); returns how many were removed."""
+    n = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for e in entries:
+        if e.name.startswith(".") and e.name.endswith(_TMP_SUFFIX) and e.is_file(follow_symlinks=False):
+            try:
+                if now - e.stat(follow_symlinks=False).st_mtime > max_age_s:
+                    os.unlink(e.path)
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def temp_path(path: Path) -> Path:
+    """A new hidden temporary file beside ``path`` (created empty, usual file mode)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would surprise users
+    return Path(tmp)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary beside it and an atomic rename; returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(path.parent)
+    tmp = temp_path(path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """UTF-8 text through :func:`atomic_write_bytes`; returns ``path``."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+write_text = atomic_write_text
+
+
+def write_files_atomically(files: Sequence[tuple[Path, bytes]]) -> None:
+    """Write several files so that either all appear or none: every one goes to a temporary first,
+    then all are renamed. An OSError becomes :class:`ConfigError` naming the folder."""
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = temp_path(path)
+            temps.append((tmp, path))
+            tmp.write_bytes(data)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as exc:
+        where = files[0][0].parent if files else "."
+        raise ConfigError(f"cannot write into '{where}' ({exc.strerror}); pass a writable --out") from None
+    finally:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+
+
+def write_figure(path: str | Path, fig: Any, **savefig_kw: Any) -> Path:
+    """Atomic write of a matplotlib figure (``fig.savefig(tmp, **savefig_kw)``, then rename).
+
+    A failed save leaves nothing at ``path`` and no temporary file. The caller closes the figure.
+    """
+    path = Path(path)
+    buf = io.BytesIO()
+    savefig_kw.setdefault("format", (path.suffix.lstrip(".") or "png"))
+    fig.savefig(buf, **savefig_kw)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """CSV text of dict rows (columns: ``columns`` or the first row's keys; missing cells empty)."""
+    buf = io.StringIO()
+    if rows or columns:
+        w = csv.DictWriter(buf, fieldnames=list(columns or rows[0]), extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> Path:
+    """Atomic CSV write of dict rows; returns ``path``."""
+    return atomic_write_text(path, csv_text(rows, columns))
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain aligned text table for a terminal (numbers right-aligned)."""
+    cells = [[_fmt(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in cells:
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    return "\n".join(lines)
+
+
+def md_cell(text: Any) -> str:
+    """One Markdown table cell: ``|``, backslashes, newlines, ``<``/``>`` and emphasis characters escaped,
+    so a name read from an input file can neither break the table nor inject markup (an underscore
+    between letters or digits, as in ``psum_buffer``, is left as it is: it is not emphasis in GFM)."""
+    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    s = re.sub(r"([*`\[\]])", r"\\\1", s)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", s)  # intraword _ is not emphasis
+
+
+def markdown_table(headers: Sequence[Any], rows: Sequence[Sequence[Any]], numeric: Sequence[bool] | None = None) -> str:
+    """A GitHub-flavoured Markdown table; every cell escaped with :func:`md_cell`; ``numeric``
+    columns right-aligned (default: none)."""
+    num = list(numeric) if numeric is not None else [False] * len(headers)
+    out = ["| " + " | ".join(md_cell(h) for h in headers) + " |"]
+    out.append("|" + "|".join("---:" if n else ":---" for n in num) + "|")
+    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
