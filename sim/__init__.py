@@ -23,7 +23,9 @@ from .output import (
 )
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
+    VECTOR_OPS,
     Layer,
+    VectorOp,
     Workload,
     conv_layer,
     gemm,
@@ -43,7 +45,7 @@ __all__ = [
     "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
     "LayerResult", "SimResult", "map_layer", "simulate",
-    "Layer", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
+    "Layer", "VECTOR_OPS", "VectorOp", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
     "parse_workload_spec", "resnet18",
     "run_gemm", "CycleResult", "make_executor", "quantize", "dequantize",
 ]

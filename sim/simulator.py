@@ -21,7 +21,7 @@ from ._mapping import LayerCounts, check_buffers, stall_cycles
 from .arch import Arch
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
-from .workload import Layer, Workload
+from .workload import Layer, VectorOp, Workload
 
 _DATAFLOWS = {"ws": dataflow_ws.map_layer, "os": dataflow_os.map_layer, "is": dataflow_is.map_layer}
 TRAFFIC_KEYS = (
@@ -205,6 +205,8 @@ def simulate(
     declare_components(ledger, arch)
     results = []
     for layer in layers if layers is not None else workload.layers:
+        if isinstance(layer, VectorOp):
+            continue  # the vector unit is not modelled yet: non-GEMM operators cost nothing here
         scope = f"{workload.name}/{layer.name}"
         one = Ledger()
         declare_components(one, arch)

@@ -1,8 +1,12 @@
-"""Workloads: ordered lists of GEMM-shaped layers.
+"""Workloads: ordered lists of GEMM-shaped layers and non-GEMM (vector-unit) operators.
 
-Every layer is a GEMM ``(M x K) @ (K x N)`` run ``batch`` times (``batch`` > 1 for the per-head
-matmuls of attention). Convolutions are lowered as SCALE-Sim does: M = output pixels (OH*OW),
-N = filters, K = Fh*Fw*Cin.
+Every :class:`Layer` is a GEMM ``(M x K) @ (K x N)`` run ``batch`` times (``batch`` > 1 for the
+per-head matmuls of attention). Convolutions are lowered as SCALE-Sim does: M = output pixels
+(OH*OW), N = filters, K = Fh*Fw*Cin.
+
+Every :class:`VectorOp` is an operator the systolic array does not run (softmax, normalization,
+activations, elementwise mul/add, RoPE, adaLN modulation, embedding lookup, KV-cache append),
+described by its element counts; the simulator costs it on the arch's vector unit.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import WorkloadError
 
@@ -41,17 +45,83 @@ class Layer:
         return (self.M, self.N, self.K, self.batch)
 
 
-@dataclass
-class Workload:
-    """A named, ordered list of layers."""
+# Op classes of the vector unit. Elementwise: gelu, silu, add, mul, rope, modulate, other.
+# Row-wise (``reduce`` = row length): softmax, layernorm, rmsnorm, groupnorm.
+# Memory-only: embedding (rows gathered from a table), kv_append (new K/V rows written to the cache).
+VECTOR_OPS = (
+    "softmax", "layernorm", "rmsnorm", "groupnorm", "gelu", "silu", "add", "mul", "rope", "modulate",
+    "embedding", "kv_append", "other",
+)
+ROWWISE_OPS = ("softmax", "layernorm", "rmsnorm", "groupnorm")
+
+
+@dataclass(frozen=True)
+class VectorOp:
+    """A non-GEMM operator: ``batch`` x ``elements`` output elements of op class ``op``.
+
+    ``reduce``: length of the reduced axis for the row-wise ops (softmax and the norms; the op works
+    on ``elements / reduce`` rows), 0 for elementwise ops. ``inputs``: how many input tensors of
+    ``elements`` elements each it reads (an add of two tensors: 2; adaLN ``x * (1 + scale) + shift``
+    with per-token modulation: 3). ``params``: parameter elements it reads (norm weights, the
+    gathered embedding rows), per batch instance. All counts are elements, not bytes.
+    """
 
     name: str
-    layers: list[Layer] = field(default_factory=list)
+    op: str
+    elements: int
+    reduce: int = 0
+    inputs: int = 1
+    params: int = 0
+    batch: int = 1
+    kind: ClassVar[str] = "vector"
+
+    def __post_init__(self) -> None:
+        if self.op not in VECTOR_OPS:
+            raise WorkloadError(f"vector op '{self.name}': unknown op class '{self.op}' (known: {', '.join(VECTOR_OPS)})")
+        for f in ("elements", "batch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise WorkloadError(f"vector op '{self.name}': {f} must be a positive integer, got {v!r}")
+        for f in ("reduce", "inputs", "params"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise WorkloadError(f"vector op '{self.name}': {f} must be an integer >= 0, got {v!r}")
+        if self.op in ROWWISE_OPS and (self.reduce <= 0 or self.elements % self.reduce):
+            raise WorkloadError(
+                f"vector op '{self.name}': {self.op} needs reduce = its row length, a divisor of elements ({self.elements})"
+            )
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @property
+    def rows(self) -> int:
+        """Rows of a row-wise op (``elements / reduce``), else 0."""
+        return self.elements // self.reduce if self.reduce else 0
+
+
+@dataclass
+class Workload:
+    """A named, ordered list of GEMM layers (:class:`Layer`) and vector operators (:class:`VectorOp`)."""
+
+    name: str
+    layers: list[Layer | VectorOp] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
         return sum(layer.macs for layer in self.layers)
+
+    @property
+    def gemms(self) -> list[Layer]:
+        """The GEMM layers, in order."""
+        return [x for x in self.layers if isinstance(x, Layer)]
+
+    @property
+    def vector_ops(self) -> list[VectorOp]:
+        """The vector-unit operators, in order."""
+        return [x for x in self.layers if isinstance(x, VectorOp)]
 
     def __len__(self) -> int:
         return len(self.layers)
