@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from npukit.sim import format_table, prepare_out_dir, write_csv
 
@@ -13,6 +12,7 @@ COMPONENT_COLUMNS = (
     ("regs", ("pe_registers",)),
     ("sram", ("ifmap_sram", "filter_sram", "ofmap_sram")),
     ("psum", ("psum_buffer", "psum_adder")),
+    ("psum path", ("psum_quantizer", "psum_features", "psum_predictor")),
     ("dram", ("dram",)),
 )
 
@@ -35,6 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
     p.add_argument("--psum-bits", type=int, help="override the psum buffer width (bits)")
     p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
+    p.add_argument("--memory", choices=("npukit", "scalesim"),
+                   help="DRAM/SRAM accounting: npukit's unique-data model or SCALE-Sim v3's own (needs --mapping fixed)")
+    p.add_argument("--mapping", choices=("search", "fixed"),
+                   help="per-layer tiling and loop order: searched under --objective, or SCALE-Sim's fixed order")
+    p.add_argument("--objective", choices=("edp", "energy", "latency"), help="what the mapping search minimises")
     p.add_argument("--table", help="energy table: horowitz45, aladdin40 or a .toml path (default: the arch's)")
     p.add_argument("--out", default="out/sim", help="output folder (default out/sim)")
     p.add_argument("--quiet", action="store_true", help="print totals only")
@@ -67,6 +72,14 @@ def build_arch(args: argparse.Namespace):  # -> Arch
         changes["bits.psum"] = args.psum_bits
     if args.timing:
         changes["timing"] = args.timing
+    if args.memory:
+        changes["memory"] = args.memory
+        if args.memory == "scalesim" and not args.mapping:
+            changes["mapping"] = "fixed"
+    if args.mapping:
+        changes["mapping"] = args.mapping
+    if args.objective:
+        changes["objective"] = args.objective
     if args.table:
         changes["energy_table"] = args.table
     return arch.with_(**changes) if changes else arch
@@ -82,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(workload, arch, table=table)
     out = prepare_out_dir(args.out)
     print(render(result, table.name, quiet=args.quiet))
-    stem = f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}"
-    ledger_path = result.ledger.save(Path(out) / f"{stem}.ledger.json")
-    csv_path = write_csv(Path(out) / f"{stem}.csv", result.rows())
+    from npukit.sim import path_inside, safe_filename
+
+    stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}")
+    ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
+    csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
     print(f"wrote {ledger_path}")
     print(f"wrote {csv_path}")
     return 0
@@ -95,20 +110,21 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
     a = result.arch
     head = (
         f"{result.workload} on {a.name}: {a.rows}x{a.cols} {a.dataflow}, timing {a.timing}, "
-        f"bits in/w/psum/out {a.bits.input}/{a.bits.weight}/{a.bits.psum}/{a.bits.output}, table {table_name}"
+        f"bits in/w/psum/out {a.bits.input}/{a.bits.weight}/{a.bits.psum}/{a.bits.output}, table {table_name}, "
+        f"memory {a.memory}, mapping {a.mapping}" + (f" ({a.objective})" if a.mapping == "search" else "")
     )
     lines = [head, ""]
     if not quiet:
-        headers = ["layer", "M", "N", "K", "cycles", "stall", "map eff %", "util %"]
-        headers += [f"{c} uJ" for c, _ in COMPONENT_COLUMNS] + ["total uJ"]
+        headers = ["layer", "M", "N", "K", "mapping", "compute_cycles", "stall_cycles", "map eff %", "util %"]
+        headers += [f"{c} uJ" for c, _ in COMPONENT_COLUMNS] + ["on-chip uJ", "total uJ"]
         rows = []
         for r in result.layers:
             e = r.energy_pj
             rows.append(
-                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})", r.M, r.N, r.K, r.compute_cycles, r.stall_cycles,
-                 100 * r.mapping_efficiency, 100 * r.utilization]
+                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})", r.M, r.N, r.K, r.mapping, r.compute_cycles,
+                 r.stall_cycles, 100 * r.mapping_efficiency, 100 * r.utilization]
                 + [sum(e.get(k, 0.0) for k in keys) / 1e6 for _, keys in COMPONENT_COLUMNS]
-                + [sum(e.values()) / 1e6]
+                + [r.energy_onchip_pj() / 1e6, r.energy_total_pj() / 1e6]
             )
         lines += [format_table(headers, rows), ""]
     comp = result.energy_by_component()
@@ -116,11 +132,11 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
     util = result.macs / (result.compute_cycles * a.rows * a.cols) if result.compute_cycles else 0.0
     lines.append(
         f"total: {len(result.layers)} layers, {result.macs:,} MACs, {result.compute_cycles:,} compute cycles "
-        f"+ {result.stall_cycles:,} stall = {result.cycles:,} cycles ({result.latency_s() * 1e3:.3f} ms at "
-        f"{a.clock_ghz:g} GHz), utilization {100 * util:.1f}%"
+        f"+ {result.stall_cycles:,} stall cycles = {result.total_cycles:,} total cycles ({result.latency_s() * 1e3:.3f} ms "
+        f"at {a.clock_ghz:g} GHz), utilization {100 * util:.1f}%"
     )
     lines.append(
-        f"energy: {total / 1e6:,.1f} uJ = "
+        f"energy: total {total / 1e6:,.1f} uJ, on-chip {result.energy_onchip_pj() / 1e6:,.1f} uJ (all but DRAM) = "
         + ", ".join(f"{k} {v / 1e6:,.1f}" for k, v in comp.items() if v)
     )
     return "\n".join(lines)

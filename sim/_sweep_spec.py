@@ -17,18 +17,18 @@ from typing import Any
 
 from .. import __version__
 from ._mapping import check_buffers
-from .arch import BUILTIN_ARCHS, Arch, Bits, SramKiB, load_arch
+from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, load_arch
 from .energy import BUILTIN_TABLES, load_table
 from .errors import ConfigError, NpukitError
 from .workload import BUILTIN_WORKLOADS, parse_workload_spec
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
 _TABLES = ("sweep", "grid")
-_SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB}
+_SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW}
 
 
 def grid_keys() -> list[str]:
-    """Every key a ``[grid]`` may vary: top-level Arch fields and ``bits.*`` / ``sram_kib.*``."""
+    """Every key a ``[grid]`` may vary: top-level Arch fields and ``bits.*`` / ``sram_kib.*`` / ``psum_quant.*``."""
     out: list[str] = []
     for f in fields(Arch):
         if f.name in _SUBTABLES:

@@ -28,13 +28,13 @@ from ._sweep_spec import _SUBTABLES, SweepPoint, column_name, grid_keys
 from .arch import Arch
 from .errors import ConfigError
 from .output import atomic_write_text
-from .simulator import COMPONENTS
+from .simulator import COMPONENTS, TRAFFIC_COLUMNS
 
 _ARCH_TYPES: dict[str, str] = {}
 for _f in fields(Arch):
     if _f.name in _SUBTABLES:
         for _s in fields(_SUBTABLES[_f.name]):
-            _ARCH_TYPES[f"{_f.name}.{_s.name}"] = "INTEGER" if _s.type in ("int", int) else "REAL"
+            _ARCH_TYPES[f"{_f.name}.{_s.name}"] = {"int": "INTEGER", "float": "REAL"}.get(str(_s.type), "TEXT")
     else:
         _ARCH_TYPES[_f.name] = {"int": "INTEGER", "float": "REAL"}.get(str(_f.type), "TEXT")
 
@@ -46,7 +46,9 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cycles", "INTEGER"),
     ("utilization", "REAL"),
     ("energy_total_pj", "REAL"),
+    ("energy_onchip_pj", "REAL"),
     *((f"energy_{c}_pj", "REAL") for c in COMPONENTS),
+    *((t, "REAL") for t in TRAFFIC_COLUMNS),
     ("latency_s", "REAL"),
     ("wall_s", "REAL"),
 )
@@ -127,7 +129,8 @@ class SweepStore:
         if not rows:
             return 0
         for extra in sorted({c for r in rows for c in r} - set(self._columns)):
-            if not extra.startswith("energy_") or not extra.isidentifier():
+            known = extra.startswith("energy_") or extra in TRAFFIC_COLUMNS
+            if not known or not extra.isidentifier():
                 raise ValueError(f"unexpected sweep column {extra!r}")
             self.con.execute(f"ALTER TABLE points ADD COLUMN {extra} REAL NOT NULL DEFAULT 0")
             self._columns.append(extra)

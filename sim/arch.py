@@ -17,6 +17,12 @@ from .errors import ConfigError
 
 DATAFLOWS = ("ws", "os", "is")
 TIMING_MODES = ("scalesim", "double-buffered")
+MEMORY_MODES = ("npukit", "scalesim")
+MAPPING_MODES = ("search", "fixed")
+OBJECTIVES = ("edp", "energy", "latency")
+BANDWIDTH_MODES = ("user", "calc")
+PSUM_POLICIES = ("psumquant", "static", "none")
+PSUM_SEMANTICS = ("buffer", "transfer")
 BUILTIN_ARCHS = ("npu128", "npu32")
 
 
@@ -43,6 +49,26 @@ class SramKiB:
 
 
 @dataclass(frozen=True)
+class PsumQuantHW:
+    """The psum quantization hardware, charged only when ``bits.psum`` < ``bits.accumulator``.
+
+    ``policy``: ``psumquant`` (a quantizer per psum, the crest-factor feature unit on every input tile
+    and the scale predictor), ``static`` (quantizer with one scale per layer), ``none`` (psums only
+    saturated to ``bits.psum``). ``semantics``: ``buffer`` (one scale per output row and N-tile shared
+    by all K-tiles, so the features of the whole input row are needed before the first K-tile: one
+    extra ifmap SRAM pass) or ``transfer`` (one scale per row, K-tile and N-tile, features computed as
+    the tile streams in). ``multiplier_bits``: width of the quantizer's scale multiplier (bits);
+    ``predictor_features``: length of the predictor's dot product; ``top_k``: the peak selector's size.
+    """
+
+    policy: str = "psumquant"
+    semantics: str = "buffer"
+    multiplier_bits: int = 16
+    predictor_features: int = 8
+    top_k: int = 8
+
+
+@dataclass(frozen=True)
 class Arch:
     """A systolic-array NPU. Build with :func:`load_arch` or directly."""
 
@@ -56,6 +82,11 @@ class Arch:
     dram_bandwidth_bytes_per_cycle: float = 64.0
     clock_ghz: float = 1.0
     energy_table: str = "horowitz45"
+    memory: str = "npukit"
+    mapping: str = "search"
+    objective: str = "edp"
+    bandwidth_mode: str = "user"
+    psum_quant: PsumQuantHW = field(default_factory=PsumQuantHW)
 
     def __post_init__(self) -> None:
         validate_arch(self)
@@ -97,10 +128,28 @@ def validate_arch(a: Arch) -> None:
         _pos_num(f"sram_kib.{k}", v)
     _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
     _pos_num("clock_ghz", a.clock_ghz)
+    for key, val, allowed in (
+        ("memory", a.memory, MEMORY_MODES), ("mapping", a.mapping, MAPPING_MODES), ("objective", a.objective, OBJECTIVES),
+        ("bandwidth_mode", a.bandwidth_mode, BANDWIDTH_MODES), ("psum_quant.policy", a.psum_quant.policy, PSUM_POLICIES),
+        ("psum_quant.semantics", a.psum_quant.semantics, PSUM_SEMANTICS),
+    ):
+        if val not in allowed:
+            raise ConfigError(f"arch field '{key}' = {val!r}: use one of {', '.join(allowed)}")
+    for key in ("multiplier_bits", "predictor_features", "top_k"):
+        v = getattr(a.psum_quant, key)
+        _pos_int(f"psum_quant.{key}", v)
+        if v > 64:
+            raise ConfigError(f"arch field 'psum_quant.{key}' = {v} is over 64; use 1..64")
+    if not isinstance(a.name, str) or not a.name.strip():
+        raise ConfigError(f"arch field 'name' must be a non-empty string, got {a.name!r}")
+    if a.memory == "scalesim" and a.mapping != "fixed":
+        raise ConfigError(
+            "memory = 'scalesim' reproduces SCALE-Sim's own loop order; set mapping = 'fixed' with it"
+        )
 
 
 _TOP = {f for f in Arch.__dataclass_fields__}
-_SUB = {"bits": Bits, "sram_kib": SramKiB}
+_SUB = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW}
 
 
 def arch_from_dict(data: dict[str, Any], origin: str = "<dict>", base: Arch | None = None) -> Arch:
@@ -183,7 +232,10 @@ def load_scalesim_cfg(path: str | Path) -> Arch:
 
     Mapping: ArrayHeight -> rows, ArrayWidth -> cols, Ifmap/Filter/OfmapSramSzkB -> SRAM KiB, the
     psum buffer takes the ofmap size (SCALE-Sim accumulates in its ofmap SRAM), Bandwidth (words
-    per cycle) x input bytes -> DRAM bytes per cycle; timing mode ``scalesim``.
+    per cycle) x input bytes -> DRAM bytes per cycle, ``[run_presets] InterfaceBandwidth`` CALC ->
+    ``bandwidth_mode = "calc"`` (no stalls) and USER -> ``"user"``; timing ``scalesim``, and SCALE-Sim's
+    own loop order and memory accounting (``mapping = "fixed"``, ``memory = "scalesim"``), so that the
+    numbers are SCALE-Sim's. Override with ``--memory npukit --mapping search`` to see npukit's.
     """
     path = Path(path)
     cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
@@ -213,12 +265,18 @@ def load_scalesim_cfg(path: str | Path) -> Arch:
     sram = {k: num(k, float) for k in ("ifmap", "filter", "ofmap") if k in found}
     if "ofmap" in sram:
         sram["psum"] = sram["ofmap"]
+    bw_mode = cp.get("run_presets", "InterfaceBandwidth", fallback="USER").strip().strip('"').upper()
+    if bw_mode not in ("USER", "CALC"):
+        raise ConfigError(f"{path}: [run_presets] InterfaceBandwidth must be USER or CALC, got {bw_mode!r}")
     data: dict[str, Any] = {
         "name": run_name,
         "rows": num("rows"),
         "cols": num("cols"),
         "dataflow": found["dataflow"].lower(),
         "sram_kib": sram,
+        "memory": "scalesim",
+        "mapping": "fixed",
+        "bandwidth_mode": bw_mode.lower(),
     }
     if "bandwidth" in found:
         data["dram_bandwidth_bytes_per_cycle"] = num("bandwidth", float) * base.bits.input / 8

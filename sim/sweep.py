@@ -35,7 +35,7 @@ from ._sweep_spec import SweepPoint, SweepSpec, column_name, expand_points, grid
 from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
 from .arch import Arch
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
-from .simulator import SimResult, simulate
+from .simulator import TRAFFIC_COLUMNS, SimResult, simulate
 from .workload import Workload, parse_workload_spec
 
 __all__ = [
@@ -82,9 +82,12 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
         "cycles": result.cycles,
         "utilization": result.macs / (compute * arch.rows * arch.cols) if compute else 0.0,
         "energy_total_pj": result.energy_pj(),
+        "energy_onchip_pj": result.energy_onchip_pj(),
     }
     for comp, pj in result.energy_by_component().items():
         row[f"energy_{comp}_pj"] = pj
+    for col in TRAFFIC_COLUMNS:
+        row[col] = sum(r.traffic_bytes.get(col, 0.0) for r in result.layers)
     row["latency_s"] = result.latency_s()
     return row
 

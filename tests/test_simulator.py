@@ -17,12 +17,15 @@ from npukit.sim import (
     resnet18,
     simulate,
 )
-from npukit.sim.arch import Bits, SramKiB
+from npukit.sim.arch import Bits, PsumQuantHW, SramKiB
+from npukit.sim.simulator import TRAFFIC_COLUMNS
 
 BIG = SramKiB(ifmap=1 << 20, filter=1 << 20, psum=1 << 20, ofmap=1 << 20)
 
 
 def arch(df="ws", r=128, c=128, **kw) -> Arch:
+    """An arch with SCALE-Sim's fixed mapping (the compute-cycle parity mode) unless told otherwise."""
+    kw.setdefault("mapping", "fixed")
     return Arch(rows=r, cols=c, dataflow=df, **kw)
 
 
@@ -121,7 +124,7 @@ def test_stalls_appear_only_when_bandwidth_is_short():
 
 
 def test_ledger_records_everything():
-    r = simulate(resnet18(), load_arch("npu128"))
+    r = simulate(resnet18(), load_arch("npu128").with_(mapping="fixed"))
     led = r.ledger
     assert led.count("pe_array", "mac") == 1_814_073_344
     assert led.total_cycles("compute") == 441_581
@@ -187,11 +190,18 @@ def test_arch_overrides():
 
 def test_per_operand_traffic_in_rows():
     layer = Layer("x", 1000, 256, 1000)
-    r = simulate(Workload("w", [layer]), arch("ws", sram_kib=BIG, bits=Bits(psum=16)))
+    static = PsumQuantHW(policy="static")  # no feature pass over the input (see test_psum_path)
+    r = simulate(Workload("w", [layer]), arch("ws", sram_kib=BIG, bits=Bits(psum=16), psum_quant=static))
     row = r.rows()[0]
     upd = (math.ceil(1000 / 128) - 1) * 1000 * 256
-    assert row["psum_buffer_sram_read_bytes"] == upd * 2
-    assert row["filter_sram_sram_read_bytes"] == 1000 * 256  # each 8-bit weight read once
-    assert row["ifmap_sram_sram_read_bytes"] == 1000 * 1000 * 2  # streamed once per column fold
-    assert row["dram_dram_write_bytes"] == 1000 * 256  # 8-bit outputs written once
-    assert row["dram_dram_read_bytes"] == r.layers[0].dram_bytes - row["dram_dram_write_bytes"]
+    assert row["sram_psum_read_bytes"] == row["sram_psum_write_bytes"] == upd * 2
+    assert row["sram_filter_read_bytes"] == 1000 * 256  # each 8-bit weight read once
+    assert row["sram_ifmap_read_bytes"] == 1000 * 1000 * 2  # streamed once per column fold
+    assert row["dram_ofmap_write_bytes"] == 1000 * 256  # 8-bit outputs written once
+    assert row["dram_ifmap_read_bytes"] == 1000 * 1000 and row["dram_filter_read_bytes"] == 1000 * 256
+    dram = sum(row[k] for k in TRAFFIC_COLUMNS if k.startswith("dram_"))
+    assert dram == pytest.approx(r.layers[0].dram_bytes)
+    # SRAM fills equal DRAM reads; the ofmap SRAM drains what DRAM receives
+    assert row["sram_ifmap_write_bytes"] == row["dram_ifmap_read_bytes"]
+    assert row["sram_ofmap_read_bytes"] == row["dram_ofmap_write_bytes"]
+    assert row["energy_total_pj"] == pytest.approx(row["energy_onchip_pj"] + row["energy_dram_pj"])

@@ -1,0 +1,122 @@
+"""Layer counts -> Ledger records: which component does which action at which width, how often.
+
+One function (:func:`layer_records`) turns a layer's :class:`~npukit.sim._mapping.LayerCounts` into
+``(component, action, bits, count)`` records, used both by the simulator (into the Ledger) and by the
+mapper (priced directly, to compare candidate mappings), so both always agree.
+
+Widths: inputs, weights and outputs at their ``bits``; running psums in the psum buffer and spilled
+to DRAM at ``bits.psum``; the adders that update running psums at ``bits.accumulator``. In SCALE-Sim's
+memory mode the ofmap SRAM and DRAM also carry every fold's partial outputs (``ofmap_partial``), priced
+at ``bits.psum``.
+"""
+
+from __future__ import annotations
+
+from ._mapping import LayerCounts
+from .arch import Arch
+from .ledger import Ledger
+from .psum_path import COMPONENTS as PSUM_PATH_COMPONENTS
+from .psum_path import psum_path_records
+from .workload import Layer
+
+Record = tuple[str, str, tuple[int, ...], int]
+COMPONENTS = (
+    "pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram",
+    *PSUM_PATH_COMPONENTS,
+)
+OFF_CHIP = ("dram",)
+SRAMS = (("ifmap", "ifmap_sram"), ("filter", "filter_sram"), ("psum", "psum_buffer"), ("ofmap", "ofmap_sram"))
+# per-operand traffic columns (bytes) of every result row
+TRAFFIC_COLUMNS = (
+    "dram_ifmap_read_bytes", "dram_filter_read_bytes", "dram_psum_read_bytes", "dram_psum_write_bytes",
+    "dram_ofmap_write_bytes",
+    "sram_ifmap_read_bytes", "sram_ifmap_write_bytes", "sram_filter_read_bytes", "sram_filter_write_bytes",
+    "sram_psum_read_bytes", "sram_psum_write_bytes", "sram_ofmap_read_bytes", "sram_ofmap_write_bytes",
+)
+
+
+def declare_components(ledger: Ledger, arch: Arch) -> None:
+    """Declare the SRAM components with their capacities (bytes) so energy lookups work."""
+    for buf, comp in SRAMS:
+        ledger.declare(comp, kind="sram", capacity_bytes=arch.sram_bytes(buf))
+    ledger.declare("dram", kind="dram")
+    # the feature unit's extra pass reads the ifmap SRAM
+    ledger.declare("psum_features", kind="logic", capacity_bytes=arch.sram_bytes("ifmap"))
+
+
+def component_attrs(arch: Arch) -> dict[str, dict[str, float]]:
+    """The capacity attributes :func:`declare_components` gives each component (for direct pricing)."""
+    out = {comp: {"capacity_bytes": arch.sram_bytes(buf)} for buf, comp in SRAMS}
+    out["psum_features"] = {"capacity_bytes": arch.sram_bytes("ifmap")}
+    return out
+
+
+def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
+    """Every action of ``batch`` GEMMs of ``layer`` with counts ``c`` (one GEMM's), as records."""
+    b, n = arch.bits, layer.batch
+    reg_bits = {"input": b.input, "weight": b.weight, "accumulator": b.accumulator}
+    final = c.ofmap_writes - c.ofmap_partial
+    out: list[Record] = [("pe_array", "mac", (b.input, b.weight, b.accumulator), c.macs)]
+    out += [("pe_registers", "reg_write", (reg_bits[kind],), cnt) for kind, cnt in c.reg_writes]
+    out += [
+        ("ifmap_sram", "sram_read", (b.input,), c.ifmap_reads),
+        ("ifmap_sram", "sram_write", (b.input,), c.ifmap_dram),
+        ("filter_sram", "sram_read", (b.weight,), c.filter_reads),
+        ("filter_sram", "sram_write", (b.weight,), c.filter_dram),
+        ("psum_buffer", "sram_read", (b.psum,), c.psum_reads),
+        ("psum_buffer", "sram_write", (b.psum,), c.psum_writes),
+        ("psum_adder", "int_add", (b.accumulator,), c.psum_reads + c.psum_dram_reads),
+        ("ofmap_sram", "sram_write", (b.output,), final),
+        ("ofmap_sram", "sram_write", (b.psum,), c.ofmap_partial),
+        ("ofmap_sram", "sram_read", (b.output,), _final_dram(c)),
+        ("ofmap_sram", "sram_read", (b.psum,), c.ofmap_dram - _final_dram(c)),
+        ("dram", "dram_read", (b.input,), c.ifmap_dram),
+        ("dram", "dram_read", (b.weight,), c.filter_dram),
+        ("dram", "dram_read", (b.psum,), c.psum_dram_reads),
+        ("dram", "dram_write", (b.psum,), c.psum_dram_writes),
+        ("dram", "dram_write", (b.output,), _final_dram(c)),
+        ("dram", "dram_write", (b.psum,), c.ofmap_dram - _final_dram(c)),
+    ]
+    out += psum_path_records(layer, arch)
+    return [(comp, act, bits, n * cnt) for comp, act, bits, cnt in out if cnt]
+
+
+def _final_dram(c: LayerCounts) -> int:
+    """Ofmap DRAM writes that are final outputs (the rest are SCALE-Sim mode's partial sums)."""
+    return min(c.ofmap_dram, c.ofmap_writes - c.ofmap_partial)
+
+
+def dram_bits(layer: Layer, c: LayerCounts, arch: Arch) -> float:
+    """Bits moved over the DRAM interface by ``batch`` GEMMs of ``layer``."""
+    b = arch.bits
+    final = _final_dram(c)
+    per = (
+        c.ifmap_dram * b.input + c.filter_dram * b.weight + (c.psum_dram_reads + c.psum_dram_writes) * b.psum
+        + final * b.output + (c.ofmap_dram - final) * b.psum
+    )
+    return layer.batch * per
+
+
+def traffic_bytes(layer: Layer, c: LayerCounts, arch: Arch) -> dict[str, float]:
+    """The per-operand traffic columns (:data:`TRAFFIC_COLUMNS`, bytes) of ``batch`` GEMMs of ``layer``."""
+    b, n = arch.bits, layer.batch
+    final = _final_dram(c)
+    ofmap_bits = final * b.output + (c.ofmap_dram - final) * b.psum
+    write_bits = (c.ofmap_writes - c.ofmap_partial) * b.output + c.ofmap_partial * b.psum
+    feat = sum(cnt for comp, act, _, cnt in psum_path_records(layer, arch) if act == "sram_read") * b.input
+    vals = {
+        "dram_ifmap_read_bytes": c.ifmap_dram * b.input,
+        "dram_filter_read_bytes": c.filter_dram * b.weight,
+        "dram_psum_read_bytes": c.psum_dram_reads * b.psum,
+        "dram_psum_write_bytes": c.psum_dram_writes * b.psum,
+        "dram_ofmap_write_bytes": ofmap_bits,
+        "sram_ifmap_read_bytes": c.ifmap_reads * b.input + feat,
+        "sram_ifmap_write_bytes": c.ifmap_dram * b.input,
+        "sram_filter_read_bytes": c.filter_reads * b.weight,
+        "sram_filter_write_bytes": c.filter_dram * b.weight,
+        "sram_psum_read_bytes": c.psum_reads * b.psum,
+        "sram_psum_write_bytes": c.psum_writes * b.psum,
+        "sram_ofmap_read_bytes": ofmap_bits,
+        "sram_ofmap_write_bytes": write_bits,
+    }
+    return {k: n * v / 8 for k, v in vals.items()}
