@@ -1,7 +1,7 @@
 """Speed of the cycle-level model: PE-cycles per second on a 128x128 array, one core.
 
 PE-cycles = rows * cols * cycles (every PE of the array for every stepped cycle, busy or not).
-Target (issue 3): >= 2e8 PE-cycles/s per core for a 128x128 array. The benchmark steps one large
+Target: >= 2e8 PE-cycles/s per core for a 128x128 array. The benchmark steps one large
 GEMM per dataflow (ws/os/is), checks its outputs against a matmul, projects the time to step all of
 ResNet-18 (ws, npu128: compute cycles from the analytical simulator x 128*128) and, unless
 ``--no-resnet``, actually steps every ResNet-18 layer on random int8 data and checks that the
@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from npukit.sim import format_table, load_arch, prepare_out_dir, resnet18, simulate, write_csv  # noqa: E402  # noqa: E402
 from npukit.sim.cycle import run_gemm  # noqa: E402
 
-TARGET = 2e8  # PE-cycles per second, issue 3
+TARGET = 2e8  # PE-cycles per second (the project's target)
 
 
 def _timed(fn):

@@ -3,7 +3,7 @@
 CPU: the torch path of ``npukit.kernels.psumquant`` (``torch.mm`` per K-tile and row chunk + one
 fused numba quantize-accumulate pass; and the plain eager-torch loop for reference) against
 ``torch.matmul`` on the same fp32 operands, for both psum semantics, 128 x 128 tiles, B = 8,
-per-(row, N-tile) / per-(row, K-tile, N-tile) scales. Target (issue 4): within 3x.
+per-(row, N-tile) / per-(row, K-tile, N-tile) scales. Target: within 3x.
 GPU (when CUDA is present): the Triton kernel against ``torch.matmul`` (TF32 off). Target: 1.5x.
 Times are the best of ``--repeats`` runs after one warm-up (seconds).
 

@@ -2,9 +2,9 @@
 
 Measures (1) in-process time of ``simulate`` (best of N repeats), (2) whole-process wall time of
 ``npukit sim --quiet`` (what a user feels: interpreter start, imports, simulation, writing files),
-(3) that process's peak resident memory (ru_maxrss). Targets (issue 2): under 0.15 s per
+(3) that process's peak resident memory (ru_maxrss). Targets: under 0.15 s per
 dataflow, under 300 MB. SCALE-Sim v3 needs 110-163 s and 2.9-5.1 GB for the same compute cycles
-(shared/references.md, measured there).
+(docs/references.md, where the measurement is restated).
 
     python benchmarks/bench_sim.py [--out out/bench] [--repeats 20]
 """

@@ -23,7 +23,7 @@ Also writes the Delayed Latent Emergence measurement (``dle.csv``, ``dle.png``),
 vs cached sessions (``npu.csv``), the Ledger (``ledger.json``) and ``summary.txt``.
 Where the error of the token methods comes from (inside vs outside the edits, per refresh period, full
 recomputation's own background regeneration): ``python -m npukit.experiments.cacheedit.diagnose``.
-The batches of sessions run on the executor of ``--scheduler`` / ``--dask-local`` (issue 7; default: in
+The batches of sessions run on the executor of ``--scheduler`` / ``--dask-local`` (default: in
 this process); DLE, NPU cost and reporting run on the client.
 This module imports torch only inside :func:`run`.
 """

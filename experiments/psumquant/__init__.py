@@ -1,4 +1,4 @@
-"""PsumQuant experiments (issue 4): accuracy of psum-quantized real models and the NPU energy saved.
+"""PsumQuant experiments: accuracy of psum-quantized real models and the NPU energy saved.
 
 ``run_experiment(out_dir, plan)`` reproduces every number (``npukit experiment psumquant``);
 ``digits_demo_summary(out_dir)`` gives ``npukit demo`` the digits CNN top-1 at 32- vs 8-bit psums.

@@ -15,7 +15,7 @@ from npukit.sim.simulator import COMPONENTS
 from npukit.sim.workload import Workload, llama3_8b_layer, resnet18
 
 BITS = (32, 16, 12, 10, 8, 6, 4)
-# PsumQuant paper (shared/papers.md, "PsumQuant" section): 45% lower total energy with 8-bit psums
+# PsumQuant paper (restated in docs/references.md, PsumQuant): 45% lower total energy with 8-bit psums
 # on a 128x128 systolic array.
 PAPER_REDUCTION_8BIT = 0.45
 
@@ -66,5 +66,5 @@ def assumptions(arch: Arch | None = None) -> list[str]:
             lines.append(f"  {sec}: {src}")
     lines.append("workloads: " + "; ".join(f"{w.name} ({len(w.layers)} GEMMs, {w.macs:,} MACs)" for w in workloads()))
     lines.append(f"paper claim: {PAPER_REDUCTION_8BIT:.0%} lower total energy at 8-bit psums on a 128x128 array "
-                 "(PsumQuant, shared/papers.md)")
+                 "(PsumQuant, docs/references.md)")
     return lines

@@ -27,7 +27,7 @@ def energy_headline(rows: list[dict[str, Any]]) -> str:
             e32, e8 = by[32]["energy_total_pj"], by[8]["energy_total_pj"]
             lines.append(f"energy {wl}: psum buffer 32 -> 8 bits: {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ, "
                          f"{100 * by[8]['reduction_vs_32']:.1f}% lower (paper: {PAPER_REDUCTION_8BIT:.0%} on a 128x128 array, "
-                         "PsumQuant, shared/papers.md)")
+                         "PsumQuant, docs/references.md)")
     return "\n".join(lines)
 
 
@@ -108,9 +108,9 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
          "attention matmuls QK^T/PV on the array too, and with fp32 weights/activations (psums alone quantized):",
          "columns `wa` and `attention`; LayerNorm, softmax, GELU and embeddings stay fp32 (not on the array).",
          "`none` = unquantized 32-bit psums (the reference for every delta);",
-         "`float` = the all-float32 model. Paper claims (shared/papers.md, PsumQuant): ~1% top-1 drop on ResNet-18",
+         "`float` = the all-float32 model. Paper claims (docs/references.md, PsumQuant): ~1% top-1 drop on ResNet-18",
          "and +0.04 perplexity on Llama-3.1 at 8-bit psums, 45% lower total energy on a 128x128 array.", "",
-         "## Acceptance criteria (issue 4, section 5) on this run", "", *_acceptance(res), ""]
+         "## Acceptance criteria on this run", "", *_acceptance(res), ""]
     dg = res["digits"]
     if dg:
         s += ["## Digits CNN: top-1", "",

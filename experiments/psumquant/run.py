@@ -285,7 +285,7 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
     if executor is None:
         for fam in FAMILIES:
             _, results[fam], timings[fam] = _family_job((fam, plan, progress, log))
-    else:  # one job per family on the executor of --scheduler / --dask-local (issue 7); rows come back whole
+    else:  # one job per family on the executor of --scheduler / --dask-local ; rows come back whole
         for fam, rows, secs in executor.map(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
             results[fam], timings[fam] = rows, secs
     t = time.perf_counter()
