@@ -35,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
     if base.dataflow != "ws":
         base = base.with_(dataflow="ws")
     table = load_table(base.energy_table)
-    ledgers, labels = [], []
+    ledgers, labels, onchip = [], [], []
     for bits in (32, 8):
         arch = base.with_(**{"bits.psum": bits})
         res = simulate(workload, arch, table=table)
+        onchip.append(res.energy_onchip_pj())
         print(render(res, table.name, quiet=True))
         stem = f"resnet18_psum{bits}"
         print(f"wrote {res.ledger.save(Path(out) / f'{stem}.ledger.json')}")
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                          title="npukit demo: ResNet-18 on a 128x128 WS NPU, 32-bit vs 8-bit psum buffer")
     e32, e8 = (led.energy(table) for led in ledgers)
     print(f"psum buffer 32 -> 8 bits: total energy {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ "
-          f"({100 * (e8 - e32) / e32:+.1f}%)")
+          f"({100 * (e8 - e32) / e32:+.1f}%), on-chip {onchip[0] / 1e6:,.1f} -> {onchip[1] / 1e6:,.1f} uJ "
+          f"({100 * (onchip[1] - onchip[0]) / onchip[0]:+.1f}%)")
     from npukit.experiments.psumquant import digits_demo_summary
 
     print("PsumQuant on real data: a digits CNN at 32-bit vs 8-bit psumquant psums (trained once, cached) ...")

@@ -65,6 +65,11 @@ class _Run:
         return sum(self.components.values())
 
     @property
+    def energy_onchip_pj(self) -> float:
+        """Everything but DRAM (pJ)."""
+        return sum(v for k, v in self.components.items() if k != "dram")
+
+    @property
     def cycles(self) -> float:
         return sum(layer.total_cycles for layer in self.layers)
 
@@ -450,9 +455,11 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
     # -- totals
     doc.append(("h2", "Totals"))
     kinds = list(dict.fromkeys(k for run in runs for k in run.kinds))
-    headers = ["ledger", "energy (uJ)", "cycles", *(f"{k} cycles" for k in kinds), "latency (us)", "arch"]
+    headers = ["ledger", "total energy (uJ)", "on-chip energy (uJ)", "cycles", *(f"{k} cycles" for k in kinds),
+               "latency (us)", "arch"]
     rows = [
-        [run.label, _fmt_uj(run.energy_pj), _fmt_cycles(run.cycles), *(_fmt_cycles(run.kind_cycles(k)) for k in kinds),
+        [run.label, _fmt_uj(run.energy_pj), _fmt_uj(run.energy_onchip_pj), _fmt_cycles(run.cycles),
+         *(_fmt_cycles(run.kind_cycles(k)) for k in kinds),
          _fmt_us(run.latency_us(run.cycles)), run.arch_summary]
         for run in runs
     ]
@@ -470,6 +477,7 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
             headers += [run.label, f"{run.label} vs baseline"]
         metrics: list[tuple[str, Any, Any]] = [
             ("total energy (uJ)", lambda r: r.energy_pj, _fmt_uj),
+            ("on-chip energy (uJ)", lambda r: r.energy_onchip_pj, _fmt_uj),
             ("total cycles", lambda r: r.cycles, _fmt_cycles),
         ]
         for comp in _component_order(runs):

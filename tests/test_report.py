@@ -106,6 +106,8 @@ def test_comparison_percent_matches_ledgers(report: dict, sims: dict) -> None:
     assert re.search(r"<td>psum_buffer energy \(uJ\)</td>.*?" + re.escape(pct), report["html"])
     tot32, tot8 = sum(e32.values()), sum(e8.values())
     assert _num(rows["total energy (uJ)"][3]) == pytest.approx(100.0 * (tot8 - tot32) / tot32, abs=0.005)
+    on32, on8 = tot32 - e32["dram"], tot8 - e8["dram"]
+    assert _num(rows["on-chip energy (uJ)"][3]) == pytest.approx(100.0 * (on8 - on32) / on32, abs=0.005)
 
 
 def test_totals_and_per_layer_tables_match_simulation(report: dict, sims: dict) -> None:
@@ -114,7 +116,8 @@ def test_totals_and_per_layer_tables_match_simulation(report: dict, sims: dict) 
     for label, res in (("psum32", r32), ("psum8", r8)):
         row = totals[label]
         assert _num(row[1]) == pytest.approx(res.energy_pj() / 1e6, abs=5e-4)
-        assert _num(row[2]) == res.cycles
+        assert _num(row[2]) == pytest.approx(res.energy_onchip_pj() / 1e6, abs=5e-4)  # all but DRAM
+        assert _num(row[3]) == res.cycles
         assert _num(row[-2]) == pytest.approx(res.latency_s() * 1e6, abs=5e-4)  # microseconds
         layer_rows = _md_table_after(report["md"], f"## Per layer: {label}")
         names = [f"resnet18/{layer.name}" for layer in resnet18().layers]

@@ -20,31 +20,41 @@ BITS = (32, 16, 12, 10, 8, 6, 4)
 PAPER_REDUCTION_8BIT = 0.45
 
 
-def workloads() -> list[Workload]:
-    """ResNet-18 at 224x224 and one Llama-3.1-8B decoder layer (npukit.sim built-ins)."""
-    return [resnet18(), llama3_8b_layer()]
+MAPPINGS = ("search", "fixed")  # the arch's mapping search first, then SCALE-Sim's fixed loop order
 
 
-def energy_rows(arch: Arch | None = None, bits: tuple[int, ...] = BITS) -> list[dict[str, Any]]:
-    """One row per (workload, psum bits): total energy and per-component energy in pJ, and the
-    reduction of total energy against the 32-bit psum buffer (a fraction; 0.45 = 45% lower)."""
+def workloads() -> list[tuple[str, Workload]]:
+    """(label, workload): ResNet-18 at 224x224, one Llama-3.1-8B decoder layer in prefill (2048
+    tokens) and in decode (one token over 2048 cached) (npukit.sim built-ins)."""
+    return [("resnet18", resnet18()), ("llama3-8b-layer", llama3_8b_layer()),
+            ("llama3-8b-layer-decode", llama3_8b_layer(phase="decode"))]
+
+
+def energy_rows(arch: Arch | None = None, bits: tuple[int, ...] = BITS,
+                mappings: tuple[str, ...] = MAPPINGS) -> list[dict[str, Any]]:
+    """One row per (workload, mapping, psum bits): total and on-chip (all but DRAM) energy and the
+    energy per component in pJ, and the reductions of total and of on-chip energy against the 32-bit
+    psum buffer under the same mapping mode (fractions; 0.45 = 45% lower)."""
     base = arch or load_arch("npu128")
     table = load_table(base.energy_table)
     rows = []
-    for wl in workloads():
-        ref = None
-        for b in bits:
-            res = simulate(wl, base.with_(**{"bits.psum": b}), table=table)
-            comp = res.energy_by_component()
-            total = sum(comp.values())
-            if b == 32:
-                ref = total
-            row: dict[str, Any] = {"workload": wl.name, "policy": "energy", "bits": b,
-                                   "array": f"{base.rows}x{base.cols}", "energy_total_pj": total}
-            row.update({f"energy_{c}_pj": comp.get(c, 0.0) for c in COMPONENTS})
-            row["reduction_vs_32"] = (1.0 - total / ref) if ref else float("nan")
-            row["cycles"] = res.cycles
-            rows.append(row)
+    for label, wl in workloads():
+        for mapping in mappings:
+            ref = ref_on = None
+            for b in bits:
+                res = simulate(wl, base.with_(**{"bits.psum": b, "mapping": mapping}), table=table)
+                comp = res.energy_by_component()
+                total, onchip = sum(comp.values()), res.energy_onchip_pj()
+                if b == 32:
+                    ref, ref_on = total, onchip
+                row: dict[str, Any] = {"workload": label, "policy": "energy", "mapping": mapping, "bits": b,
+                                       "array": f"{base.rows}x{base.cols}", "energy_total_pj": total,
+                                       "energy_onchip_pj": onchip}
+                row.update({f"energy_{c}_pj": comp.get(c, 0.0) for c in COMPONENTS})
+                row["reduction_vs_32"] = (1.0 - total / ref) if ref else float("nan")
+                row["reduction_onchip_vs_32"] = (1.0 - onchip / ref_on) if ref_on else float("nan")
+                row["cycles"] = res.cycles
+                rows.append(row)
     return rows
 
 
@@ -64,7 +74,13 @@ def assumptions(arch: Arch | None = None) -> list[str]:
         src = t.sections.get(sec, {}).get("source")
         if src:
             lines.append(f"  {sec}: {src}")
-    lines.append("workloads: " + "; ".join(f"{w.name} ({len(w.layers)} GEMMs, {w.macs:,} MACs)" for w in workloads()))
+    lines.append(f"memory model {a.memory}; mapping search (objective {a.objective}) and fixed "
+                 "(SCALE-Sim's loop order) both shown; on-chip energy = everything but DRAM")
+    q = a.psum_quant
+    lines.append(f"psum path charged below 32 bits: policy {q.policy}, semantics {q.semantics}, scale multiplier "
+                 f"{q.multiplier_bits} bits, predictor {q.predictor_features} features, top-{q.top_k} peaks "
+                 "(feature/predictor datapaths 16 bits: npukit's estimate)")
+    lines.append("workloads: " + "; ".join(f"{lab} ({len(w.layers)} GEMMs, {w.macs:,} MACs)" for lab, w in workloads()))
     lines.append(f"paper claim: {PAPER_REDUCTION_8BIT:.0%} lower total energy at 8-bit psums on a 128x128 array "
                  "(PsumQuant, docs/references.md)")
     return lines

@@ -19,15 +19,17 @@ def _fmt(v: Any, nd: int = 4) -> str:
 
 
 def energy_headline(rows: list[dict[str, Any]]) -> str:
-    """One line per workload: total energy 32 -> 8 bits and the reduction beside the paper's 45%."""
+    """One line per (workload, mapping): total and on-chip energy 32 -> 8 bits and the reductions
+    beside the paper's 45%."""
     lines = []
-    for wl in dict.fromkeys(r["workload"] for r in rows):
-        by = {r["bits"]: r for r in rows if r["workload"] == wl}
+    for wl, mp in dict.fromkeys((r["workload"], r.get("mapping", "")) for r in rows):
+        by = {r["bits"]: r for r in rows if r["workload"] == wl and r.get("mapping", "") == mp}
         if 32 in by and 8 in by:
             e32, e8 = by[32]["energy_total_pj"], by[8]["energy_total_pj"]
-            lines.append(f"energy {wl}: psum buffer 32 -> 8 bits: {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ, "
-                         f"{100 * by[8]['reduction_vs_32']:.1f}% lower (paper: {PAPER_REDUCTION_8BIT:.0%} on a 128x128 array, "
-                         "PsumQuant, docs/references.md)")
+            on = by[8].get("reduction_onchip_vs_32", float("nan"))
+            lines.append(f"energy {wl} (mapping {mp}): psum buffer 32 -> 8 bits: {e32 / 1e6:,.1f} -> {e8 / 1e6:,.1f} uJ, "
+                         f"{100 * by[8]['reduction_vs_32']:.1f}% lower total, {100 * on:.1f}% lower on-chip "
+                         f"(paper: {PAPER_REDUCTION_8BIT:.0%} on a 128x128 array, PsumQuant, docs/references.md)")
     return "\n".join(lines)
 
 
@@ -146,10 +148,14 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
     en = res["energy"]
     if en:
         s += ["## Energy on the 128x128 NPU vs psum buffer width", "", energy_headline(en), "",
-              markdown_table(["workload", "psum bits", "total (uJ)", "psum buffer (uJ)", "dram (uJ)", "reduction vs 32-bit"],
-                        [[r["workload"], r["bits"], f"{r['energy_total_pj'] / 1e6:,.1f}",
-                          f"{r['energy_psum_buffer_pj'] / 1e6:,.1f}", f"{r['energy_dram_pj'] / 1e6:,.1f}",
-                          f"{100 * r['reduction_vs_32']:.1f}%"] for r in en]), "",
+              markdown_table(["workload", "mapping", "psum bits", "total (uJ)", "on-chip (uJ)", "psum buffer (uJ)",
+                              "psum path (uJ)", "dram (uJ)", "reduction vs 32-bit", "on-chip reduction"],
+                        [[r["workload"], r.get("mapping", ""), r["bits"], f"{r['energy_total_pj'] / 1e6:,.1f}",
+                          f"{r.get('energy_onchip_pj', float('nan')) / 1e6:,.1f}",
+                          f"{r['energy_psum_buffer_pj'] / 1e6:,.1f}",
+                          f"{sum(r.get(f'energy_psum_{c}_pj', 0.0) for c in ('quantizer', 'features', 'predictor')) / 1e6:,.1f}",
+                          f"{r['energy_dram_pj'] / 1e6:,.1f}", f"{100 * r['reduction_vs_32']:.1f}%",
+                          f"{100 * r.get('reduction_onchip_vs_32', float('nan')):.1f}%"] for r in en]), "",
               "Assumptions:", "", *[f"- {a.strip()}" for a in assumptions], ""]
     s += ["## Run", "", "Wall time per family (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()), ""]
     return "\n".join(s)
@@ -195,7 +201,10 @@ def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     wls = list(dict.fromkeys(r["workload"] for r in rows))
-    comps = [k[len("energy_"):-len("_pj")] for k in rows[0] if k.startswith("energy_") and k != "energy_total_pj"]
+    comps = [k[len("energy_"):-len("_pj")] for k in rows[0]
+             if k.startswith("energy_") and k not in ("energy_total_pj", "energy_onchip_pj")]
+    first = rows[0].get("mapping")
+    rows = [r for r in rows if r.get("mapping") == first]  # one mapping mode (the arch's search) per panel
     fig, axes = plt.subplots(1, len(wls), figsize=(6 * len(wls), 4), squeeze=False)
     for ax, wl in zip(axes[0], wls, strict=True):
         sub = [r for r in rows if r["workload"] == wl]
@@ -206,7 +215,7 @@ def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
             vals = [r[f"energy_{c}_pj"] / ref for r in sub]
             ax.bar(x, vals, bottom=bottom, label=c)
             bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
-        ax.set_title(f"{wl} on 128x128 NPU")
+        ax.set_title(f"{wl} on 128x128 NPU (mapping {first})" if first else f"{wl} on 128x128 NPU")
         ax.set_xlabel("psum buffer bits")
         ax.set_ylabel("energy / energy at 32-bit")
     axes[0][-1].legend(fontsize=8, loc="upper right")

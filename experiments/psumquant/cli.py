@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .run import make_plan, run_experiment
+from .run import make_plan, run_energy_only, run_experiment
 
 
 def cli_main(args: argparse.Namespace) -> int:
@@ -12,6 +12,9 @@ def cli_main(args: argparse.Namespace) -> int:
     from npukit._cli_sweep import executor_from_args
 
     plan = make_plan(args.quick, getattr(args, "policies", None), getattr(args, "bits", None))
+    if getattr(args, "energy_only", False):
+        run_energy_only(args.out)
+        return 0
     distributed = getattr(args, "scheduler", None) or getattr(args, "dask_local", None)
     executor = executor_from_args(args, local_workers=1) if distributed else None  # connects before anything is written
     try:

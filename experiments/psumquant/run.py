@@ -303,6 +303,36 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
     return paths
 
 
+def run_energy_only(out_dir: str | Path, log: Callable[[str], None] = print) -> list[Path]:
+    """The NPU energy table alone (no model is trained): ``energy.csv``, ``energy_assumptions.txt``,
+    ``energy_breakdown.png`` and ``energy_summary.md`` in ``out_dir``; returns the written paths."""
+    from npukit.sim import markdown_table, prepare_out_dir, write_csv, write_text
+
+    from . import _energy, _report
+
+    out = prepare_out_dir(out_dir)
+    rows = _energy.energy_rows()
+    assumptions = _energy.assumptions()
+    log("energy assumptions:")
+    for line in assumptions:
+        log(f"  {line}")
+    head = _report.energy_headline(rows)
+    log(head)
+    table = markdown_table(
+        ["workload", "mapping", "psum bits", "total (uJ)", "on-chip (uJ)", "reduction", "on-chip reduction"],
+        [[r["workload"], r["mapping"], r["bits"], f"{r['energy_total_pj'] / 1e6:,.1f}", f"{r['energy_onchip_pj'] / 1e6:,.1f}",
+          f"{100 * r['reduction_vs_32']:.1f}%", f"{100 * r['reduction_onchip_vs_32']:.1f}%"] for r in rows])
+    md = "\n".join(["# PsumQuant energy table (npukit experiment psumquant --energy-only)", "", head, "", table, "",
+                    "Assumptions:", "", *[f"- {a.strip()}" for a in assumptions], ""])
+    paths = [write_csv(out / "energy.csv", rows),
+             write_text(out / "energy_assumptions.txt", "\n".join(assumptions) + "\n"),
+             _report.plot_energy(rows, out / "energy_breakdown.png"),
+             write_text(out / "energy_summary.md", md)]
+    for p in paths:
+        log(f"wrote {p}")
+    return paths
+
+
 def digits_demo_summary(out_dir: str | Path, epochs: int = FULL.digits_epochs) -> str:
     """Digits CNN top-1 on a 128x128 array with 32-bit (unquantized) psums vs 8-bit ``psumquant``
     psums, as a few lines of text for ``npukit demo``; also writes ``digits_psum.csv`` to ``out_dir``.
