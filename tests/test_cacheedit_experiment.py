@@ -12,6 +12,8 @@ from npukit.experiments.cacheedit import npu_cost, run
 from npukit.models import cacheedit as ce
 from npukit.sim.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+
 
 def _args(*argv: str) -> argparse.Namespace:
     p = argparse.ArgumentParser()

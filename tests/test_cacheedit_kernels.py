@@ -70,6 +70,7 @@ def _child() -> None:
     print("RESULT " + json.dumps(res))
 
 
+@pytest.mark.slow
 def test_triton_kernels_match_torch_under_interpreter() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1")
     p = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True, text=True, timeout=240)

@@ -27,6 +27,8 @@ from npukit.sim.sweep import Executor, expand_points, load_sweep_spec, make_exec
 sys.path.insert(0, str(Path(__file__).parent))
 from test_sweep import BIG, wait_for_points, write_spec  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+
 SKIP = {"wall_s", "created_at"}
 
 

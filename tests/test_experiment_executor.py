@@ -12,6 +12,8 @@ import pytest
 from npukit.experiments.cacheedit import run
 from npukit.models import cacheedit as ce
 
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+
 distributed = pytest.importorskip("distributed")
 
 COMPARED = ("psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_gt_db", "bytes_executed")

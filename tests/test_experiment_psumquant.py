@@ -9,6 +9,8 @@ import pytest
 
 from npukit.cli import main
 
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):

@@ -8,6 +8,8 @@ import torch
 
 from npukit.cli import main
 
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+
 
 @pytest.fixture(autouse=True)
 def _restore_threads():

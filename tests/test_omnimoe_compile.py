@@ -10,6 +10,7 @@ import pytest
 triton = pytest.importorskip("triton")
 
 
+@pytest.mark.slow
 def test_kernels_compile_for_sm90():
     ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     if not ptxas.exists():

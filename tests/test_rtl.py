@@ -25,7 +25,11 @@ from npukit.rtl._runner import GemmCase, run_gemm_suite, run_quant_suite
 from npukit.sim.cycle import run_gemm
 from npukit.sim.errors import ConfigError
 
-pytestmark = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not installed"),
+    pytest.mark.rtl,
+    pytest.mark.slow,
+]
 
 SEED = int(os.environ.get("NPUKIT_RTL_SEED", random.SystemRandom().randrange(1 << 31)))
 

@@ -323,6 +323,7 @@ def live_in_session(sid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sweep_then_resume(tmp_path):
     spec = write_spec(tmp_path, BIG)
     expected = {p.key for p in expand_points(load_sweep_spec(spec))}
