@@ -131,7 +131,7 @@ class DaskExecutor(Executor):
         try:
             if address is None:
                 self._cluster = LocalCluster(
-                    n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                    n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                 )
                 self._client = Client(self._cluster, set_as_default=False)
                 self.address = self._cluster.scheduler_address

@@ -20,6 +20,7 @@ from ._mapping import check_buffers
 from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, load_arch
 from .energy import BUILTIN_TABLES, load_table
 from .errors import ConfigError, NpukitError
+from .textfile import check_file, read_text
 from .workload import BUILTIN_WORKLOADS, parse_workload_spec
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
@@ -78,11 +79,9 @@ class SweepSpec:
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read and validate the syntax of a sweep TOML file (relative paths resolve against its folder)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"sweep spec '{p}' does not exist; pass a .toml file with [sweep] and [grid] tables")
+    p = check_file(path, "sweep spec", ConfigError, "pass a .toml file with [sweep] and [grid] tables")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(read_text(p, "sweep spec", ConfigError))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"sweep spec '{p}' is not valid TOML: {exc}") from None
     return parse_sweep_spec(data, origin=str(p), base_dir=p.parent, default_name=p.stem)

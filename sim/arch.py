@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .textfile import check_file, read_text
 
 DATAFLOWS = ("ws", "os", "is")
 TIMING_MODES = ("scalesim", "double-buffered")
@@ -195,14 +196,11 @@ def load_arch(name_or_path: str | Path) -> Arch:
     if name in BUILTIN_ARCHS:
         text = resources.files("npukit.sim.archs").joinpath(f"{name}.toml").read_text()
         return _arch_from_toml_text(text, name)
-    path = Path(name)
-    if not path.is_file():
-        raise ConfigError(
-            f"arch file '{path}' does not exist; pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}"
-        )
+    path = check_file(name, "arch file", ConfigError,
+                      f"pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}")
     if path.suffix == ".cfg":
         return load_scalesim_cfg(path)
-    return _arch_from_toml_text(path.read_text(), str(path))
+    return _arch_from_toml_text(read_text(path, "arch file", ConfigError), str(path))
 
 
 def _arch_from_toml_text(text: str, origin: str) -> Arch:
@@ -240,7 +238,7 @@ def load_scalesim_cfg(path: str | Path) -> Arch:
     path = Path(path)
     cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
     try:
-        cp.read_string(path.read_text())
+        cp.read_string(read_text(check_file(path, "SCALE-Sim config", ConfigError), "SCALE-Sim config", ConfigError))
     except configparser.Error as exc:
         msg = str(exc).splitlines()[0]
         raise ConfigError(f"{path} is not a valid SCALE-Sim .cfg file: {msg}") from None

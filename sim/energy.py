@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EnergyTableError
+from .textfile import check_file, read_text
 
 BUILTIN_TABLES = ("horowitz45", "aladdin40")
 
@@ -248,9 +249,8 @@ def _read_table_text(name_or_path: str | Path) -> tuple[str, str]:
         raise EnergyTableError(
             f"unknown energy table '{name}': use one of {', '.join(BUILTIN_TABLES)} or a path to a .toml file"
         )
-    if not path.is_file():
-        raise EnergyTableError(f"energy table file '{path}' does not exist")
-    return path.read_text(), str(path)
+    path = check_file(path, "energy table file", EnergyTableError)
+    return read_text(path, "energy table file", EnergyTableError), str(path)
 
 
 _CACHE: dict[str, EnergyTable] = {}

@@ -23,6 +23,7 @@ from typing import Any
 from .energy import EnergyTable, load_table
 from .errors import LedgerError
 from .output import atomic_write_text
+from .textfile import read_text
 
 Key = tuple[str, str, str, tuple[int, ...]]  # (scope, component, action, bits)
 FORMAT = "npukit-ledger/1"
@@ -237,7 +238,7 @@ class Ledger:
             raise LedgerError(f"ledger path '{path}' is a folder; pass a ledger .json file")
         if not path.is_file():
             raise LedgerError(f"ledger file '{path}' does not exist")
-        return cls.from_json(path.read_text(), str(path))
+        return cls.from_json(read_text(path, "ledger file", LedgerError), str(path))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ledger):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .errors import WorkloadError
+from .textfile import check_file, read_text
 
 
 @dataclass(frozen=True)
@@ -256,12 +257,10 @@ def load_topology_csv(path: str | Path) -> Workload:
     """Read a SCALE-Sim topology CSV: conv rows ``name, IFMAP H, IFMAP W, Filter H, Filter W,
     Channels, Num filter, Stride,`` or GEMM rows ``name, M, N, K,`` (the format is told by the
     number of fields; a header line is expected and skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise WorkloadError(f"topology file '{path}' does not exist")
+    path = check_file(path, "topology file", WorkloadError)
     rows = [
         [c.strip() for c in row if c.strip() != ""]
-        for row in csv.reader(path.read_text().splitlines())
+        for row in csv.reader(read_text(path, "topology file", WorkloadError).splitlines())
     ]
     rows = [r for r in rows if r and not r[0].startswith("#")]
     if not rows:

@@ -1,0 +1,65 @@
+"""Bad input files by class: not UTF-8, a byte-order mark, a folder where a file is expected.
+
+Every reader of user text (arch TOML, SCALE-Sim .cfg, topology CSV, energy table, sweep spec, ledger)
+gives one typed error naming the file, and the CLI exits 2 with one line and writes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npukit.cli import main
+from npukit.sim import ConfigError, EnergyTableError, Ledger, LedgerError, WorkloadError, load_arch, load_table, load_topology_csv
+from npukit.sim.sweep import load_sweep_spec
+
+GARBAGE = b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary"
+READERS = [
+    ("arch.toml", load_arch, ConfigError),
+    ("arch.cfg", load_arch, ConfigError),
+    ("topo.csv", load_topology_csv, WorkloadError),
+    ("table.toml", load_table, EnergyTableError),
+    ("sweep.toml", load_sweep_spec, ConfigError),
+    ("run.ledger.json", Ledger.load, LedgerError),
+]
+
+
+@pytest.mark.parametrize("name,reader,error", READERS, ids=[r[0] for r in READERS])
+def test_not_utf8_is_one_typed_error(tmp_path: Path, name: str, reader, error) -> None:
+    p = tmp_path / name
+    p.write_bytes(GARBAGE)
+    with pytest.raises(error, match="not UTF-8") as exc:
+        reader(p)
+    assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("name,reader,error", READERS, ids=[r[0] for r in READERS])
+def test_folder_is_not_reported_as_missing(tmp_path: Path, name: str, reader, error) -> None:
+    p = tmp_path / name
+    p.mkdir()
+    with pytest.raises(error, match="folder"):
+        reader(p)
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    p = tmp_path / "a.toml"
+    p.write_bytes(b"\xef\xbb\xbf" + b'name = "bom"\nrows = 8\ncols = 8\n')
+    assert load_arch(p).name == "bom"
+    t = tmp_path / "t.csv"
+    t.write_bytes(b"\xef\xbb\xbfLayer, M, N, K,\ng, 4, 4, 4,\n")
+    assert load_topology_csv(t).layers[0].M == 4
+
+
+@pytest.mark.parametrize("flag", ["--arch", "--workload", "--table"])
+def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, capsys, flag: str) -> None:
+    bad = tmp_path / ("x.csv" if flag == "--workload" else "x.toml")
+    bad.write_bytes(GARBAGE)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        rc = main(["sim", flag, str(bad), "--out", str(out)])
+        raise SystemExit(rc)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not UTF-8" in err
+    assert not out.exists()
