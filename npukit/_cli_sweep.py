@@ -52,6 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--max-points", type=int, default=None, metavar="N",
+                   help="refuse grids with more points than N (default 1,000,000)")
     add_executor_arguments(p)
     p.set_defaults(func=run)
 
@@ -95,10 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
 
-    from npukit.sim.sweep import expand_points, load_sweep_spec
+    from npukit.sim.sweep import MAX_POINTS, expand_points, load_sweep_spec
 
+    limit = MAX_POINTS if args.max_points is None else args.max_points
+    if limit < 1:
+        raise ConfigError(f"--max-points must be a positive integer, got {limit}")
     spec = load_sweep_spec(args.spec)
-    points = expand_points(spec)  # every point validated before anything is written
+    points = expand_points(spec, limit)  # every point validated before anything is written
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     out = Path(args.out)
     db = Path(args.db) if args.db else out / "sweep.sqlite"

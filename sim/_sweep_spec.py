@@ -169,10 +169,17 @@ def _resolve(spec: SweepSpec, value: str) -> str:
     return value if p.is_absolute() else str(spec.base_dir / p)
 
 
-def expand_points(spec: SweepSpec) -> list[SweepPoint]:
+MAX_POINTS = 1_000_000  # default limit on a sweep's points (each point is one whole simulation)
+
+
+def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPoint]:
     """All points (grid combinations outer, workloads inner), each validated; raises ConfigError
-    naming the grid key or point on the first bad one."""
+    naming the grid key or point on the first bad one, and before building anything when the grid
+    has more than ``max_points`` points."""
     o = spec.origin
+    if spec.n_points > max_points:
+        raise ConfigError(f"{o}: the grid has {spec.n_points:,} points, more than the limit of {max_points:,}; "
+                          "shrink the [grid] lists or raise the limit with --max-points")
     arch_src = spec.arch if spec.arch in BUILTIN_ARCHS else _resolve(spec, spec.arch)
     try:
         base = load_arch(arch_src)

@@ -31,7 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from ._sweep_exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
-from ._sweep_spec import SweepPoint, SweepSpec, column_name, expand_points, grid_keys, load_sweep_spec, parse_sweep_spec
+from ._sweep_spec import (
+    MAX_POINTS,
+    SweepPoint,
+    SweepSpec,
+    column_name,
+    expand_points,
+    grid_keys,
+    load_sweep_spec,
+    parse_sweep_spec,
+)
 from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
 from .arch import Arch
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
@@ -40,7 +49,7 @@ from .workload import Workload, parse_workload_spec
 
 __all__ = [
     "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
-    "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
+    "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
     "SweepStore", "base_columns", "export_csv", "read_rows",
     "SweepSummary", "point_metrics", "run_points", "run_sweep",
 ]

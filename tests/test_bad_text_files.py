@@ -63,3 +63,22 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, capsys, fl
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not UTF-8" in err
     assert not out.exists()
+
+
+def test_huge_grid_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    # 32^6 = 1.07e9 points: refused at once (no point is built), one line, exit 2, nothing written
+    vals = ", ".join(str(8 * (i + 1)) for i in range(32))
+    spec = tmp_path / "big.toml"
+    spec.write_text('[sweep]\nname = "big"\narch = "npu32"\nworkloads = ["resnet18"]\n[grid]\n'
+                    + "".join(f"{k} = [{vals}]\n" for k in ("rows", "cols", "bits.psum", "sram_kib.ifmap",
+                                                                "sram_kib.filter", "sram_kib.psum")))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["sweep", str(spec), "--out", str(out), "--no-progress"]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "1,073,741,824 points" in err and "--max-points" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["sweep", str(spec), "--out", str(out), "--max-points", "0"]))
+    assert exc.value.code == 2 and not out.exists()
