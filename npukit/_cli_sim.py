@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--workload",
         default="resnet18",
         help="built-in (resnet18, minilm-l6, llama3-8b-layer[:seq=N,phase=prefill|decode], gemm:M=..,N=..,K=..), "
-        "a SCALE-Sim topology .csv, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY",
+        "a SCALE-Sim topology .csv, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY "
+        "(these two import and run that Python code: use only code you trust; sweep specs refuse them)",
     )
     p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224")
     p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
