@@ -224,10 +224,7 @@ class Operand:
         """(rows, count) of the row tiles of ``tile`` rows."""
         if not self.conv or tile >= self.rows:
             return sizes(self.rows, min(tile, self.rows))
-        out: dict[int, int] = {}
-        for a, b in _reuse.row_aligned_tiles(self.rows, self.ow, tile):
-            out[b - a] = out.get(b - a, 0) + 1
-        return tuple(out.items())
+        return _reuse.row_aligned_tile_sizes(self.rows, self.ow, tile)
 
     def align(self, tile: int) -> int:
         """``tile`` made legal: a multiple of the output width when it spans output rows (conv)."""

@@ -103,11 +103,17 @@ def unique_over_tiles(layer: Layer, tile: int) -> tuple[int, int]:
     """
     if layer.conv is None:
         return layer.M * layer.K, min(tile, layer.M) * layer.K
-    h, w, fh, fw, cin, _cout, s = layer.conv
+    return _unique_over_tiles(layer.conv, layer.M, tile)
+
+
+@lru_cache(maxsize=4096)
+def _unique_over_tiles(conv: tuple[int, ...], m: int, tile: int) -> tuple[int, int]:
+    h, w, fh, fw, cin, _cout, s = conv
     ow = (w - fw) // s + 1
     total = biggest = 0
-    for a, b in row_aligned_tiles(layer.M, ow, tile):
-        u = unique_rows(layer, a, b)
+    for a, b in row_aligned_tiles(m, ow, tile):
+        shift = (a // ow) * ow
+        u = _conv_rows_unique(conv, a - shift, b - shift)
         total += u
         biggest = max(biggest, u)
     return total, biggest
@@ -123,6 +129,15 @@ def row_aligned_tiles(m: int, ow: int, tile: int) -> list[tuple[int, int]]:
     for r0 in range(0, m, ow):
         out += [(r0 + a, r0 + b) for a, b in tiles(min(ow, m - r0), tile)]
     return out
+
+
+@lru_cache(maxsize=4096)
+def row_aligned_tile_sizes(m: int, ow: int, tile: int) -> tuple[tuple[int, int], ...]:
+    """(rows, count) of the tiles :func:`row_aligned_tiles` makes, in first-seen order (cached)."""
+    out: dict[int, int] = {}
+    for a, b in row_aligned_tiles(m, ow, tile):
+        out[b - a] = out.get(b - a, 0) + 1
+    return tuple(out.items())
 
 
 def n_row_aligned_tiles(m: int, ow: int, tile: int) -> int:

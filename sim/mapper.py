@@ -55,14 +55,25 @@ def candidates(layer: Layer, arch: Arch) -> list[Mapping]:
     return out
 
 
-def _price(records: list, table: EnergyTable, attrs: dict) -> float:
-    return sum(cnt * table.action_energy(act, bits, attrs.get(comp)) for comp, act, bits, cnt in records)
+def _price(records: list, table: EnergyTable, attrs: dict, memo: dict | None = None) -> float:
+    """Energy (pJ) of ``records``; ``memo`` caches the per-action energies of one arch across calls."""
+    memo = {} if memo is None else memo
+    total = 0.0
+    for comp, act, bits, cnt in records:
+        key = (comp, act, bits)
+        e = memo.get(key)
+        if e is None:
+            e = memo[key] = table.action_energy(act, bits, attrs.get(comp))
+        total += cnt * e
+    return total
 
 
-def evaluate(layer: Layer, arch: Arch, mapping: Mapping, table: EnergyTable) -> tuple[LayerCounts, float, int]:
-    """(counts, energy in pJ, latency in cycles) of ``batch`` GEMMs of ``layer`` under ``mapping``."""
+def evaluate(layer: Layer, arch: Arch, mapping: Mapping, table: EnergyTable,
+             memo: dict | None = None) -> tuple[LayerCounts, float, int]:
+    """(counts, energy in pJ, latency in cycles) of ``batch`` GEMMs of ``layer`` under ``mapping``
+    (``memo``: a per-arch cache of action energies, see :func:`_price`)."""
     c = _DATAFLOWS[arch.dataflow].map_layer(layer, arch, mapping)
-    energy = _price(layer_records(layer, c, arch), table, component_attrs(arch))
+    energy = _price(layer_records(layer, c, arch), table, component_attrs(arch), memo)
     latency = layer.batch * (c.compute_cycles + stall_cycles(dram_bits(layer, c, arch) / layer.batch / 8, c.folds,
                                                                   c.compute_cycles, arch))
     return c, energy, latency
@@ -74,8 +85,9 @@ def choose(layer: Layer, arch: Arch, table: EnergyTable | None) -> LayerCounts:
     if arch.mapping == "fixed" or table is None:
         return _DATAFLOWS[arch.dataflow].map_layer(layer, arch)
     best: tuple[float, LayerCounts] | None = None
+    memo: dict = {}
     for m in candidates(layer, arch):
-        c, e, t = evaluate(layer, arch, m, table)
+        c, e, t = evaluate(layer, arch, m, table, memo)
         score = e if arch.objective == "energy" else t if arch.objective == "latency" else e * t
         if best is None or score < best[0] * (1 - 1e-12):
             best = (score, c)
