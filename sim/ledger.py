@@ -200,15 +200,20 @@ class Ledger:
     def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> Ledger:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LedgerError(f"{origin} is not an npukit ledger (expected \"format\": \"{FORMAT}\")")
+        for key, typ, what in (("meta", dict, "an object"), ("components", dict, "an object"),
+                               ("counts", list, "a list"), ("cycles", list, "a list")):
+            if key in data and not isinstance(data[key], typ):
+                raise LedgerError(f"{origin} is a malformed ledger ('{key}' must be {what}, got "
+                                  f"{type(data[key]).__name__}); regenerate it with npukit sim")
         try:
             led = cls(meta=data.get("meta", {}))
             for comp, attrs in data.get("components", {}).items():
                 led.declare(comp, **attrs)
             for row in data["counts"]:
-                led.counts[(row["scope"], row["component"], row["action"], _norm_bits(row["bits"]))] += row["count"]
+                led.counts[(row["scope"], row["component"], row["action"], _norm_bits(row["bits"]))] += _amount(row["count"])
             for row in data["cycles"]:
-                led.cycles[(row["scope"], row["kind"])] += row["cycles"]
-        except (KeyError, TypeError, ValueError) as exc:
+                led.cycles[(row["scope"], row["kind"])] += _amount(row["cycles"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise LedgerError(f"{origin} is a malformed ledger ({exc!r}); regenerate it with npukit sim") from None
         return led
 
@@ -262,3 +267,10 @@ def _truncate(scope: str, depth: int | None) -> str:
 
 def _under(scope: str, prefix: str) -> bool:
     return not prefix or scope == prefix or scope.startswith(prefix.rstrip("/") + "/")
+
+
+def _amount(v: Any) -> float:
+    """A count or cycle number read from a ledger file: finite and >= 0 (ValueError otherwise)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v in (float("inf"), float("-inf")) or v < 0:
+        raise ValueError(f"count {v!r} is not a finite number >= 0")
+    return v
