@@ -102,8 +102,14 @@ def run(args: argparse.Namespace) -> int:
     limit = MAX_POINTS if args.max_points is None else args.max_points
     if limit < 1:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
+    from npukit.sim import check_writable_file
+
     spec = load_sweep_spec(args.spec)
     points = expand_points(spec, limit)  # every point validated before anything is written
+    if args.csv:
+        check_writable_file(args.csv, "--csv")  # a bad --csv fails now, not after every point is computed
+    if args.db:
+        check_writable_file(args.db, "--db")
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     out = Path(args.out)
     db = Path(args.db) if args.db else out / "sweep.sqlite"

@@ -82,3 +82,17 @@ def test_huge_grid_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         raise SystemExit(main(["sweep", str(spec), "--out", str(out), "--max-points", "0"]))
     assert exc.value.code == 2 and not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--db"])
+def test_sweep_output_file_that_is_a_folder_fails_before_any_point(tmp_path: Path, capsys, flag: str) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[sweep]\nname = "s"\narch = "npu32"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 32]\n')
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["sweep", str(spec), "--out", str(out), flag, str(folder), "--no-progress"]))
+    assert exc.value.code == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert not out.exists() and list(folder.iterdir()) == []
