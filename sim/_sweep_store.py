@@ -74,6 +74,22 @@ def point_columns(point: SweepPoint) -> dict[str, Any]:
     return row
 
 
+def _check_foreign(path: Path) -> None:
+    """Refuse, opening it read-only, an existing file that is not an npukit sweep database."""
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            have = {r[1] for r in ro.execute("PRAGMA table_info(points)")} if "points" in tables else set()
+        finally:
+            ro.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"'{path}' is not a usable sweep database ({exc}); pass a new --db path") from None
+    if tables and not {"key", "config"} <= have:
+        raise ConfigError(f"'{path}' is an SQLite file but not an npukit sweep database (no points table with "
+                          "key/config columns); it was left untouched; pass a new --db path")
+
+
 class SweepStore:
     """The ``points`` table of one SQLite file. Only the process that owns it writes to it."""
 
@@ -81,6 +97,8 @@ class SweepStore:
         self.path = Path(path)
         if self.path.is_dir():
             raise ConfigError(f"sweep database '{self.path}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            _check_foreign(self.path)  # read-only: a file that is not ours is never modified
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)

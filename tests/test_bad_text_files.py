@@ -96,3 +96,24 @@ def test_sweep_output_file_that_is_a_folder_fails_before_any_point(tmp_path: Pat
     assert exc.value.code == 2
     assert "is a folder" in capsys.readouterr().err
     assert not out.exists() and list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["foreign-sqlite", "garbage"])
+def test_foreign_database_is_refused_and_left_untouched(tmp_path: Path, kind: str) -> None:
+    import sqlite3
+
+    from npukit.sim.sweep import SweepStore
+
+    db = tmp_path / "theirs.sqlite"
+    if kind == "foreign-sqlite":
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        con.commit()
+        con.close()
+    else:
+        db.write_bytes(GARBAGE * 100)
+    before = db.read_bytes()
+    with pytest.raises(ConfigError, match="sweep database"):
+        SweepStore(db)
+    assert db.read_bytes() == before  # not switched to WAL, not rewritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.sqlite"]  # no -wal / -shm left beside it
