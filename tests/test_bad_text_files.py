@@ -117,3 +117,13 @@ def test_foreign_database_is_refused_and_left_untouched(tmp_path: Path, kind: st
         SweepStore(db)
     assert db.read_bytes() == before  # not switched to WAL, not rewritten
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.sqlite"]  # no -wal / -shm left beside it
+
+
+def test_experiment_with_unknown_arch_fails_before_any_work(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ce"
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["experiment", "cacheedit", "--quick", "--arch", "npu999", "--out", str(out)]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "npu999" in err and len(err.splitlines()) == 1
+    assert not out.exists()

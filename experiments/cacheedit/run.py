@@ -80,6 +80,9 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--steps must be >= 2, got {args.steps}")
     if args.threads is not None and args.threads < 0:
         raise ConfigError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
+    from npukit.sim import load_arch
+
+    load_arch(args.arch)  # an unknown or malformed --arch fails here, before any training or file
 
 
 def _sessions(n: int, rounds: int, seed: int, texture: bool = False, shade: bool = False) -> list[Any]:
