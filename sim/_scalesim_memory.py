@@ -104,13 +104,25 @@ def _addr(y0, x0, dy, dx, ch, m, k, H, W, C):  # pragma: no cover - numba
     return (y * W + x) * C + ch[k]
 
 
+@njit(cache=True, inline="always")
+def _miss(stamp, a, misses, E):  # pragma: no cover - numba
+    """One request for address ``a`` of a read buffer that slides every ``E`` misses (0: never):
+    the new miss count. The window is ``misses // E``, so ``stamp[a]`` says in which window ``a`` was
+    last fetched; an address not fetched in the current window is a miss (a DRAM read)."""
+    window = misses // E if E > 0 else 0
+    if stamp[a] != window:
+        stamp[a] = window
+        return misses + 1
+    return misses
+
+
 @njit(cache=True)
 def _misses_skewed_input(y0, x0, dy, dx, ch, H, W, Cin, R, nf, transposed, E):  # pragma: no cover - numba
     """Misses of the input stream. ws (transposed=False): per fold (column fold outer, K fold inner) the
     tile X[:, k-fold] (M rows x R lanes, skewed); os (transposed=True): X[m-fold, :]^T (K rows x R lanes)."""
     M, K = y0.shape[0], dy.shape[0]
     stamp = np.full(H * W * Cin, -1, np.int64)
-    epoch, cnt, misses = 0, 0, 0
+    misses = 0
     outer = nf
     inner = (K + R - 1) // R if not transposed else (M + R - 1) // R
     T = M if not transposed else K
@@ -126,13 +138,8 @@ def _misses_skewed_input(y0, x0, dy, dx, ch, H, W, Cin, R, nf, transposed, E):  
                         a = _addr(y0, x0, dy, dx, ch, fr * R + c, t, H, W, Cin)
                     else:
                         a = _addr(y0, x0, dy, dx, ch, t, fr * R + c, H, W, Cin)
-                    if a >= 0 and stamp[a] != epoch:
-                        stamp[a] = epoch
-                        misses += 1
-                        cnt += 1
-                        if cnt == E:
-                            epoch += 1
-                            cnt = 0
+                    if a >= 0:
+                        misses = _miss(stamp, a, misses, E)
     return misses
 
 
@@ -142,7 +149,7 @@ def _misses_is_input(y0, x0, dy, dx, ch, H, W, Cin, R, C, E):  # pragma: no cove
     rows flipped, not skewed."""
     M, K = y0.shape[0], dy.shape[0]
     stamp = np.full(H * W * Cin, -1, np.int64)
-    epoch, cnt, misses = 0, 0, 0
+    misses = 0
     for fc in range((M + C - 1) // C):
         cu = min(C, M - fc * C)
         for fr in range((K + R - 1) // R):
@@ -153,20 +160,15 @@ def _misses_is_input(y0, x0, dy, dx, ch, H, W, Cin, R, C, E):  # pragma: no cove
                     continue
                 for c in range(cu):
                     a = _addr(y0, x0, dy, dx, ch, fc * C + c, fr * R + rr, H, W, Cin)
-                    if a >= 0 and stamp[a] != epoch:
-                        stamp[a] = epoch
-                        misses += 1
-                        cnt += 1
-                        if cnt == E:
-                            epoch += 1
-                            cnt = 0
+                    if a >= 0:
+                        misses = _miss(stamp, a, misses, E)
     return misses
 
 
 @njit(cache=True)
 def _misses_os_filter(K, N, C, mf, E):  # pragma: no cover - numba
     stamp = np.full(K * N, -1, np.int64)
-    epoch, cnt, misses = 0, 0, 0
+    misses = 0
     for fc in range((N + C - 1) // C):
         cu = min(C, N - fc * C)
         for _fr in range(mf):
@@ -175,20 +177,14 @@ def _misses_os_filter(K, N, C, mf, E):  # pragma: no cover - numba
                 hi = min(cu - 1, r)
                 for c in range(lo, hi + 1):
                     a = (fc * C + c) * K + (r - c)
-                    if stamp[a] != epoch:
-                        stamp[a] = epoch
-                        misses += 1
-                        cnt += 1
-                        if cnt == E:
-                            epoch += 1
-                            cnt = 0
+                    misses = _miss(stamp, a, misses, E)
     return misses
 
 
 @njit(cache=True)
 def _misses_is_filter(K, N, R, mf, E):  # pragma: no cover - numba
     stamp = np.full(K * N, -1, np.int64)
-    epoch, cnt, misses = 0, 0, 0
+    misses = 0
     for _fc in range(mf):
         for fr in range((K + R - 1) // R):
             ru = min(R, K - fr * R)
@@ -197,13 +193,7 @@ def _misses_is_filter(K, N, R, mf, E):  # pragma: no cover - numba
                 hi = min(ru - 1, r)
                 for c in range(lo, hi + 1):
                     a = (r - c) * K + fr * R + c
-                    if stamp[a] != epoch:
-                        stamp[a] = epoch
-                        misses += 1
-                        cnt += 1
-                        if cnt == E:
-                            epoch += 1
-                            cnt = 0
+                    misses = _miss(stamp, a, misses, E)
     return misses
 
 
