@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npukit.sim import format_table, prepare_out_dir, write_csv
+from npukit.sim import format_table, path_inside, prepare_out_dir, safe_filename, write_csv
 
 COMPONENT_COLUMNS = (
     ("mac", ("pe_array",)),
@@ -96,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(workload, arch, table=table)
     out = prepare_out_dir(args.out)
     print(render(result, table.name, quiet=args.quiet))
-    from npukit.sim import path_inside, safe_filename
-
     stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}")
     ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())

@@ -71,11 +71,16 @@ def unique_rows(layer: Layer, p0: int, p1: int) -> int:
     """Distinct input elements (elements of the operand, not of X) that rows [p0, p1) of X touch."""
     if layer.conv is None:
         return (p1 - p0) * layer.K
-    h, w, fh, fw, cin, cout, s = layer.conv
+    return _conv_unique(layer.conv, p0, p1)
+
+
+def _conv_unique(conv: tuple[int, ...], p0: int, p1: int) -> int:
+    """:func:`_conv_rows_unique` after moving [p0, p1) to the first output rows: only the position
+    within an output row matters (translation invariance on the padded input), which keeps the cache small."""
+    h, w, fh, fw, cin, cout, s = conv
     ow = (w - fw) // s + 1
-    # translation invariance: only the position within an output row matters (padded input)
     shift = (p0 // ow) * ow
-    return _conv_rows_unique(layer.conv, p0 - shift, p1 - shift)
+    return _conv_rows_unique(conv, p0 - shift, p1 - shift)
 
 
 def unique_total(layer: Layer) -> int:
@@ -112,8 +117,7 @@ def _unique_over_tiles(conv: tuple[int, ...], m: int, tile: int) -> tuple[int, i
     ow = (w - fw) // s + 1
     total = biggest = 0
     for a, b in row_aligned_tiles(m, ow, tile):
-        shift = (a // ow) * ow
-        u = _conv_rows_unique(conv, a - shift, b - shift)
+        u = _conv_unique(conv, a, b)
         total += u
         biggest = max(biggest, u)
     return total, biggest
