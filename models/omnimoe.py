@@ -1,6 +1,6 @@
 """OmniMoE and PEER layers: drop-in PyTorch modules backed by the :mod:`npukit.kernels.omnimoe` kernels.
 
-:class:`OmniMoE` (papers.md, "OmniMoE"): a shared SwiGLU MLP plus N = n*n atomic experts
+:class:`OmniMoE` (docs/references.md, "OmniMoE"): a shared SwiGLU MLP plus N = n*n atomic experts
 (u_e, v_e) of the hidden size, routed by a Cartesian product router -- two n-way projections,
 BatchNorm without affine, log_softmax on each, score(i, j) = lp_row[i] + lp_col[j], top-k pairs,
 weight exp(score) -- and evaluated expert-centrically: out = MLP(x) + sum_topk silu(x . u_e) g_e v_e.

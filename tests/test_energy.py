@@ -38,7 +38,7 @@ def test_multiplier_is_quadratic(h45, a40):
 
 
 def test_aladdin_16bit_mac_matches_accelergy_exercise(a40):
-    # references.md: 0.0857*16/32 + 8.63*(16/32)^2 = 2.20 pJ (Accelergy ERT.yaml mac_random)
+    # docs/references.md: 0.0857*16/32 + 8.63*(16/32)^2 = 2.20 pJ (Accelergy ERT.yaml mac_random)
     assert a40.mac(16, 16, 16) == pytest.approx(2.20, abs=0.005)
     assert a40.int_add(32) == pytest.approx(0.0857)
     assert a40.int_mult(32, 32) == pytest.approx(8.63)

@@ -29,7 +29,7 @@ def arch(df="ws", r=128, c=128, **kw) -> Arch:
     return Arch(rows=r, cols=c, dataflow=df, **kw)
 
 
-# SCALE-Sim v3 totals on 128x128 (references.md)
+# SCALE-Sim v3 totals on 128x128 (docs/references.md)
 @pytest.mark.parametrize("df,total", [("ws", 441_581), ("os", 274_431), ("is", 629_829)])
 def test_resnet18_compute_cycles_equal_scalesim(df, total):
     res = simulate(resnet18(), arch(df))
