@@ -107,7 +107,7 @@ def test_cycles_outputs_and_schedule_match_contract(d, dataflow, timing, seed):
     rng = np.random.default_rng(seed)
     A, B = _rand(rng, (M, K), 8), _rand(rng, (K, N), 8)
     res = run_gemm(A, B, R, C, dataflow, timing=timing, return_fold_psums=True)
-    arch = Arch(rows=R, cols=C, dataflow=dataflow, timing=timing)
+    arch = Arch(rows=R, cols=C, dataflow=dataflow, timing=timing, mapping="fixed")  # the model runs SCALE-Sim's order
     counts = map_layer(Layer("x", M, N, K), arch)
     assert res.cycles == counts.compute_cycles
     assert res.pe_cycles == R * C * res.cycles
@@ -263,8 +263,11 @@ def test_ledger_records(dataflow):
     ev = res.counts
     got = {(sc, comp, act, bits): n for (sc, comp, act, bits), n in led.counts.items()}
     assert got[("g", "pe_array", "mac", (6, 6, 20))] == M * N * K
-    assert got[("g", "pe_registers", "reg_write", (6,))] == ev["reg_input"] + ev["reg_weight"]
-    assert got[("g", "pe_registers", "reg_write", (20,))] == ev["reg_accumulator"]
+    assert got[("g", "input_registers", "reg_write", (6,))] == ev["reg_input"]
+    assert got[("g", "weight_registers", "reg_write", (6,))] == ev["reg_weight"]
+    assert got[("g", "psum_registers", "reg_write", (20,))] == ev["reg_accumulator"]
+    for comp, w in (("input_registers", 6), ("weight_registers", 6), ("psum_registers", 20)):
+        assert got[("g", comp, "reg_read", (w,))] == M * N * K
     assert got[("g", "ifmap_sram", "sram_read", (6,))] == ev["ifmap_reads"]
     assert got[("g", "filter_sram", "sram_read", (6,))] == ev["filter_reads"]
     kf = math.ceil(K / R)
