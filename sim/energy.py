@@ -12,10 +12,13 @@ action          bits          energy
 ``int_mult``    (a, b)        ``pj_per_bit2 * a * b`` (quadratic)
 ``int_add``     (p,)          ``intercept_pj + slope_pj_per_bit * p`` (linear)
 ``reg_write``   (w,)          ``register.pj_per_bit * w``
+``reg_read``    (w,)          ``register.read_pj_per_bit * w`` (optional key, default 0: a flip-flop
+                              read is part of the datapath's switching, which the MAC energy holds)
 ``sram_read``   (w,)          ``w * e_bit(capacity)``; capacity from the component's attributes
 ``sram_write``  (w,)          ``write_factor * w * e_bit(capacity)``
 ``dram_read``   (w,)          ``w * dram.pj_per_access / dram.access_bits``
-``dram_write``  (w,)          same as ``dram_read``
+``dram_write``  (w,)          ``w * dram.write_pj_per_access / dram.access_bits`` (optional key,
+                              default ``pj_per_access``)
 ``fp_add``      (16|32,)      ``fp16_add`` / ``fp32_add``
 ``fp_mult``     (16|32,)      ``fp16_mult`` / ``fp32_mult``
 ``fp_mac``      (16|32,)      fp multiply plus fp add
@@ -24,6 +27,18 @@ action          bits          energy
 ``e_bit(C)``, the SRAM energy per bit at capacity C bytes, is a piecewise power law through the
 table's cited points (straight lines in log-log space, exact at every point, end slopes
 extrapolated).
+
+**Per-component energies.** A table may price the width-carrying actions of one component directly,
+in pJ per bit, overriding the rules above for that component only (the way an Accelergy ERT or a
+ZigZag memory gives each instance its own access energy)::
+
+    [components.filter_sram]
+    sram_read = 0.0        # pJ per bit
+    sram_write = 0.0
+    source = "where the numbers come from"
+
+Allowed actions there: ``reg_write``, ``reg_read``, ``sram_read``, ``sram_write``, ``dram_read``,
+``dram_write``.
 """
 
 from __future__ import annotations
@@ -44,23 +59,25 @@ BUILTIN_TABLES = ("horowitz45", "aladdin40")
 _SCHEMA: dict[str, dict[str, str]] = {
     "int_add": {"intercept_pj": "number", "slope_pj_per_bit": "number"},
     "int_mult": {"pj_per_bit2": "number"},
-    "register": {"pj_per_bit": "number"},
+    "register": {"pj_per_bit": "number", "read_pj_per_bit": "optional"},
     "sram": {
         "capacity_bytes": "numbers",
         "pj_per_access": "numbers",
         "access_bits": "number",
         "write_factor": "number",
     },
-    "dram": {"pj_per_access": "number", "access_bits": "number"},
+    "dram": {"pj_per_access": "number", "access_bits": "number", "write_pj_per_access": "optional"},
     "fp16_add": {"pj": "number"},
     "fp16_mult": {"pj": "number"},
     "fp32_add": {"pj": "number"},
     "fp32_mult": {"pj": "number"},
 }
-_TOP_KEYS = {"name", "technology_nm", "description"}
+_TOP_KEYS = {"name", "technology_nm", "description", "components"}
+# actions a [components.NAME] section may price, in pJ per bit
+COMPONENT_ACTIONS = ("reg_write", "reg_read", "sram_read", "sram_write", "dram_read", "dram_write")
 
 ACTIONS = (
-    "mac", "int_mult", "int_add", "reg_write", "sram_read", "sram_write",
+    "mac", "int_mult", "int_add", "reg_write", "reg_read", "sram_read", "sram_write",
     "dram_read", "dram_write", "fp_add", "fp_mult", "fp_mac",
 )
 
@@ -79,6 +96,7 @@ class EnergyTable:
 
     name: str
     sections: dict[str, dict[str, Any]] = field(repr=False)
+    components: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     technology_nm: float | None = None
     description: str = ""
     path: str = ""
@@ -118,8 +136,10 @@ class EnergyTable:
             for key, kind in fields.items():
                 where = f"{sec}.{key}"
                 if key not in raw:
+                    if kind == "optional":
+                        continue
                     raise EnergyTableError(f"energy table {origin}: missing energy '{where}'")
-                if kind == "number":
+                if kind in ("number", "optional"):
                     out[key] = _check_number(where, raw[key])
                 else:
                     vals = raw[key]
@@ -146,6 +166,7 @@ class EnergyTable:
         return cls(
             name=str(data.get("name", Path(origin).stem)),
             sections=sections,
+            components=_components(data.get("components", {}), origin),
             technology_nm=data.get("technology_nm"),
             description=str(data.get("description", "")),
             path=origin,
@@ -169,6 +190,10 @@ class EnergyTable:
         """One flip-flop write, pJ per bit."""
         return self.sections["register"]["pj_per_bit"]
 
+    def register_read_bit(self) -> float:
+        """One flip-flop read, pJ per bit (0 unless the table gives ``register.read_pj_per_bit``)."""
+        return self.sections["register"].get("read_pj_per_bit", 0.0)
+
     def sram_bit(self, capacity_bytes: float) -> float:
         """SRAM read energy per bit at ``capacity_bytes``, pJ (piecewise power law through the points)."""
         if capacity_bytes <= 0:
@@ -186,10 +211,11 @@ class EnergyTable:
         y0, y1 = math.log(per_bit[i]), math.log(per_bit[i + 1])
         return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
 
-    def dram_bit(self) -> float:
-        """DRAM access energy per bit, pJ."""
+    def dram_bit(self, write: bool = False) -> float:
+        """DRAM read (or ``write``) energy per bit, pJ."""
         s = self.sections["dram"]
-        return s["pj_per_access"] / s["access_bits"]
+        per = s.get("write_pj_per_access", s["pj_per_access"]) if write else s["pj_per_access"]
+        return per / s["access_bits"]
 
     def fp(self, op: str, bits: int) -> float:
         """Floating-point ``add`` or ``mult`` at 16 or 32 bits, pJ."""
@@ -198,9 +224,16 @@ class EnergyTable:
         return self.sections[f"fp{bits}_{op}"]["pj"]
 
     # ------------------------------------------------------------------ dispatch
-    def action_energy(self, action: str, bits: tuple[int, ...], attrs: dict[str, Any] | None = None) -> float:
-        """Energy of one ``action`` at ``bits`` (pJ); ``attrs`` are the component's attributes."""
+    def action_energy(self, action: str, bits: tuple[int, ...], attrs: dict[str, Any] | None = None,
+                      component: str | None = None) -> float:
+        """Energy of one ``action`` at ``bits`` (pJ); ``attrs`` are the component's attributes,
+        ``component`` its name (for the table's per-component energies)."""
         attrs = attrs or {}
+        own = self.components.get(component or "")
+        if own is not None and action in own:
+            if len(bits) != 1:
+                raise EnergyTableError(f"action '{action}' got bits {bits!r}; it takes one width")
+            return own[action] * bits[0]
         try:
             if action == "mac":
                 a, b, p = bits
@@ -214,6 +247,9 @@ class EnergyTable:
             if action == "reg_write":
                 (w,) = bits
                 return self.register_bit() * w
+            if action == "reg_read":
+                (w,) = bits
+                return self.register_read_bit() * w
             if action in ("sram_read", "sram_write"):
                 (w,) = bits
                 if "capacity_bytes" not in attrs:
@@ -224,7 +260,7 @@ class EnergyTable:
                 return e * (self.sections["sram"]["write_factor"] if action == "sram_write" else 1.0)
             if action in ("dram_read", "dram_write"):
                 (w,) = bits
-                return w * self.dram_bit()
+                return w * self.dram_bit(write=action == "dram_write")
             if action in ("fp_add", "fp_mult"):
                 (w,) = bits
                 return self.fp(action[3:], w)
@@ -236,8 +272,37 @@ class EnergyTable:
         raise EnergyTableError(f"unknown action '{action}' (known: {', '.join(ACTIONS)})")
 
     def sources(self) -> dict[str, str]:
-        """Section name -> literature source."""
-        return {sec: vals["source"] for sec, vals in self.sections.items()}
+        """Section name (``components.NAME`` for per-component energies) -> literature source."""
+        out = {sec: vals["source"] for sec, vals in self.sections.items()}
+        out.update({f"components.{name}": vals["source"] for name, vals in self.components.items()})
+        return out
+
+
+def _components(raw: Any, origin: str) -> dict[str, dict[str, Any]]:
+    """Validate the optional ``[components.NAME]`` sections (pJ per bit per action, and a source)."""
+    if not isinstance(raw, dict):
+        raise EnergyTableError(f"energy table {origin}: 'components' must hold [components.NAME] sections")
+    out: dict[str, dict[str, Any]] = {}
+    for name, sec in raw.items():
+        if not isinstance(sec, dict):
+            raise EnergyTableError(f"energy table {origin}: 'components.{name}' must be a [section]")
+        vals: dict[str, Any] = {}
+        for key, v in sec.items():
+            if key == "source":
+                continue
+            if key not in COMPONENT_ACTIONS:
+                raise EnergyTableError(
+                    f"energy table {origin}: unknown key 'components.{name}.{key}' "
+                    f"(expected pJ per bit for: {', '.join(COMPONENT_ACTIONS)}, and source)"
+                )
+            vals[key] = _check_number(f"components.{name}.{key}", v)
+        if not str(sec.get("source", "")).strip():
+            raise EnergyTableError(
+                f"energy table {origin}: 'components.{name}.source' is missing; cite where the values come from"
+            )
+        vals["source"] = str(sec["source"])
+        out[str(name)] = vals
+    return out
 
 
 def _read_table_text(name_or_path: str | Path) -> tuple[str, str]:

@@ -158,7 +158,7 @@ class Ledger:
             _, comp, act, bits = key
             mk = (comp, act, bits)
             if mk not in memo:
-                memo[mk] = tab.action_energy(act, bits, self.components.get(comp))
+                memo[mk] = tab.action_energy(act, bits, self.components.get(comp), comp)
             yield key, n * memo[mk]
 
     def energy(self, table: EnergyTable | str, scope_prefix: str = "") -> float:

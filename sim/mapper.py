@@ -63,7 +63,7 @@ def _price(records: list, table: EnergyTable, attrs: dict, memo: dict | None = N
         key = (comp, act, bits)
         e = memo.get(key)
         if e is None:
-            e = memo[key] = table.action_energy(act, bits, attrs.get(comp))
+            e = memo[key] = table.action_energy(act, bits, attrs.get(comp), comp)
         total += cnt * e
     return total
 

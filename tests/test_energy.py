@@ -107,3 +107,74 @@ def test_unknown_table_and_action(h45):
         h45.action_energy("teleport", (8,))
     with pytest.raises(EnergyTableError, match="capacity_bytes"):
         h45.action_energy("sram_read", (8,))
+
+
+_OWN = """
+[components.filter_sram]
+sram_read = 0.5
+sram_write = 0.25
+source = "a test: per-bit energies of one SRAM instance"
+"""
+
+
+def test_component_section_prices_only_its_component(tmp_path, h45):
+    p = tmp_path / "own.toml"
+    p.write_text(_table_text() + _OWN)
+    t = load_table(str(p))
+    attrs = {"capacity_bytes": 1048576}
+    assert t.action_energy("sram_read", (8,), attrs, "filter_sram") == pytest.approx(4.0)
+    assert t.action_energy("sram_write", (16,), attrs, "filter_sram") == pytest.approx(4.0)
+    # other components and actions keep the table's rules
+    assert t.action_energy("sram_read", (64,), attrs, "ifmap_sram") == pytest.approx(100.0)
+    assert t.action_energy("dram_read", (64,), None, "filter_sram") == pytest.approx(1950.0)
+    assert "components.filter_sram" in t.sources()
+
+
+def test_register_reads_and_dram_writes(tmp_path, h45):
+    # built-in tables: a flip-flop read is free, a DRAM write costs what a read does
+    assert h45.action_energy("reg_read", (32,)) == 0.0
+    assert h45.action_energy("dram_write", (64,)) == h45.action_energy("dram_read", (64,))
+    p = tmp_path / "rw.toml"
+    p.write_text(_table_text(**{"pj_per_bit = 0.009": "pj_per_bit = 0.009\nread_pj_per_bit = 0.004",
+                                "pj_per_access = 1950.0": "pj_per_access = 1950.0\nwrite_pj_per_access = 2100.0"}))
+    t = load_table(str(p))
+    assert t.action_energy("reg_read", (10,)) == pytest.approx(0.04)
+    assert t.action_energy("dram_write", (64,)) == pytest.approx(2100.0)
+    assert t.action_energy("dram_read", (64,)) == pytest.approx(1950.0)
+
+
+@pytest.mark.parametrize(
+    "section,needle",
+    [
+        ("[components.x]\nteleport = 1.0\nsource = 's'", r"components\.x\.teleport"),
+        ("[components.x]\nsram_read = -1.0\nsource = 's'", r"components\.x\.sram_read"),
+        ("[components.x]\nsram_read = 'a'\nsource = 's'", r"components\.x\.sram_read"),
+        ("[components.x]\nsram_read = 1.0", r"components\.x\.source"),
+        ("components = 3", "components"),
+    ],
+)
+def test_bad_component_sections_name_the_key(tmp_path, section, needle):
+    p = tmp_path / "bad.toml"
+    p.write_text(_table_text() + "\n" + section + "\n")
+    with pytest.raises(EnergyTableError, match=needle):
+        load_table(str(p))
+
+
+def test_zigzag_tpu_like_table_restates_its_per_access_energies():
+    # ZigZag 3.9.1 tpu_like.yaml: MAC 0.04 pJ; rf_128B 0.095 pJ per 8 bits; rf_2B 0.021 pJ per 16 bits;
+    # sram_2MB 416.16 / 378.4 pJ per 2048 bits; dram 700 / 750 pJ per 64 bits; weights skip the SRAM
+    from pathlib import Path
+
+    t = load_table(str(Path(__file__).resolve().parent.parent / "examples" / "zigzag_tpu_like_energy.toml"))
+    cap = {"capacity_bytes": 2 * 1024 * 1024}
+    assert t.action_energy("mac", (8, 8, 16)) == pytest.approx(0.04)
+    assert t.action_energy("int_add", (16,)) == 0.0
+    for act in ("reg_read", "reg_write"):
+        assert t.action_energy(act, (8,), None, "weight_registers") == pytest.approx(0.095)
+        assert t.action_energy(act, (16,), None, "psum_registers") == pytest.approx(0.021)
+        assert t.action_energy(act, (8,), None, "input_registers") == 0.0
+    assert t.action_energy("sram_read", (2048,), cap, "ifmap_sram") == pytest.approx(416.16)
+    assert t.action_energy("sram_write", (2048,), cap, "ofmap_sram") == pytest.approx(378.4)
+    assert t.action_energy("sram_read", (8,), cap, "filter_sram") == 0.0
+    assert t.action_energy("dram_read", (64,), None, "dram") == pytest.approx(700.0)
+    assert t.action_energy("dram_write", (64,), None, "dram") == pytest.approx(750.0)
