@@ -9,7 +9,7 @@ from npukit.sim import format_table, path_inside, prepare_out_dir, safe_filename
 
 COMPONENT_COLUMNS = (
     ("mac", ("pe_array",)),
-    ("regs", ("pe_registers",)),
+    ("regs", ("input_registers", "weight_registers", "psum_registers")),
     ("sram", ("ifmap_sram", "filter_sram", "ofmap_sram")),
     ("psum", ("psum_buffer", "psum_adder")),
     ("psum path", ("psum_quantizer", "psum_features", "psum_predictor")),

@@ -4,6 +4,11 @@ One function (:func:`layer_records`) turns a layer's :class:`~npukit.sim._mappin
 ``(component, action, bits, count)`` records, used both by the simulator (into the Ledger) and by the
 mapper (priced directly, to compare candidate mappings), so both always agree.
 
+PE registers: each kind (input, weight, psum) is written when a value latches into it (moving
+operands every MAC, the stationary one once per fold) and read by every MAC; reads cost nothing in
+the shipped tables (a flip-flop read is part of the MAC's switching) but a table may price them, as a
+register file's would be (``register.read_pj_per_bit`` or a ``[components.NAME]`` section).
+
 Widths: inputs, weights and outputs at their ``bits``; running psums in the psum buffer and spilled
 to DRAM at ``bits.psum``; the adders that update running psums at ``bits.accumulator``. In SCALE-Sim's
 memory mode the ofmap SRAM and DRAM also carry every fold's partial outputs (``ofmap_partial``), priced
@@ -21,10 +26,13 @@ from .workload import Layer
 
 Record = tuple[str, str, tuple[int, ...], int]
 COMPONENTS = (
-    "pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram",
+    "pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
+    "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram",
     *PSUM_PATH_COMPONENTS,
 )
 OFF_CHIP = ("dram",)
+# PE register kind (LayerCounts.reg_writes) -> component
+REGISTERS = {"input": "input_registers", "weight": "weight_registers", "accumulator": "psum_registers"}
 SRAMS = (("ifmap", "ifmap_sram"), ("filter", "filter_sram"), ("psum", "psum_buffer"), ("ofmap", "ofmap_sram"))
 # per-operand traffic columns (bytes) of every result row
 TRAFFIC_COLUMNS = (
@@ -33,6 +41,22 @@ TRAFFIC_COLUMNS = (
     "sram_ifmap_read_bytes", "sram_ifmap_write_bytes", "sram_filter_read_bytes", "sram_filter_write_bytes",
     "sram_psum_read_bytes", "sram_psum_write_bytes", "sram_ofmap_read_bytes", "sram_ofmap_write_bytes",
 )
+
+
+# component -> (memory level, operand: W weights, I inputs, O outputs and psums, "" for logic)
+LEVELS = ("mac", "logic", "registers", "sram", "dram")
+LEVEL_OF = {
+    "pe_array": ("mac", ""), "psum_adder": ("logic", ""),
+    **{c: ("logic", "") for c in PSUM_PATH_COMPONENTS},
+    "input_registers": ("registers", "I"), "weight_registers": ("registers", "W"), "psum_registers": ("registers", "O"),
+    "ifmap_sram": ("sram", "I"), "filter_sram": ("sram", "W"), "psum_buffer": ("sram", "O"), "ofmap_sram": ("sram", "O"),
+}
+# DRAM traffic column -> (operand, action)
+DRAM_TRAFFIC = {
+    "dram_ifmap_read_bytes": ("I", "dram_read"), "dram_filter_read_bytes": ("W", "dram_read"),
+    "dram_psum_read_bytes": ("O", "dram_read"), "dram_psum_write_bytes": ("O", "dram_write"),
+    "dram_ofmap_write_bytes": ("O", "dram_write"),
+}
 
 
 def declare_components(ledger: Ledger, arch: Arch) -> None:
@@ -57,7 +81,9 @@ def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
     reg_bits = {"input": b.input, "weight": b.weight, "accumulator": b.accumulator}
     final = c.ofmap_writes - c.ofmap_partial
     out: list[Record] = [("pe_array", "mac", (b.input, b.weight, b.accumulator), c.macs)]
-    out += [("pe_registers", "reg_write", (reg_bits[kind],), cnt) for kind, cnt in c.reg_writes]
+    out += [(REGISTERS[kind], "reg_write", (reg_bits[kind],), cnt) for kind, cnt in c.reg_writes]
+    # every MAC reads its input, its weight and the running psum from PE registers
+    out += [(REGISTERS[kind], "reg_read", (reg_bits[kind],), c.macs) for kind in REGISTERS]
     out += [
         ("ifmap_sram", "sram_read", (b.input,), c.ifmap_reads),
         ("ifmap_sram", "sram_write", (b.input,), c.ifmap_dram),

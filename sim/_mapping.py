@@ -12,11 +12,21 @@ outermost (SCALE-Sim's order, with one tile: the ``fixed`` mapping), ``"MNK"`` (
 the T tiles. os keeps the psums in the PEs and has only an order over its (M, N) folds: ``"NM"``
 (SCALE-Sim's, N folds outermost) or ``"MN"``.
 
+**Stationary words.** With ``stationary_words = d`` (a PE register file of d words, ws/is), d
+K-folds are held in the array at once and each streamed row visits them back to back, so a psum is
+accumulated over d K-folds inside the array: ceil(ceil(K/R) / d) groups instead of ceil(K/R) folds
+update the psum buffer, the array fills and drains once per group (the d weight tiles load in d x R
+cycles), and each PE reads its stationary word on every MAC (a register-file read, priced by the
+energy table). d = 1 is SCALE-Sim's PE.
+
 **Compute cycles** (per GEMM; a layer with ``batch`` GEMMs runs them back to back: batch x this), with
 F folds = ceil(S_r/R) * ceil(S_c/C) * n_tiles, each streaming its tile's T_f rows:
 
 * ``scalesim`` timing (identical to SCALE-Sim v3 for one tile): folds run back to back,
-  ws/is: sum_f (2R + C + T_f - 2) - 1, os: F * (R + C + T - 2) - 1.
+  ws/is: sum_f (2R + C + T_f - 2) - 1, os: F * (R + C + T - 2) - 1. With d stationary words, F_s
+  spatial folds and G = ceil(ceil(K/R) / d) * column folds fills (G = F_s for d = 1):
+  n_tiles * (G * (R + C - 2) + F_s * R) + F_s * T - 1; double-buffered: R + G * n_tiles * (R + C - 2)
+  + F_s * T - 1.
 * ``double-buffered``: ws/is preload the next fold's stationary tile during the current fold, so only
   the first R-cycle load is exposed: R + sum_f (T_f + R + C - 2) - 1; os double-buffers the
   accumulators so a fold's drain overlaps the next fold's compute: F * T + R + C - 3.
@@ -133,13 +143,16 @@ def fits(elements: int, bits: int, capacity_bytes: float) -> bool:
     return elements * bits <= capacity_bytes * 8
 
 
-def stationary_cycles(spatial_folds: int, temporal: int, n_tiles: int, arch: Arch) -> int:
+def stationary_cycles(spatial_folds: int, temporal: int, n_tiles: int, arch: Arch, groups: int | None = None) -> int:
     """ws/is compute cycles: ``spatial_folds`` = row x column folds, each run once per T tile, the T
-    tiles together streaming ``temporal`` rows (see the module docstring)."""
+    tiles together streaming ``temporal`` rows; ``groups``: how many times the array fills and drains
+    (row folds held together by ``stationary_words``, times column folds; default one per spatial
+    fold). See the module docstring."""
     r, c = arch.rows, arch.cols
+    g = spatial_folds if groups is None else groups
     if arch.timing == "scalesim":
-        return spatial_folds * (n_tiles * (2 * r + c - 2) + temporal) - 1
-    return r + spatial_folds * (n_tiles * (r + c - 2) + temporal) - 1
+        return n_tiles * (g * (r + c - 2) + spatial_folds * r) + spatial_folds * temporal - 1
+    return r + g * n_tiles * (r + c - 2) + spatial_folds * temporal - 1
 
 
 def os_cycles(folds: int, temporal: int, arch: Arch) -> int:
@@ -252,7 +265,8 @@ def stationary_counts(layer: Layer, arch: Arch, mapping: Mapping, ws: bool) -> L
     tiles = A.n_tiles(tile)
     col_outer = mapping.order == ORDERS["ws" if ws else "is"][0]
     macs = M * N * K
-    cyc = stationary_cycles(kf * cf, T, tiles, arch)
+    groups = n_folds(kf, arch.stationary_words)  # K-folds held in the PEs at once
+    cyc = stationary_cycles(kf * cf, T, tiles, arch, groups * cf)
     # DRAM reads on unique data
     if fits(A.total(), a_bits, a_cap):
         a_dram = A.total()
@@ -266,7 +280,7 @@ def stationary_counts(layer: Layer, arch: Arch, mapping: Mapping, ws: bool) -> L
         b_dram = b_sum if (col_outer and fits(b_big, b_bits, b_cap)) else tiles * b_sum
     cap = int(arch.sram_bytes("psum") * 8 // b.psum)
     resident, spilled = psum_residency(A.tile_sizes(tile), sizes(S_c, arch.cols), cap)
-    upd = kf - 1
+    upd = groups - 1  # a psum leaves the array once per group of K-folds
     counts = dict(
         folds=kf * cf * tiles,
         compute_cycles=cyc,

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .energy import BUILTIN_TABLES
 from .errors import ConfigError
 from .textfile import check_file, read_text
 
@@ -25,6 +26,7 @@ BANDWIDTH_MODES = ("user", "calc")
 PSUM_POLICIES = ("psumquant", "static", "none")
 PSUM_SEMANTICS = ("buffer", "transfer")
 BUILTIN_ARCHS = ("npu128", "npu32")
+MAX_STATIONARY_WORDS = 65536  # words per PE register file
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,14 @@ class PsumQuantHW:
 
 @dataclass(frozen=True)
 class Arch:
-    """A systolic-array NPU. Build with :func:`load_arch` or directly."""
+    """A systolic-array NPU. Build with :func:`load_arch` or directly.
+
+    ``stationary_words``: how many words of the stationary operand each PE holds (ws: weights, is:
+    inputs; os: no effect). 1 is a TPU-style PE with one weight register (SCALE-Sim's model); a
+    register file of d words holds d K-folds at once, so each output's psum is accumulated over d
+    K-folds inside the array before it leaves for the psum buffer (as ZigZag's ``tpu_like``, whose
+    PEs have a 128-byte weight register file). See :mod:`npukit.sim._mapping`.
+    """
 
     name: str = "npu128"
     rows: int = 128
@@ -87,6 +96,7 @@ class Arch:
     mapping: str = "search"
     objective: str = "edp"
     bandwidth_mode: str = "user"
+    stationary_words: int = 1
     psum_quant: PsumQuantHW = field(default_factory=PsumQuantHW)
 
     def __post_init__(self) -> None:
@@ -129,6 +139,12 @@ def validate_arch(a: Arch) -> None:
         _pos_num(f"sram_kib.{k}", v)
     _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
     _pos_num("clock_ghz", a.clock_ghz)
+    _pos_int("stationary_words", a.stationary_words)
+    if a.stationary_words > MAX_STATIONARY_WORDS:
+        raise ConfigError(
+            f"arch field 'stationary_words' = {a.stationary_words} is over {MAX_STATIONARY_WORDS}; "
+            f"use 1..{MAX_STATIONARY_WORDS} words per PE"
+        )
     for key, val, allowed in (
         ("memory", a.memory, MEMORY_MODES), ("mapping", a.mapping, MAPPING_MODES), ("objective", a.objective, OBJECTIVES),
         ("bandwidth_mode", a.bandwidth_mode, BANDWIDTH_MODES), ("psum_quant.policy", a.psum_quant.policy, PSUM_POLICIES),
@@ -143,6 +159,9 @@ def validate_arch(a: Arch) -> None:
             raise ConfigError(f"arch field 'psum_quant.{key}' = {v} is over 64; use 1..64")
     if not isinstance(a.name, str) or not a.name.strip():
         raise ConfigError(f"arch field 'name' must be a non-empty string, got {a.name!r}")
+    if a.memory == "scalesim" and a.stationary_words != 1:
+        raise ConfigError("memory = 'scalesim' models SCALE-Sim's PEs, one stationary word each; "
+                          "set stationary_words = 1 with it")
     if a.memory == "scalesim" and a.mapping != "fixed":
         raise ConfigError(
             "memory = 'scalesim' reproduces SCALE-Sim's own loop order; set mapping = 'fixed' with it"
@@ -200,7 +219,11 @@ def load_arch(name_or_path: str | Path) -> Arch:
                       f"pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}")
     if path.suffix == ".cfg":
         return load_scalesim_cfg(path)
-    return _arch_from_toml_text(read_text(path, "arch file", ConfigError), str(path))
+    arch = _arch_from_toml_text(read_text(path, "arch file", ConfigError), str(path))
+    table = Path(arch.energy_table)
+    if arch.energy_table not in BUILTIN_TABLES and not table.is_absolute() and (path.parent / table).is_file():
+        arch = replace(arch, energy_table=str(path.parent / table))  # a table path beside the arch file
+    return arch
 
 
 def _arch_from_toml_text(text: str, origin: str) -> Arch:

@@ -23,15 +23,15 @@ its last K-fold; os: the cycle its accumulator is final); the quantizer and accu
 as combinational at that cycle.
 
 Ledger (when given; recorded in the ledger's current scope, component names of
-:mod:`npukit.sim.simulator`): ``pe_array mac (D, D, P)``; ``pe_registers reg_write`` at D bits for
-input and weight registers and at P bits for psum registers, counting only writes of registers that
-latch valid data an output needs (see the kernels: weights of mapped PEs once per fold, moving
-operands in mapped PEs, psums in mapped columns including the pass-through rows below the last
-mapped K row, which the analytical model does not count); ``ifmap_sram``/``filter_sram sram_read``
-at D bits for every operand element entering the array; ``psum_buffer sram_read`` and
-``sram_write`` at B bits and ``psum_adder int_add`` at B bits for every psum leaving the array in a
-K-fold after the first; and ``add_cycles(cycles)``. SRAM capacities are not declared: declare them
-(e.g. ``simulator.declare_components``) before pricing energy.
+:mod:`npukit.sim.simulator`): ``pe_array mac (D, D, P)``; ``input_registers``/``weight_registers
+reg_write`` at D bits and ``psum_registers reg_write`` at P bits, counting only writes of registers that
+latch valid data an output needs (see the kernels: weights of mapped PEs once per fold, moving operands
+in mapped PEs, psums in mapped columns including the pass-through rows below the last mapped K row,
+which the analytical model does not count), and one ``reg_read`` of each per MAC;
+``ifmap_sram``/``filter_sram sram_read`` at D bits for every operand element entering the array;
+``psum_buffer sram_read`` and ``sram_write`` at B bits and ``psum_adder int_add`` at B bits for every
+psum leaving the array in a K-fold after the first; and ``add_cycles(cycles)``. SRAM capacities are not
+declared: declare them (e.g. ``simulator.declare_components``) before pricing energy.
 
 Limits of the int64 model: ``data_bits`` <= 32, ``psum_bits`` and ``acc_bits`` <= 62, and for ws/is
 with a quantizer ``|mult| * 2**(P-1) < 2**63`` (P <= 48 for any 16-bit multiplier).
@@ -272,9 +272,11 @@ def run_gemm(
 def _record(ledger: Ledger, ev: dict[str, int], D: int, P: int, Bb: int, cycles: int) -> None:
     rec = ledger.record
     rec("pe_array", "mac", (D, D, P), ev["macs"])
-    rec("pe_registers", "reg_write", D, ev["reg_input"])
-    rec("pe_registers", "reg_write", D, ev["reg_weight"])
-    rec("pe_registers", "reg_write", P, ev["reg_accumulator"])
+    rec("input_registers", "reg_write", D, ev["reg_input"])
+    rec("weight_registers", "reg_write", D, ev["reg_weight"])
+    rec("psum_registers", "reg_write", P, ev["reg_accumulator"])
+    for comp, w in (("input_registers", D), ("weight_registers", D), ("psum_registers", P)):
+        rec(comp, "reg_read", w, ev["macs"])
     rec("ifmap_sram", "sram_read", D, ev["ifmap_reads"])
     rec("filter_sram", "sram_read", D, ev["filter_reads"])
     rec("psum_buffer", "sram_read", Bb, ev["psum_buffer_updates"])

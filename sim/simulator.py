@@ -1,7 +1,8 @@
 """The analytical NPU simulator: a workload on an :class:`Arch` -> per-layer cycles and a Ledger.
 
 Everything lands in the Ledger under the scope ``<workload>/<layer>``: MACs at operand bits
-(component ``pe_array``), PE register writes (``pe_registers``), reads and writes of each SRAM
+(component ``pe_array``), PE register writes and reads
+(``input_registers``, ``weight_registers``, ``psum_registers``), reads and writes of each SRAM
 (``ifmap_sram``, ``filter_sram``, ``psum_buffer`` at psum bits, ``ofmap_sram``), the adds that
 update running psums (``psum_adder``), DRAM traffic (``dram``), the psum path's quantizer, feature
 unit and predictor when psums are quantized (``psum_quantizer``, ``psum_features``,
@@ -21,7 +22,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import mapper
-from ._accounting import COMPONENTS, OFF_CHIP, TRAFFIC_COLUMNS, declare_components, dram_bits, layer_records, traffic_bytes
+from ._accounting import (
+    COMPONENTS,
+    DRAM_TRAFFIC,
+    LEVEL_OF,
+    OFF_CHIP,
+    TRAFFIC_COLUMNS,
+    declare_components,
+    dram_bits,
+    layer_records,
+    traffic_bytes,
+)
 from ._mapping import LayerCounts, check_buffers, stall_cycles
 from .arch import Arch
 from .energy import EnergyTable, load_table
@@ -114,6 +125,24 @@ class SimResult:
                 out[k] = out.get(k, 0.0) + v
         return out
 
+    def energy_by_level(self, table: EnergyTable | str | None = None) -> dict[tuple[str, str], float]:
+        """Energy (pJ) per (memory level, operand), as ZigZag reports it: levels ``mac``, ``logic``
+        (psum adders and the psum path), ``registers``, ``sram``, ``dram``; operands ``W`` (weights),
+        ``I`` (inputs), ``O`` (outputs and psums), ``""`` for logic. DRAM energy is split by operand
+        from the per-operand traffic priced at the table's per-bit DRAM energies (default table: the
+        arch's)."""
+        tab = table if isinstance(table, EnergyTable) else load_table(table or self.arch.energy_table)
+        out: dict[tuple[str, str], float] = {}
+        for r in self.layers:
+            for comp, e in r.energy_pj.items():
+                if comp in LEVEL_OF:
+                    key = LEVEL_OF[comp]
+                    out[key] = out.get(key, 0.0) + e
+            for col, (op, act) in DRAM_TRAFFIC.items():
+                e = 8 * r.traffic_bytes.get(col, 0.0) * tab.action_energy(act, (1,), None, "dram")
+                out[("dram", op)] = out.get(("dram", op), 0.0) + e
+        return out
+
     def latency_s(self) -> float:
         return self.total_cycles / (self.arch.clock_ghz * 1e9)
 
@@ -196,7 +225,7 @@ def simulate(
     ledger.meta.setdefault("arch", arch.to_dict())
     ledger.meta.setdefault("workload", workload.name)
     tab = load_table(table or arch.energy_table) if not isinstance(table, EnergyTable) else table
-    ledger.meta.setdefault("energy_table", tab.name)
+    ledger.meta.setdefault("energy_table", tab.path or tab.name)  # a built-in's name or the file
     declare_components(ledger, arch)
     results = []
     for layer in layers if layers is not None else workload.layers:

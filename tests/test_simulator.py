@@ -129,7 +129,8 @@ def test_ledger_records_everything():
     assert led.count("pe_array", "mac") == 1_814_073_344
     assert led.total_cycles("compute") == 441_581
     assert set(led.energy_by("horowitz45", "component")) >= {
-        "pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "ofmap_sram", "dram"
+        "pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
+        "filter_sram", "psum_buffer", "ofmap_sram", "dram"
     }
     assert led.energy("horowitz45") == pytest.approx(r.energy_pj())
     assert led.scopes(depth=2)[0] == "resnet18/conv1"

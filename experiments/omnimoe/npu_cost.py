@@ -131,8 +131,8 @@ def _scope_energy(led: Ledger, table: Any, scope: str) -> dict[str, float]:
 
 def _row(path: str, part: str, cycles: float, dram_bytes: float, energy: dict[str, float]) -> dict[str, Any]:
     row: dict[str, Any] = {"path": path, "part": part, "cycles": float(cycles), "dram_bytes": float(dram_bytes)}
-    for comp in ("pe_array", "pe_registers", "ifmap_sram", "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram",
-                 "dram"):
+    for comp in ("pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
+                 "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram"):
         row[f"energy_{comp}_pj"] = float(energy.get(comp, 0.0))
     row["energy_total_pj"] = float(sum(energy.values()))
     return row
