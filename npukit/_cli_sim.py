@@ -13,6 +13,7 @@ COMPONENT_COLUMNS = (
     ("sram", ("ifmap_sram", "filter_sram", "ofmap_sram")),
     ("psum", ("psum_buffer", "psum_adder")),
     ("psum path", ("psum_quantizer", "psum_features", "psum_predictor")),
+    ("vector", ("vector_unit",)),
     ("dram", ("dram",)),
 )
 
@@ -119,9 +120,12 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
         rows = []
         for r in result.layers:
             e = r.energy_pj
+            vec = r.kind == "vector"
             rows.append(
-                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})", r.M, r.N, r.K, r.mapping, r.compute_cycles,
-                 r.stall_cycles, 100 * r.mapping_efficiency, 100 * r.utilization]
+                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})"]
+                + (["", "", "", f"vector {r.mapping}"] if vec else [r.M, r.N, r.K, r.mapping])
+                + [r.compute_cycles, r.stall_cycles, "" if vec else 100 * r.mapping_efficiency,
+                   "" if vec else 100 * r.utilization]
                 + [sum(e.get(k, 0.0) for k in keys) / 1e6 for _, keys in COMPONENT_COLUMNS]
                 + [r.energy_onchip_pj() / 1e6, r.energy_total_pj() / 1e6]
             )
@@ -129,8 +133,14 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
     comp = result.energy_by_component()
     total = result.energy_pj()
     util = result.macs / (result.compute_cycles * a.rows * a.cols) if result.compute_cycles else 0.0
+    n_vec = sum(r.kind == "vector" for r in result.layers)
+    vec_exposed = sum(r.compute_cycles for r in result.layers if r.kind == "vector")
+    vec_busy = sum(r.vector_cycles for r in result.layers)
+    vec = (f" ({vec_exposed:,} of them on the vector unit, {a.vector.overlap}; busy {vec_busy:,})"
+           if n_vec else "")
     lines.append(
-        f"total: {len(result.layers)} layers, {result.macs:,} MACs, {result.compute_cycles:,} compute cycles "
+        f"total: {len(result.layers) - n_vec} GEMM layers" + (f" and {n_vec} vector ops" if n_vec else "")
+        + f", {result.macs:,} MACs, {result.compute_cycles:,} compute cycles{vec} "
         f"+ {result.stall_cycles:,} stall cycles = {result.total_cycles:,} total cycles ({result.latency_s() * 1e3:.3f} ms "
         f"at {a.clock_ghz:g} GHz), utilization {100 * util:.1f}%"
     )

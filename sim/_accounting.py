@@ -28,7 +28,7 @@ Record = tuple[str, str, tuple[int, ...], int]
 COMPONENTS = (
     "pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
     "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram",
-    *PSUM_PATH_COMPONENTS,
+    *PSUM_PATH_COMPONENTS, "vector_unit",
 )
 OFF_CHIP = ("dram",)
 # PE register kind (LayerCounts.reg_writes) -> component
@@ -44,9 +44,9 @@ TRAFFIC_COLUMNS = (
 
 
 # component -> (memory level, operand: W weights, I inputs, O outputs and psums, "" for logic)
-LEVELS = ("mac", "logic", "registers", "sram", "dram")
+LEVELS = ("mac", "logic", "vector", "registers", "sram", "dram")
 LEVEL_OF = {
-    "pe_array": ("mac", ""), "psum_adder": ("logic", ""),
+    "pe_array": ("mac", ""), "psum_adder": ("logic", ""), "vector_unit": ("vector", ""),
     **{c: ("logic", "") for c in PSUM_PATH_COMPONENTS},
     "input_registers": ("registers", "I"), "weight_registers": ("registers", "W"), "psum_registers": ("registers", "O"),
     "ifmap_sram": ("sram", "I"), "filter_sram": ("sram", "W"), "psum_buffer": ("sram", "O"), "ofmap_sram": ("sram", "O"),

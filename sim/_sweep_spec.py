@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ._mapping import check_buffers
-from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, load_arch
+from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
 from .energy import BUILTIN_TABLES, load_table
 from .errors import ConfigError, NpukitError
 from .textfile import check_file, read_text
@@ -25,7 +25,7 @@ from .workload import BUILTIN_WORKLOADS, parse_workload_spec
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
 _TABLES = ("sweep", "grid")
-_SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW}
+_SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW, "vector": VectorUnit}
 
 
 def grid_keys() -> list[str]:

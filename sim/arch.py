@@ -27,6 +27,9 @@ PSUM_POLICIES = ("psumquant", "static", "none")
 PSUM_SEMANTICS = ("buffer", "transfer")
 BUILTIN_ARCHS = ("npu128", "npu32")
 MAX_STATIONARY_WORDS = 65536  # words per PE register file
+MAX_VECTOR_LANES = 1 << 20
+VECTOR_NUMBERS = ("fp", "int")
+VECTOR_OVERLAP = ("serial", "overlap")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,19 @@ class SramKiB:
     filter: float = 2048
     psum: float = 1024
     ofmap: float = 1024
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """The vector unit beside the array (:mod:`npukit.sim.vector_unit`): ``lanes`` lanes of one add or
+    multiply per cycle each at ``bits`` bits, ``number`` ``fp`` (16 or 32 bits) or ``int``;
+    ``overlap``: ``serial`` (its cycles follow the GEMMs') or ``overlap`` (pipelined with the array:
+    an op hides behind the GEMM cycles before it)."""
+
+    lanes: int = 128
+    bits: int = 16
+    number: str = "fp"
+    overlap: str = "serial"
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,7 @@ class Arch:
     bandwidth_mode: str = "user"
     stationary_words: int = 1
     psum_quant: PsumQuantHW = field(default_factory=PsumQuantHW)
+    vector: VectorUnit = field(default_factory=VectorUnit)
 
     def __post_init__(self) -> None:
         validate_arch(self)
@@ -157,6 +174,18 @@ def validate_arch(a: Arch) -> None:
         _pos_int(f"psum_quant.{key}", v)
         if v > 64:
             raise ConfigError(f"arch field 'psum_quant.{key}' = {v} is over 64; use 1..64")
+    _pos_int("vector.lanes", a.vector.lanes)
+    _pos_int("vector.bits", a.vector.bits)
+    if a.vector.lanes > MAX_VECTOR_LANES:
+        raise ConfigError(f"arch field 'vector.lanes' = {a.vector.lanes} is over {MAX_VECTOR_LANES}; use 1..{MAX_VECTOR_LANES}")
+    if a.vector.number not in VECTOR_NUMBERS:
+        raise ConfigError(f"arch field 'vector.number' = {a.vector.number!r}: use one of {', '.join(VECTOR_NUMBERS)}")
+    if a.vector.overlap not in VECTOR_OVERLAP:
+        raise ConfigError(f"arch field 'vector.overlap' = {a.vector.overlap!r}: use one of {', '.join(VECTOR_OVERLAP)}")
+    if a.vector.number == "fp" and a.vector.bits not in (16, 32):
+        raise ConfigError(f"arch field 'vector.bits' = {a.vector.bits} with number = 'fp': use 16 or 32")
+    if a.vector.bits > 64:
+        raise ConfigError(f"arch field 'vector.bits' = {a.vector.bits} is over 64 bits; use 1..64")
     if not isinstance(a.name, str) or not a.name.strip():
         raise ConfigError(f"arch field 'name' must be a non-empty string, got {a.name!r}")
     if a.memory == "scalesim" and a.stationary_words != 1:
@@ -169,7 +198,7 @@ def validate_arch(a: Arch) -> None:
 
 
 _TOP = {f for f in Arch.__dataclass_fields__}
-_SUB = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW}
+_SUB = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW, "vector": VectorUnit}
 
 
 def arch_from_dict(data: dict[str, Any], origin: str = "<dict>", base: Arch | None = None) -> Arch:

@@ -6,7 +6,9 @@ Everything lands in the Ledger under the scope ``<workload>/<layer>``: MACs at o
 (``ifmap_sram``, ``filter_sram``, ``psum_buffer`` at psum bits, ``ofmap_sram``), the adds that
 update running psums (``psum_adder``), DRAM traffic (``dram``), the psum path's quantizer, feature
 unit and predictor when psums are quantized (``psum_quantizer``, ``psum_features``,
-``psum_predictor``; :mod:`npukit.sim.psum_path`), and compute and stall cycles.
+``psum_predictor``; :mod:`npukit.sim.psum_path`), and compute and stall cycles. Non-GEMM operators
+(:class:`VectorOp`) run on the vector unit (``vector_unit`` lane operations, their ofmap-SRAM and DRAM
+traffic, ``vector`` cycles; :mod:`npukit.sim.vector_unit`).
 
 Each layer is mapped by :mod:`npukit.sim.mapper` (``mapping = "search"``: the tiling and loop order
 that minimise the arch's objective; ``"fixed"``: SCALE-Sim's order), and its traffic follows the
@@ -21,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import mapper
+from . import mapper, vector_unit
 from ._accounting import (
     COMPONENTS,
     DRAM_TRAFFIC,
@@ -61,6 +63,7 @@ class LayerResult:
     dram_bytes: float
     psum_buffer_bytes: float
     mapping: str = ""
+    vector_cycles: int = 0  # vector ops: cycles the vector unit is busy (compute_cycles: the exposed part)
     energy_pj: dict[str, float] = field(default_factory=dict)
     traffic_bytes: dict[str, float] = field(default_factory=dict)  # TRAFFIC_COLUMNS -> bytes
 
@@ -228,14 +231,36 @@ def simulate(
     ledger.meta.setdefault("energy_table", tab.path or tab.name)  # a built-in's name or the file
     declare_components(ledger, arch)
     results = []
+    hide = 0  # GEMM cycles a pipelined vector unit can still hide behind (vector.overlap = "overlap")
     for layer in layers if layers is not None else workload.layers:
-        if isinstance(layer, VectorOp):
-            continue  # the vector unit is not modelled yet: non-GEMM operators cost nothing here
         scope = f"{workload.name}/{layer.name}"
         one = Ledger()
         declare_components(one, arch)
-        res = simulate_layer(layer, arch, one, scope, tab)
+        if isinstance(layer, VectorOp):
+            res = simulate_vector_op(layer, arch, one, scope, hide)
+            hide -= res.vector_cycles - res.compute_cycles
+        else:
+            res = simulate_layer(layer, arch, one, scope, tab)
+            hide += res.total_cycles
+        if arch.vector.overlap == "serial":
+            hide = 0
         res.energy_pj = one.energy_by(tab, "component")
         ledger.merge(one)
         results.append(res)
     return SimResult(workload.name, arch, results, ledger)
+
+
+def simulate_vector_op(op: VectorOp, arch: Arch, ledger: Ledger, scope: str, hide: int = 0) -> LayerResult:
+    """Cost one non-GEMM operator on the vector unit (:mod:`npukit.sim.vector_unit`), recording into
+    ``ledger`` under ``scope``; ``hide``: GEMM cycles it may overlap with (0 in serial mode)."""
+    for comp, act, bits, cnt in vector_unit.vector_records(op, arch):
+        ledger.record(comp, act, bits, cnt, scope)
+    busy = vector_unit.busy_cycles(op, arch)
+    exposed = busy - min(busy, max(0, hide))
+    ledger.add_cycles(exposed, "vector", scope)
+    return LayerResult(
+        name=op.name, kind="vector", M=0, N=0, K=0, batch=op.batch, folds=0, compute_cycles=exposed,
+        stall_cycles=0, mapping_efficiency=0.0, utilization=0.0, macs=0,
+        dram_bytes=vector_unit.dram_bytes(op, arch), psum_buffer_bytes=0.0, mapping=op.op,
+        vector_cycles=busy, traffic_bytes=vector_unit.traffic(op, arch),
+    )

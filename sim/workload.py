@@ -193,20 +193,35 @@ def llama3_8b_layer(seq: int = 2048, phase: str = "prefill") -> Workload:
     """One Llama-3.1-8B decoder layer (hidden 4096, 32 query / 8 KV heads of 128, FFN 14336).
 
     ``prefill``: ``seq`` tokens at once. ``decode``: one new token attending over ``seq`` cached ones.
+    The non-GEMM operators are in order as vector ops: the two RMSNorms, RoPE on q and k, the append
+    of the new keys and values to the KV cache, the softmax over every score row (no causal
+    skipping), the SiLU and gating multiply of the SwiGLU MLP, and the two residual adds.
     """
     if phase not in ("prefill", "decode"):
         raise WorkloadError(f"llama3-8b-layer phase must be prefill or decode, not '{phase}'")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= 1 << 20:
+        raise WorkloadError(f"llama3-8b-layer seq must be 1..{1 << 20} tokens, not {seq!r}")
     hidden, heads, kvh, hd, ffn = 4096, 32, 8, 128, 14336
     m = seq if phase == "prefill" else 1
     ctx = seq if phase == "prefill" else seq + 1
-    layers = _encoder_layer("self_attn", m, hidden, heads, kvh, hd)
+    layers: list[Layer | VectorOp] = [VectorOp("input_layernorm", "rmsnorm", m * hidden, reduce=hidden, params=hidden)]
+    layers += _encoder_layer("self_attn", m, hidden, heads, kvh, hd)
     layers += [
+        VectorOp("self_attn.rope_q", "rope", m * heads * hd),
+        VectorOp("self_attn.rope_k", "rope", m * kvh * hd),
+        VectorOp("self_attn.kv_append", "kv_append", 2 * m * kvh * hd),
         Layer("self_attn.scores", m, ctx, hd, batch=heads, kind="attention"),
+        VectorOp("self_attn.softmax", "softmax", m * ctx, reduce=ctx, batch=heads),
         Layer("self_attn.context", m, hd, ctx, batch=heads, kind="attention"),
         Layer("self_attn.o_proj", m, hidden, heads * hd, kind="linear"),
+        VectorOp("residual_attn", "add", m * hidden, inputs=2),
+        VectorOp("post_attention_layernorm", "rmsnorm", m * hidden, reduce=hidden, params=hidden),
         Layer("mlp.gate_proj", m, ffn, hidden, kind="linear"),
         Layer("mlp.up_proj", m, ffn, hidden, kind="linear"),
+        VectorOp("mlp.act_fn", "silu", m * ffn),
+        VectorOp("mlp.gate_mul", "mul", m * ffn, inputs=2),
         Layer("mlp.down_proj", m, hidden, ffn, kind="linear"),
+        VectorOp("residual_mlp", "add", m * hidden, inputs=2),
     ]
     return Workload("llama3-8b-layer", layers, {"seq": seq, "phase": phase})
 

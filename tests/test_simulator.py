@@ -150,8 +150,8 @@ def test_transformer_workloads_shapes():
     assert m.macs == 6 * (4 * 128 * 384 * 384 + 2 * 12 * 128 * 128 * 32 + 2 * 128 * 384 * 1536)
     pre = llama3_8b_layer(seq=1024)
     dec = llama3_8b_layer(seq=1024, phase="decode")
-    assert pre.layers[1].N == 1024 and pre.layers[3].batch == 32
-    assert all(layer.M == 1 for layer in dec.layers)
+    assert pre.gemms[1].N == 1024 and pre.gemms[3].batch == 32
+    assert all(layer.M == 1 for layer in dec.gemms)
     assert pre.macs > 500 * dec.macs
 
 
