@@ -70,7 +70,10 @@ def assumptions(arch: Arch | None = None) -> list[str]:
         f"DRAM bandwidth: {a.dram_bandwidth_bytes_per_cycle:g} bytes/cycle",
         f"energy table '{t.name}': {t.description} ({t.technology_nm:g} nm)" if t.technology_nm else f"energy table '{t.name}'",
     ]
-    for sec in ("int_add", "int_mult", "register", "sram", "dram"):
+    v = a.vector
+    lines.append(f"vector unit (non-GEMM operators): {v.lanes} lanes, {v.number}{v.bits}, {v.overlap} with the array; "
+                 "per-op lane costs are npukit's estimates (npukit.sim.vector_unit)")
+    for sec in ("int_add", "int_mult", "register", "sram", "dram", "fp16_add", "fp16_mult"):
         src = t.sections.get(sec, {}).get("source")
         if src:
             lines.append(f"  {sec}: {src}")
@@ -80,7 +83,7 @@ def assumptions(arch: Arch | None = None) -> list[str]:
     lines.append(f"psum path charged below 32 bits: policy {q.policy}, semantics {q.semantics}, scale multiplier "
                  f"{q.multiplier_bits} bits, predictor {q.predictor_features} features, top-{q.top_k} peaks "
                  "(feature/predictor datapaths 16 bits: npukit's estimate)")
-    lines.append("workloads: " + "; ".join(f"{lab} ({len(w.layers)} GEMMs, {w.macs:,} MACs)" for lab, w in workloads()))
+    lines.append("workloads: " + "; ".join(f"{lab} ({len(w.gemms)} GEMMs, {len(w.vector_ops)} vector ops, {w.macs:,} MACs)" for lab, w in workloads()))
     lines.append(f"paper claim: {PAPER_REDUCTION_8BIT:.0%} lower total energy at 8-bit psums on a 128x128 array "
                  "(PsumQuant, docs/references.md)")
     return lines
