@@ -88,7 +88,6 @@ def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
         ("ifmap_sram", "sram_read", (b.input,), c.ifmap_reads),
         ("ifmap_sram", "sram_write", (b.input,), c.ifmap_dram),
         ("filter_sram", "sram_read", (b.weight,), c.filter_reads),
-        ("filter_sram", "sram_write", (b.weight,), c.filter_dram),
         ("psum_buffer", "sram_read", (b.psum,), c.psum_reads),
         ("psum_buffer", "sram_write", (b.psum,), c.psum_writes),
         ("psum_adder", "int_add", (b.accumulator,), c.psum_reads + c.psum_dram_reads),
@@ -97,14 +96,16 @@ def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
         ("ofmap_sram", "sram_read", (b.output,), _final_dram(c)),
         ("ofmap_sram", "sram_read", (b.psum,), c.ofmap_dram - _final_dram(c)),
         ("dram", "dram_read", (b.input,), c.ifmap_dram),
-        ("dram", "dram_read", (b.weight,), c.filter_dram),
         ("dram", "dram_read", (b.psum,), c.psum_dram_reads),
         ("dram", "dram_write", (b.psum,), c.psum_dram_writes),
         ("dram", "dram_write", (b.output,), _final_dram(c)),
         ("dram", "dram_write", (b.psum,), c.ofmap_dram - _final_dram(c)),
     ]
     out += psum_path_records(layer, arch)
-    return [(comp, act, bits, n * cnt) for comp, act, bits, cnt in out if cnt]
+    recs = [(comp, act, bits, n * cnt) for comp, act, bits, cnt in out if cnt]
+    # the right operand is fetched once per group of ``shared`` instances (grouped-query attention)
+    fills = [("filter_sram", "sram_write", (b.weight,)), ("dram", "dram_read", (b.weight,))]
+    return recs + [(comp, act, bits, n // layer.shared * c.filter_dram) for comp, act, bits in fills if c.filter_dram]
 
 
 def _final_dram(c: LayerCounts) -> int:
@@ -120,7 +121,7 @@ def dram_bits(layer: Layer, c: LayerCounts, arch: Arch) -> float:
         c.ifmap_dram * b.input + c.filter_dram * b.weight + (c.psum_dram_reads + c.psum_dram_writes) * b.psum
         + final * b.output + (c.ofmap_dram - final) * b.psum
     )
-    return layer.batch * per
+    return layer.batch * per - (layer.batch - layer.batch // layer.shared) * c.filter_dram * b.weight
 
 
 def traffic_bytes(layer: Layer, c: LayerCounts, arch: Arch) -> dict[str, float]:
@@ -145,4 +146,7 @@ def traffic_bytes(layer: Layer, c: LayerCounts, arch: Arch) -> dict[str, float]:
         "sram_ofmap_read_bytes": ofmap_bits,
         "sram_ofmap_write_bytes": write_bits,
     }
-    return {k: n * v / 8 for k, v in vals.items()}
+    out = {k: n * v / 8 for k, v in vals.items()}
+    for k in ("dram_filter_read_bytes", "sram_filter_write_bytes"):
+        out[k] = out[k] / layer.shared
+    return out

@@ -22,7 +22,12 @@ from .textfile import check_file, read_text
 
 @dataclass(frozen=True)
 class Layer:
-    """One GEMM-shaped layer: ``batch`` x (M x K) @ (K x N). Sizes are element counts."""
+    """One GEMM-shaped layer: ``batch`` x (M x K) @ (K x N). Sizes are element counts.
+
+    ``shared``: how many consecutive instances of the batch use the same right operand (K x N), so it
+    is fetched from DRAM once per group: grouped-query attention, where ``shared`` query heads read one
+    KV head's keys and values (Llama-3.1-8B: 32 / 8 = 4). Must divide ``batch``.
+    """
 
     name: str
     M: int
@@ -31,12 +36,15 @@ class Layer:
     batch: int = 1
     kind: str = "gemm"  # conv | linear | matmul | attention | gemm
     conv: tuple[int, ...] | None = None  # (ifmap_h, ifmap_w, fh, fw, cin, cout, stride), padded extents
+    shared: int = 1
 
     def __post_init__(self) -> None:
-        for f in ("M", "N", "K", "batch"):
+        for f in ("M", "N", "K", "batch", "shared"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise WorkloadError(f"layer '{self.name}': {f} must be a positive integer, got {v!r}")
+        if self.batch % self.shared:
+            raise WorkloadError(f"layer '{self.name}': shared = {self.shared} must divide batch = {self.batch}")
 
     @property
     def macs(self) -> int:
@@ -210,9 +218,9 @@ def llama3_8b_layer(seq: int = 2048, phase: str = "prefill") -> Workload:
         VectorOp("self_attn.rope_q", "rope", m * heads * hd),
         VectorOp("self_attn.rope_k", "rope", m * kvh * hd),
         VectorOp("self_attn.kv_append", "kv_append", 2 * m * kvh * hd),
-        Layer("self_attn.scores", m, ctx, hd, batch=heads, kind="attention"),
+        Layer("self_attn.scores", m, ctx, hd, batch=heads, kind="attention", shared=heads // kvh),
         VectorOp("self_attn.softmax", "softmax", m * ctx, reduce=ctx, batch=heads),
-        Layer("self_attn.context", m, hd, ctx, batch=heads, kind="attention"),
+        Layer("self_attn.context", m, hd, ctx, batch=heads, kind="attention", shared=heads // kvh),
         Layer("self_attn.o_proj", m, hidden, heads * hd, kind="linear"),
         VectorOp("residual_attn", "add", m * hidden, inputs=2),
         VectorOp("post_attention_layernorm", "rmsnorm", m * hidden, reduce=hidden, params=hidden),

@@ -9,6 +9,7 @@ from npukit.sim import (
     ConfigError,
     Layer,
     Workload,
+    WorkloadError,
     gemm,
     llama3_8b_layer,
     load_arch,
@@ -206,3 +207,19 @@ def test_per_operand_traffic_in_rows():
     assert row["sram_ifmap_write_bytes"] == row["dram_ifmap_read_bytes"]
     assert row["sram_ofmap_read_bytes"] == row["dram_ofmap_write_bytes"]
     assert row["energy_total_pj"] == pytest.approx(row["energy_onchip_pj"] + row["energy_dram_pj"])
+
+
+def test_grouped_query_attention_fetches_each_kv_head_once():
+    # Llama-3.1-8B decode over 4,096 cached tokens: 32 query heads read 8 KV heads' keys
+    one = Workload("w", [Layer("scores", 1, 4097, 128, batch=32, kind="attention")])
+    gqa = Workload("w", [Layer("scores", 1, 4097, 128, batch=32, kind="attention", shared=4)])
+    a = arch("ws")
+    full, shared = simulate(one, a).layers[0], simulate(gqa, a).layers[0]
+    assert full.traffic_bytes["dram_filter_read_bytes"] == 32 * 128 * 4097
+    assert shared.traffic_bytes["dram_filter_read_bytes"] == 8 * 128 * 4097
+    assert shared.dram_bytes == full.dram_bytes - 24 * 128 * 4097
+    assert shared.macs == full.macs and shared.compute_cycles == full.compute_cycles
+    led = simulate(gqa, a).ledger
+    assert led.count("dram", "dram_read") == 8 * 128 * 4097 + 32 * 128  # keys once per KV head; queries
+    with pytest.raises(WorkloadError, match="shared = 3 must divide batch = 32"):
+        Layer("x", 1, 2, 3, batch=32, shared=3)

@@ -83,7 +83,8 @@ def assumptions(arch: Arch | None = None) -> list[str]:
     lines.append(f"psum path charged below 32 bits: policy {q.policy}, semantics {q.semantics}, scale multiplier "
                  f"{q.multiplier_bits} bits, predictor {q.predictor_features} features, top-{q.top_k} peaks "
                  "(feature/predictor datapaths 16 bits: npukit's estimate)")
-    lines.append("workloads: " + "; ".join(f"{lab} ({len(w.gemms)} GEMMs, {len(w.vector_ops)} vector ops, {w.macs:,} MACs)" for lab, w in workloads()))
+    lines.append("workloads: " + "; ".join(f"{lab} ({len(w.gemms)} GEMMs, {len(w.vector_ops)} vector ops, {w.macs:,} MACs)"
+                                           for lab, w in workloads()))
     lines.append(f"paper claim: {PAPER_REDUCTION_8BIT:.0%} lower total energy at 8-bit psums on a 128x128 array "
                  "(PsumQuant, docs/references.md)")
     return lines
