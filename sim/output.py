@@ -33,25 +33,45 @@ _TMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 3600.0  # a temporary of ours older than this (seconds) belongs to a killed run
 
 
-def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
-    """Check, creating nothing, that ``path`` is or can become a writable folder; :class:`ConfigError`
-    otherwise. An empty string is refused (it would silently mean the current folder)."""
-    if str(path).strip() == "":
-        raise ConfigError(f"{flag} is empty; pass a folder, e.g. {flag} out/run")
-    out = Path(path)
+def _folder_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be (or become) a writable folder, or None when it can."""
     if out.exists():
         if not out.is_dir():
-            raise ConfigError(f"output path '{out}' exists and is not a folder; pass {flag} a folder")
+            return f"'{out}' exists and is not a folder"
         probe = out
     else:
         probe = out.absolute().parent
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
         if not probe.is_dir():
-            raise ConfigError(f"cannot create output folder '{out}': '{probe}' is not a folder; pass a writable {flag}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder '{out}' is not writable ('{probe}' denies writes); pass a writable {flag}")
+            return f"'{probe}' is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK) or not _can_create_in(probe):
+        return f"'{probe}' denies writes"
+    return None
+
+
+def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Check, creating nothing, that ``path`` is or can become a writable folder; :class:`ConfigError`
+    otherwise. An empty string is refused (it would silently mean the current folder)."""
+    if str(path).strip() == "":
+        raise ConfigError(f"{flag} is empty; pass a folder, e.g. {flag} out/run")
+    out = Path(path)
+    why = _folder_problem(out)
+    if why is not None:
+        raise ConfigError(f"{flag} '{out}' cannot be used as an output folder ({why}); pass a writable folder")
     return out
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (a probe file, removed at once): ``os.access`` says
+    yes to root everywhere, also in /proc or on a read-only mount."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".npukit-probe.", suffix=_TMP_SUFFIX)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(tmp)
+    return True
 
 
 def prepare_out_dir(path: str | Path, flag: str = "--out") -> Path:
@@ -65,14 +85,16 @@ def prepare_out_dir(path: str | Path, flag: str = "--out") -> Path:
 
 
 def check_writable_file(path: str | Path, flag: str) -> Path:
-    """Check, before any work and creating nothing, that ``path`` can be written as a file: not a
-    folder, and its folder exists (or can be created) and is writable."""
-    p = Path(path)
+    """Check, before any work and creating nothing, that ``path`` can be written as a file: not
+    empty, not a folder, and its folder exists (or can be created) and is writable."""
     if str(path).strip() == "":
         raise ConfigError(f"{flag} is empty; pass a file path")
+    p = Path(path)
     if p.is_dir():
-        raise ConfigError(f"{flag} '{p}' is a folder; pass a file path inside it, e.g. {p / 'out.csv'}")
-    check_out_dir(p.parent, flag=f"the folder of {flag}")
+        raise ConfigError(f"{flag} '{p}' is a folder; pass a file path (a file inside it, or a new name)")
+    why = _folder_problem(p.absolute().parent)
+    if why is not None:
+        raise ConfigError(f"cannot write {flag} '{p}' ({why}); pass a writable file path")
     return p
 
 
