@@ -41,7 +41,7 @@ from ._sweep_spec import (
     load_sweep_spec,
     parse_sweep_spec,
 )
-from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
+from ._sweep_store import SweepStore, base_columns, check_store, export_csv, point_columns, read_rows
 from .arch import Arch
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .simulator import TRAFFIC_COLUMNS, SimResult, simulate
@@ -50,7 +50,7 @@ from .workload import Workload, parse_workload_spec
 __all__ = [
     "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
-    "SweepStore", "base_columns", "export_csv", "read_rows",
+    "SweepStore", "base_columns", "check_store", "export_csv", "read_rows",
     "SweepSummary", "point_metrics", "run_points", "run_sweep",
 ]
 
