@@ -144,8 +144,7 @@ def write_report(
     if len(srcs) != len(ledgers):
         raise ConfigError(f"got {len(srcs)} sources for {len(ledgers)} ledgers; give one source per ledger")
     names = _resolve_labels(ledgers, labels, srcs)
-    out = Path(out_dir)
-    check_out_dir(out)
+    out = check_out_dir(out_dir)  # before Path(): Path("") would silently be the current folder
 
     runs = [
         _summarise(led, name, src, _resolve_table(led, table, name), depth)
