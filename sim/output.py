@@ -261,13 +261,28 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def md_cell(text: Any) -> str:
-    """One Markdown table cell: ``|``, backslashes, newlines, ``<``/``>`` and emphasis characters escaped,
-    so a name read from an input file can neither break the table nor inject markup (an underscore
-    between letters or digits, as in ``psum_buffer``, is left as it is: it is not emphasis in GFM)."""
-    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    s = s.replace("<", "&lt;").replace(">", "&gt;")
-    s = re.sub(r"([*`\[\]])", r"\\\1", s)
+    """One Markdown table cell: ``|``, backslashes, newlines, ``&``/``<``/``>``, emphasis and link
+    characters (``*`` ``_`` ``~`` `````` ``[`` ``]``) and ``#`` escaped, so a name read from an input file
+    can neither break the table nor inject markup (an underscore between letters or digits, as in
+    ``psum_buffer``, is left as it is: it is not emphasis in GFM)."""
+    s = re.sub(r"\r\n?|\n", " ", str(text).replace("\\", "\\\\").replace("|", "\\|"))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = re.sub(r"([*`\[\]#~])", r"\\\1", s)
     return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", s)  # intraword _ is not emphasis
+
+
+_BLOCK_START = re.compile(r"[-+=]|\d+(?=[.)])")
+
+
+def md_line_start(escaped: str) -> str:
+    """An already escaped line of inline Markdown that cannot start a block: leading white space
+    (an indented code block) dropped, a leading ``-``/``+``/``=`` (a list, an underline) or the
+    ``1.`` of an ordered list escaped."""
+    s = escaped.lstrip()
+    m = _BLOCK_START.match(s)
+    if m is None:
+        return s
+    return s[: m.end()] + "\\" + s[m.end():] if s[0].isdigit() else "\\" + s
 
 
 def markdown_table(headers: Sequence[Any], rows: Sequence[Sequence[Any]], numeric: Sequence[bool] | None = None) -> str:
