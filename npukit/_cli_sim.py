@@ -128,7 +128,7 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
         lines += [format_table(headers, rows), ""]
     comp = result.energy_by_component()
     total = result.energy_pj()
-    util = result.macs / (result.compute_cycles * a.rows * a.cols) if result.compute_cycles else 0.0
+    util = result.utilization
     lines.append(
         f"total: {len(result.layers)} layers, {result.macs:,} MACs, {result.compute_cycles:,} compute cycles "
         f"+ {result.stall_cycles:,} stall cycles = {result.total_cycles:,} total cycles ({result.latency_s() * 1e3:.3f} ms "

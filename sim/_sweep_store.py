@@ -12,7 +12,7 @@ when there is no ``-wal`` file (a read-only connection to a WAL-mode file would 
 Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
 field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum``, ``sram_kib_psum``, ...),
 ``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``cycles`` (clock cycles),
-``utilization`` (macs / (compute_cycles x rows x cols)), ``energy_total_pj``, one
+``utilization`` (macs / (compute_cycles x rows x cols), at most 1), ``energy_total_pj``, one
 ``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the
 simulation took), ``npukit_version``, ``created_at`` (ISO 8601 UTC).
 """

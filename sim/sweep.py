@@ -81,7 +81,6 @@ class SweepSummary:
 
 def point_metrics(result: SimResult) -> dict[str, Any]:
     """The result columns of one simulated point (cycles in clock cycles, energies in pJ, latency in s)."""
-    arch = result.arch
     compute = result.compute_cycles
     row: dict[str, Any] = {
         "layers": len(result.layers),
@@ -89,7 +88,7 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
         "compute_cycles": compute,
         "stall_cycles": result.stall_cycles,
         "cycles": result.cycles,
-        "utilization": result.macs / (compute * arch.rows * arch.cols) if compute else 0.0,
+        "utilization": result.utilization,
         "energy_total_pj": result.energy_pj(),
         "energy_onchip_pj": result.energy_onchip_pj(),
     }
