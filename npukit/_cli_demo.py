@@ -17,18 +17,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from npukit.sim import check_out_dir, load_arch, load_table, simulate
+
+    check_out_dir(args.out)
+    base = load_arch(args.arch)  # every option checked before torch is imported or the folder is made
+    if base.dataflow != "ws":
+        base = base.with_(dataflow="ws")
+    table = load_table(base.energy_table)
+
     from npukit.models.resnet18 import resnet18 as torch_resnet18
     from npukit.models.trace import trace_workload
-    from npukit.sim import check_out_dir, load_arch, load_table, simulate
     from npukit.sim.report import write_report
 
     from ._cli_sim import render
 
-    check_out_dir(args.out)
-    base = load_arch(args.arch)  # every option checked before the folder is made
-    if base.dataflow != "ws":
-        base = base.with_(dataflow="ws")
-    table = load_table(base.energy_table)
     out = prepare_out_dir(args.out)
     import torch
 

@@ -14,6 +14,7 @@ refusal is one line, exit code 2, and that the folder is unchanged.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -45,14 +46,22 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str)
     return err
 
 
+@pytest.fixture(scope="module")
+def _template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template")
+    (root / "s.toml").write_text(SPEC)
+    assert main(["sweep", str(root / "s.toml"), "--out", str(root / "done"), "--no-progress"]) == 0
+    assert main(["sim", "--workload", "gemm:M=8,N=8,K=8", "--out", str(root / "led"), "--quiet"]) == 0
+    return root
+
+
 @pytest.fixture
-def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty current folder holding a sweep spec, a ledger and a finished sweep database."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "s.toml").write_text(SPEC)
-    assert main(["sweep", "s.toml", "--out", "done", "--no-progress"]) == 0
-    assert main(["sim", "--workload", "gemm:M=8,N=8,K=8", "--out", "led", "--quiet"]) == 0
-    return tmp_path
+def ws(_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The current folder, holding a sweep spec, a ledger and a finished sweep database (a fresh copy)."""
+    root = tmp_path / "ws"
+    shutil.copytree(_template, root)
+    monkeypatch.chdir(root)
+    return root
 
 
 # ------------------------------------------------------------------------------------------ empty paths
