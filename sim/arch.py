@@ -143,6 +143,9 @@ def validate_arch(a: Arch) -> None:
             raise ConfigError(f"arch field 'psum_quant.{key}' = {v} is over 64; use 1..64")
     if not isinstance(a.name, str) or not a.name.strip():
         raise ConfigError(f"arch field 'name' must be a non-empty string, got {a.name!r}")
+    if not isinstance(a.energy_table, str) or not a.energy_table.strip():
+        raise ConfigError(f"arch field 'energy_table' must be a table name or .toml path, got {a.energy_table!r}; "
+                          "use horowitz45, aladdin40 or a path")
     if a.memory == "scalesim" and a.mapping != "fixed":
         raise ConfigError(
             "memory = 'scalesim' reproduces SCALE-Sim's own loop order; set mapping = 'fixed' with it"
