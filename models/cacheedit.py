@@ -64,6 +64,8 @@ __all__ = [
 def load_model(path: str | Path | None = None) -> EditDiT:
     """Load the trained editing DiT (fp16 file -> fp32 model in eval mode)."""
     p = Path(path) if path is not None else WEIGHTS
+    if p.is_dir():
+        raise ConfigError(f"CacheEdit weights path {p} is a folder; pass the weights file (--weights FILE)")
     if not p.is_file():
         raise ConfigError(f"CacheEdit weights not found at {p}; train them with "
                           f"`python -m npukit.experiments.cacheedit.train --out {p}`")

@@ -449,6 +449,8 @@ def _random_input(shape: tuple[int, ...], kind: str, model: nn.Module) -> torch.
 def _load_factory(target: str, attr: str, spec: str) -> Any:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
+        if path.is_dir():
+            raise WorkloadError(f"model file '{target}' is a folder, not a file (spec '{spec}'); pass a .py file")
         if not path.is_file():
             raise WorkloadError(f"model file '{target}' does not exist (spec '{spec}')")
         mod_name = f"_npukit_model_{path.stem}_{abs(hash(str(path.resolve())))}"

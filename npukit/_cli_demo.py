@@ -17,9 +17,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from npukit.sim import check_out_dir, load_arch, load_table, simulate
+
+    check_out_dir(args.out)
+    base = load_arch(args.arch)  # every option checked before torch is imported or the folder is made
+    if base.dataflow != "ws":
+        base = base.with_(dataflow="ws")
+    table = load_table(base.energy_table)
+
     from npukit.models.resnet18 import resnet18 as torch_resnet18
     from npukit.models.trace import trace_workload
-    from npukit.sim import load_arch, load_table, simulate
     from npukit.sim.report import write_report
 
     from ._cli_sim import render
@@ -31,10 +38,6 @@ def run(args: argparse.Namespace) -> int:
     model = torch_resnet18().eval()
     print("tracing ResNet-18 (torchvision-free definition, 1x3x224x224) ...")
     workload = trace_workload(model, (torch.randn(1, 3, 224, 224),), name="resnet18")
-    base = load_arch(args.arch)
-    if base.dataflow != "ws":
-        base = base.with_(dataflow="ws")
-    table = load_table(base.energy_table)
     ledgers, labels, onchip = [], [], []
     for bits in (32, 8):
         arch = base.with_(**{"bits.psum": bits})

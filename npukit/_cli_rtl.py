@@ -8,17 +8,22 @@ import sys
 import time
 from pathlib import Path
 
+from npukit.rtl._config import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES
 from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
+_LIMITS = (f"Input limits (checked before anything is built or allocated): rows x cols <= {MAX_PES:,} PEs, "
+           f"M, N, K <= {MAX_GEMM_DIM:,}, each operand buffer <= {MAX_BUFFER_WORDS:,} words "
+           "(ws: ceil(K/R)*M and ceil(N/C)*ceil(K/R)*R, os: ceil(M/R)*K and ceil(N/C)*K), data bits 2-16, "
+           "psum and accumulator bits 2-62.")
 
 
 def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
-    p.add_argument("--rows", type=int, default=rows, help=f"array rows R (default {rows})")
+    p.add_argument("--rows", type=int, default=rows, help=f"array rows R (default {rows}; rows x cols <= {MAX_PES:,})")
     p.add_argument("--cols", type=int, default=rows, help=f"array columns C (default {rows})")
-    p.add_argument("--data-bits", type=int, default=8, help="operand width D in bits (default 8)")
-    p.add_argument("--psum-bits", type=int, default=32, help="PE psum register width P in bits (default 32)")
-    p.add_argument("--acc-bits", type=int, help="accumulator width B in bits (default P)")
+    p.add_argument("--data-bits", type=int, default=8, help="operand width D in bits, 2-16 (default 8)")
+    p.add_argument("--psum-bits", type=int, default=32, help="PE psum register width P in bits, 2-62 (default 32)")
+    p.add_argument("--acc-bits", type=int, help="accumulator width B in bits, 2-62 (default P)")
     p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
                    help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
     p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
@@ -33,13 +38,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     s = rsub.add_parser("stats", help="modules, ports, parameters and flip-flop bits at the given parameters",
                         description="Elaborate the design with pyverilog's dataflow analysis at the given parameters "
-                        "and print modules, ports, parameters and flip-flop bits per module.")
+                        "and print modules, ports, parameters and flip-flop bits per module. " + _LIMITS)
     _add_config_args(s, 4)
     s.add_argument("--top", default="npu_top",
                    choices=("npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"), help="module to analyze")
-    s.add_argument("--max-m", type=int, default=16, help="largest M the npu_top build holds (sizes buffers; default 16)")
-    s.add_argument("--max-n", type=int, default=16, help="largest N (default 16)")
-    s.add_argument("--max-k", type=int, default=16, help="largest K (default 16)")
+    s.add_argument("--max-m", type=int, default=16,
+                   help=f"largest M the npu_top build holds (sizes buffers; default 16, at most {MAX_GEMM_DIM:,})")
+    s.add_argument("--max-n", type=int, default=16, help=f"largest N (default 16, at most {MAX_GEMM_DIM:,})")
+    s.add_argument("--max-k", type=int, default=16, help=f"largest K (default 16, at most {MAX_GEMM_DIM:,})")
     s.add_argument("--yosys", action="store_true", help="also count flip-flops with yosys synth and compare")
     s.add_argument("--json", help="also write the statistics as JSON to this file")
     s.set_defaults(func=run_stats)
@@ -47,14 +53,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus",
                         description="Build npu_top for one configuration with Icarus, run seeded GEMMs (random, edge "
                         "values, overflow extremes, quantized) bit- and cycle-exact against npukit.sim.cycle.run_gemm, "
-                        "and check psum_quantizer on random inputs against npukit.sim.quant. Exit 1 on any failure.")
+                        "and check psum_quantizer on random inputs against npukit.sim.quant. Exit 1 on any failure. "
+                        + _LIMITS)
     _add_config_args(t, 8)
     t.add_argument("--seed", type=int, default=0, help="random seed of the cases (default 0)")
-    t.add_argument("--m", type=int, help="GEMM M (default: two partial spatial folds)")
-    t.add_argument("--n", type=int, help="GEMM N")
-    t.add_argument("--k", type=int, help="GEMM K")
+    t.add_argument("--m", type=int, help=f"GEMM M (default: two partial spatial folds; at most {MAX_GEMM_DIM:,})")
+    t.add_argument("--n", type=int, help=f"GEMM N (at most {MAX_GEMM_DIM:,})")
+    t.add_argument("--k", type=int, help=f"GEMM K (at most {MAX_GEMM_DIM:,})")
     t.add_argument("--quant-samples", type=int, default=100_000,
-                   help="random inputs for the quantizer check (default 100000; 0 skips it)")
+                   help=f"random inputs for the quantizer check (default 100000, at most {MAX_QUANT_SAMPLES:,}; 0 skips it)")
     t.add_argument("--build-dir", default="sim_build", help="Icarus build folder, one sub-folder per parameter set")
     t.set_defaults(func=run_test)
 
@@ -70,10 +77,22 @@ def _params_text(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+def _write_json(path: str, stats: dict) -> None:
+    from npukit.sim import write_text
+    from npukit.sim.errors import ConfigError
+
+    try:
+        write_text(Path(path), json.dumps(stats, indent=2) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write --json '{path}' ({exc.strerror or exc}); pass a writable file path") from None
+
+
 def run_stats(args: argparse.Namespace) -> int:
     from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
-    from npukit.sim import write_text as atomic_write_text
+    from npukit.sim import check_writable_file
 
+    if args.json is not None:  # before the analysis, which takes seconds to minutes
+        check_writable_file(args.json, "--json")
     cfg = _config(args, args.max_m, args.max_n, args.max_k)
     stats = rtl_stats(cfg, top=args.top)
     print(f"{args.top} at {_params_text(stats['parameters'])}")
@@ -90,8 +109,8 @@ def run_stats(args: argparse.Namespace) -> int:
     for m in stats["modules"]:
         print(f"\n{m['module']}: {_params_text(m['parameters'])}")
         print("  " + ", ".join(f"{_DIR[p['direction']]} {p['name']}[{p['bits']}]" for p in m["ports"]))
-    if args.json:
-        atomic_write_text(Path(args.json), json.dumps(stats, indent=2) + "\n")
+    if args.json is not None:
+        _write_json(args.json, stats)
         print(f"\nwrote {args.json}")
     if args.yosys and stats["yosys_ff_bits"] != stats["ff_bits"]:
         return 1
@@ -102,20 +121,27 @@ def run_test(args: argparse.Namespace) -> int:
     from npukit.rtl._cases import default_dims, standard_cases
     from npukit.rtl._config import RtlConfig
     from npukit.rtl._runner import run_gemm_suite, run_quant_suite
+    from npukit.sim import check_out_dir, prepare_out_dir
     from npukit.sim.errors import ConfigError
 
+    # every option is checked before anything is allocated, built or written
+    check_out_dir(args.build_dir, "--build-dir")
+    if not 0 <= args.quant_samples <= MAX_QUANT_SAMPLES:
+        raise ConfigError(f"--quant-samples must be in 0..{MAX_QUANT_SAMPLES:,} (got {args.quant_samples:,}); "
+                          "pass e.g. --quant-samples 100000")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0 (got {args.seed})")
     probe = _config(args)
     dm, dn, dk = default_dims(probe)
     m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
     if min(m, n, k) < 1:
         raise ConfigError(f"--m/--n/--k must be positive (got {m}, {n}, {k})")
-    if args.quant_samples < 0:
-        raise ConfigError(f"--quant-samples must be >= 0 (got {args.quant_samples})")
-    cfg: RtlConfig = _config(args, m, n, k)
+    cfg: RtlConfig = _config(args, m, n, k)  # the size limits (MAX_GEMM_DIM, MAX_BUFFER_WORDS)
+    build_dir = prepare_out_dir(args.build_dir, "--build-dir")
     print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
           f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}, seed {args.seed}", flush=True)
     t0 = time.perf_counter()
-    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k)), args.build_dir)
+    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k)), build_dir)
     rows = []
     failures = []
     for c in suite.cases:
@@ -125,7 +151,7 @@ def run_test(args: argparse.Namespace) -> int:
         if not c["passed"]:
             failures.append(c["first_mismatch"])
     if args.quant_samples:
-        qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, args.build_dir,
+        qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, build_dir,
                                mult_bits=cfg.mult_bits, lanes=32)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",

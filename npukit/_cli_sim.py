@@ -132,7 +132,7 @@ def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimR
         lines += [format_table(headers, rows), ""]
     comp = result.energy_by_component()
     total = result.energy_pj()
-    util = result.macs / (result.compute_cycles * a.rows * a.cols) if result.compute_cycles else 0.0
+    util = result.utilization
     n_vec = sum(r.kind == "vector" for r in result.layers)
     vec_exposed = sum(r.compute_cycles for r in result.layers if r.kind == "vector")
     vec_busy = sum(r.vector_cycles for r in result.layers)

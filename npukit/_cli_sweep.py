@@ -97,23 +97,21 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
 
-    from npukit.sim.sweep import MAX_POINTS, expand_points, load_sweep_spec
+    from npukit.sim.sweep import MAX_POINTS, check_store, expand_points, load_sweep_spec
 
     limit = MAX_POINTS if args.max_points is None else args.max_points
     if limit < 1:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
-    from npukit.sim import check_writable_file
+    from npukit.sim import check_out_dir, check_writable_file
 
     spec = load_sweep_spec(args.spec)
     points = expand_points(spec, limit)  # every point validated before anything is written
-    if args.csv:
-        check_writable_file(args.csv, "--csv")  # a bad --csv fails now, not after every point is computed
-    if args.db:
-        check_writable_file(args.db, "--db")
+    out = check_out_dir(args.out)  # an empty --out is refused, not taken as the current folder
+    # a bad --csv/--db fails now, not after every point is computed; an empty one is refused
+    csv_path = check_writable_file(args.csv, "--csv") if args.csv is not None else out / "sweep.csv"
+    db = check_writable_file(args.db, "--db") if args.db is not None else out / "sweep.sqlite"
+    check_store(db)  # a database that is not ours is refused read-only, before any folder is made
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
-    out = Path(args.out)
-    db = Path(args.db) if args.db else out / "sweep.sqlite"
-    csv_path = Path(args.csv) if args.csv else out / "sweep.csv"
     try:
         return _run(args, spec, points, executor, db, csv_path)
     finally:
@@ -156,15 +154,19 @@ def _run(
 
 
 def _export(args: argparse.Namespace) -> int:
-    from npukit.sim import prepare_out_dir
+    from npukit.sim import check_writable_file
     from npukit.sim.errors import ConfigError
     from npukit.sim.sweep import export_csv
 
     db = Path(args.export_db)
+    if db.is_dir():
+        raise ConfigError(f"sweep database '{db}' is a folder; pass the .sqlite file npukit sweep wrote")
     if not db.is_file():
         raise ConfigError(f"sweep database '{db}' does not exist; pass the .sqlite file npukit sweep wrote")
-    csv_path = Path(args.csv) if args.csv else db.with_suffix(".csv")
-    prepare_out_dir(csv_path.parent)
+    csv_path = check_writable_file(db.with_suffix(".csv") if args.csv is None else args.csv, "--csv")
+    if csv_path.resolve() == db.resolve():
+        raise ConfigError(f"--csv '{csv_path}' is the database itself; pass another file path")
+    # export_csv reads the database (read-only) before it creates the CSV's folder or any file
     export_csv(db, csv_path)
     print(f"wrote {csv_path}")
     return 0

@@ -22,7 +22,17 @@ DESIGN_FILES = ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v",
 #: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports.
 OUT_LAT = 2
 SHIFT_BITS = 6
+
+# Input limits, checked before anything is allocated or built (Icarus allocates every buffer word,
+# the operands travel to the testbench as JSON, and every PE is simulated every cycle):
+#: Largest array, rows x cols PEs.
 MAX_PES = 128 * 128
+#: Largest M, N or K of one build (``max_m/max_n/max_k``, and so of any GEMM it runs).
+MAX_GEMM_DIM = 1024
+#: Largest operand buffer (A or B) of one build, in words of one array row or column.
+MAX_BUFFER_WORDS = 1 << 16
+#: Largest quantizer check (random inputs of ``npukit rtl test --quant-samples``).
+MAX_QUANT_SAMPLES = 1_000_000
 
 
 def _bits(n: int) -> int:
@@ -64,19 +74,20 @@ class RtlConfig:
     def __post_init__(self) -> None:
         for name in ("rows", "cols"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive integer (got {v!r}); pass e.g. --{name} 8")
         if self.rows * self.cols > MAX_PES:
-            raise ConfigError(f"array {self.rows}x{self.cols} is larger than 128x128 PEs; pass smaller --rows/--cols")
-        if not 2 <= self.data_bits <= 16:
-            raise ConfigError(f"data_bits must be in [2, 16] (got {self.data_bits}); pass --data-bits 8")
+            raise ConfigError(f"array {self.rows}x{self.cols} has more than {MAX_PES:,} PEs (128x128), the RTL limit; "
+                              "pass smaller --rows/--cols")
         # widths limited to what the int64 cycle model (npukit.sim.cycle) checks against
-        if not 2 <= self.psum_bits <= 62:
-            raise ConfigError(f"psum_bits must be in [2, 62] (got {self.psum_bits}); pass e.g. --psum-bits 32")
-        if self.acc_bits is not None and not 2 <= self.acc_bits <= 62:
-            raise ConfigError(f"acc_bits must be in [2, 62] (got {self.acc_bits}); pass e.g. --acc-bits 32")
-        if not 2 <= self.mult_bits <= 16:
-            raise ConfigError(f"mult_bits must be in [2, 16] (got {self.mult_bits}); the quantizer multiplier is 16 bits at most")
+        for name, hi, hint in (("data_bits", 16, "--data-bits 8"), ("psum_bits", 62, "e.g. --psum-bits 32"),
+                               ("acc_bits", 62, "e.g. --acc-bits 32"),
+                               ("mult_bits", 16, "at most 16: the quantizer multiplier is 16 bits wide")):
+            v = getattr(self, name)
+            if v is None and name == "acc_bits":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= hi:
+                raise ConfigError(f"{name} must be an integer in [2, {hi}] (got {v!r}); pass {hint}")
         if self.dataflow not in DATAFLOWS:
             raise ConfigError(f"unknown dataflow {self.dataflow!r}; the RTL runs {', '.join(DATAFLOWS)}")
         if self.overflow not in OVERFLOWS:
@@ -85,6 +96,17 @@ class RtlConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive integer (got {v!r})")
+            if v > MAX_GEMM_DIM:
+                d = name[-1]
+                raise ConfigError(f"GEMM {d.upper()} = {v:,} is above the RTL limit of {MAX_GEMM_DIM:,}; "
+                                  f"pass --{d} (rtl stats: --max-{d}) of at most {MAX_GEMM_DIM:,}")
+        words = self.buffer_words(self.max_m, self.max_n, self.max_k)
+        if max(words) > MAX_BUFFER_WORDS:
+            raise ConfigError(
+                f"GEMM {self.max_m}x{self.max_k}x{self.max_n} on {self.rows}x{self.cols} needs operand buffers of "
+                f"{words[0]:,} and {words[1]:,} words, above the RTL limit of {MAX_BUFFER_WORDS:,}; "
+                "pass smaller --m/--n/--k (or --max-*) or a larger array"
+            )
 
     @property
     def acc_width(self) -> int:

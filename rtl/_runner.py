@@ -18,7 +18,10 @@ import numpy as np
 
 from npukit.sim.errors import ConfigError, NpukitError
 
-from ._config import RtlConfig, source_paths
+from ._config import MAX_QUANT_SAMPLES, RtlConfig, source_paths
+
+#: Most psum_quantizer instances in one quantizer check build.
+MAX_LANES = 1024
 
 
 class RtlSimError(NpukitError):
@@ -75,7 +78,11 @@ def build(top: str, sources: list[Path], parameters: dict[str, int], build_dir: 
     from cocotb_tools.runner import get_runner
 
     check_tools()
-    build_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ConfigError(f"cannot create build folder '{build_dir}' ({why}); pass a writable --build-dir") from None
     stamp = build_dir / "params.json"
     want = json.dumps({"top": top, "parameters": parameters, "sources": [str(s) for s in sources]}, sort_keys=True)
     always = not stamp.is_file() or stamp.read_text() != want
@@ -162,8 +169,9 @@ def run_quant_suite(in_bits: int, out_bits: int, n: int, seed: int, build_root: 
     for name, v, lo, hi in (("in_bits", in_bits, 2, 62), ("out_bits", out_bits, 2, 62), ("mult_bits", mult_bits, 2, 16)):
         if not lo <= v <= hi:
             raise ConfigError(f"quantizer {name} must be in [{lo}, {hi}] (got {v})")
-    if n < 1 or lanes < 1:
-        raise ConfigError(f"need at least one input and one lane (got n={n}, lanes={lanes})")
+    if not 1 <= n <= MAX_QUANT_SAMPLES or not 1 <= lanes <= MAX_LANES:
+        raise ConfigError(f"the quantizer check needs 1..{MAX_QUANT_SAMPLES:,} inputs and 1..{MAX_LANES} lanes "
+                          f"(got n={n:,}, lanes={lanes:,})")
     params = {"LANES": lanes, "IN_W": in_bits, "MULT_W": mult_bits, "OUT_W": out_bits, "SHIFT_W": 6}
     build_dir = Path(build_root).resolve() / f"quant_i{in_bits}o{out_bits}m{mult_bits}l{lanes}"
     sources = source_paths(("psum_quantizer.v", "quantizer_lanes.v"))

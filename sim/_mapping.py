@@ -32,7 +32,11 @@ F folds = ceil(S_r/R) * ceil(S_c/C) * n_tiles, each streaming its tile's T_f row
   accumulators so a fold's drain overlaps the next fold's compute: F * T + R + C - 3.
 
 Both equal SCALE-Sim's formulas and the cycle-level model exactly, including its one degenerate case: a
-1x1 os array reports one cycle fewer than its MACs.
+1x1 os array reports one cycle fewer than its MACs (F*K - 1 cycles for F*K MACs, both timings).
+
+**Utilization** = MACs / (R * C * compute cycles), never above 1: the cycle counts keep SCALE-Sim's
+convention, and :func:`utilization` divides by at least ceil(MACs / (R * C)) cycles, which only changes
+that degenerate case (where it gives exactly 1).
 
 **DRAM traffic on unique data** (elements; :mod:`npukit.sim._reuse` counts the distinct input elements
 of conv im2col rows). An operand is fetched from DRAM once if all of its unique data fits its SRAM;
@@ -129,6 +133,15 @@ class LayerCounts:
 
 def n_folds(extent: int, width: int) -> int:
     return -(-extent // width)
+
+
+def utilization(macs: int, compute_cycles: int, rows: int, cols: int) -> float:
+    """MACs per PE per compute cycle, in [0, 1] (see the module docstring: the cycles are taken as at
+    least ceil(MACs / (rows * cols)), the fewest any array needs)."""
+    if macs <= 0:
+        return 0.0
+    pes = rows * cols
+    return macs / (pes * max(compute_cycles, -(-macs // pes)))
 
 
 def fold_counts(s_r: int, s_c: int, arch: Arch) -> tuple[int, int, float]:

@@ -4,10 +4,15 @@ The database runs in WAL mode; rows go in with ``INSERT OR IGNORE`` on the point
 batch per transaction, so a process killed at any moment loses no committed row and leaves no
 partial one. Every column is ``NOT NULL``.
 
+A file is opened for writing only once it is known to be npukit's (or new). Until then, and for
+every read (export), it is opened read-only and creates nothing beside it: with ``immutable=1``
+when there is no ``-wal`` file (a read-only connection to a WAL-mode file would otherwise create
+``-wal``/``-shm`` and leave them), else ``mode=ro`` to read the committed rows still in the WAL.
+
 Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
 field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum``, ``sram_kib_psum``, ...),
 ``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``cycles`` (clock cycles),
-``utilization`` (macs / (compute_cycles x rows x cols)), ``energy_total_pj``, one
+``utilization`` (macs / (compute_cycles x rows x cols), at most 1), ``energy_total_pj``, one
 ``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the
 simulation took), ``npukit_version``, ``created_at`` (ISO 8601 UTC).
 """
@@ -74,10 +79,29 @@ def point_columns(point: SweepPoint) -> dict[str, Any]:
     return row
 
 
+def _connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A read-only connection to ``path`` that neither modifies it nor creates files beside it."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True, timeout=timeout)
+
+
+def check_store(path: str | Path) -> None:
+    """Refuse, before any work and without modifying it, a ``path`` that cannot become or be an
+    npukit sweep database: a folder, or an existing file that is not one (another SQLite schema,
+    not SQLite, truncated)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"sweep database '{p}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
+    if p.is_file() and p.stat().st_size > 0:
+        _check_foreign(p)
+
+
 def _check_foreign(path: Path) -> None:
     """Refuse, opening it read-only, an existing file that is not an npukit sweep database."""
     try:
-        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ro = _connect_ro(path)
         try:
             tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             have = {r[1] for r in ro.execute("PRAGMA table_info(points)")} if "points" in tables else set()
@@ -95,10 +119,7 @@ class SweepStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.is_dir():
-            raise ConfigError(f"sweep database '{self.path}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
-        if self.path.is_file() and self.path.stat().st_size > 0:
-            _check_foreign(self.path)  # read-only: a file that is not ours is never modified
+        check_store(self.path)  # read-only: a file that is not ours is never modified
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -168,12 +189,17 @@ class SweepStore:
 
 
 def _open_ro(path: Path) -> sqlite3.Connection:
+    if path.is_dir():
+        raise ConfigError(f"sweep database '{path}' is a folder; pass the .sqlite file npukit sweep wrote")
     if not path.is_file():
         raise ConfigError(f"sweep database '{path}' does not exist; run npukit sweep SPEC.toml first")
+    con = None
     try:
-        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
-        con.execute("SELECT key FROM points LIMIT 1")
+        con = _connect_ro(path)
+        con.execute("SELECT key, config FROM points LIMIT 1")
     except sqlite3.DatabaseError as exc:
+        if con is not None:
+            con.close()
         raise ConfigError(f"'{path}' is not a sweep database ({exc}); pass the .sqlite file npukit sweep wrote") from None
     return con
 

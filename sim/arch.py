@@ -191,6 +191,9 @@ def validate_arch(a: Arch) -> None:
     if a.memory == "scalesim" and a.stationary_words != 1:
         raise ConfigError("memory = 'scalesim' models SCALE-Sim's PEs, one stationary word each; "
                           "set stationary_words = 1 with it")
+    if not isinstance(a.energy_table, str) or not a.energy_table.strip():
+        raise ConfigError(f"arch field 'energy_table' must be a table name or .toml path, got {a.energy_table!r}; "
+                          "use horowitz45, aladdin40 or a path")
     if a.memory == "scalesim" and a.mapping != "fixed":
         raise ConfigError(
             "memory = 'scalesim' reproduces SCALE-Sim's own loop order; set mapping = 'fixed' with it"

@@ -34,7 +34,10 @@ psum leaving the array in a K-fold after the first; and ``add_cycles(cycles)``. 
 declared: declare them (e.g. ``simulator.declare_components``) before pricing energy.
 
 Limits of the int64 model: ``data_bits`` <= 32, ``psum_bits`` and ``acc_bits`` <= 62, and for ws/is
-with a quantizer ``|mult| * 2**(P-1) < 2**63`` (P <= 48 for any 16-bit multiplier).
+with a quantizer ``|mult| * 2**(P-1) < 2**63`` (P <= 48 for any 16-bit multiplier). Size limits,
+checked before anything is allocated (the model allocates from the sizes, not only from the operands
+passed): ``rows * cols`` <= :data:`MAX_PES`, and the outputs (M x N) and the fold psums (F x M x C for
+ws, F x N x C for is) at most :data:`MAX_WORDS` int64 words each.
 
 The numba kernels are imported on first use, so importing this module stays light.
 """
@@ -54,6 +57,10 @@ __all__ = ["CycleResult", "run_gemm", "contract_cycles"]
 
 DATAFLOWS = ("ws", "os", "is")
 TIMING_MODES = ("scalesim", "double-buffered")
+#: Largest array of the cycle-level model, rows x cols PEs (1024 x 1024).
+MAX_PES = 1 << 20
+#: Largest array the model allocates from the sizes (outputs, fold psums), in int64 words (1 GiB).
+MAX_WORDS = 1 << 27
 
 FoldPsum = tuple[int, int, slice, slice, np.ndarray]
 
@@ -110,6 +117,12 @@ def _operand(name: str, x: Any, bits: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
+def _check_words(what: str, words: int) -> None:
+    if words > MAX_WORDS:
+        raise ConfigError(f"{what} would take {words:,} int64 words, above the cycle model's limit of {MAX_WORDS:,} "
+                          "(MAX_WORDS, 1 GiB); run a smaller GEMM or split it")
+
+
 def _quant(quant: Any) -> tuple[int, int] | None:
     if quant is None:
         return None
@@ -155,6 +168,9 @@ def run_gemm(
     ``(multiplier, shift)`` of the psum quantizer or None. Raises :class:`ConfigError` on bad input."""
     R = _pos_int("rows", rows)
     C = _pos_int("cols", cols)
+    if R * C > MAX_PES:
+        raise ConfigError(f"array {R}x{C} has more than {MAX_PES:,} PEs, the cycle model's limit (MAX_PES); "
+                          "pass smaller rows/cols")
     if dataflow not in DATAFLOWS:
         raise ConfigError(f"unknown dataflow '{dataflow}': use one of {', '.join(DATAFLOWS)}")
     if timing not in TIMING_MODES:
@@ -171,6 +187,10 @@ def run_gemm(
     K2, N = b.shape
     if K2 != K:
         raise ConfigError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions must match")
+    _check_words("the outputs", M * N)
+    if return_fold_psums and dataflow != "os":
+        temporal, extent = (M, N) if dataflow == "ws" else (N, M)
+        _check_words("the fold psums", -(-K // R) * -(-extent // C) * temporal * C)
     if q is not None and dataflow != "os" and abs(q[0]) * (1 << (P - 1)) >= 1 << 63:
         raise ConfigError(
             f"quant multiplier {q[0]} times a {P}-bit psum overflows the int64 model; use psum_bits <= 48"

@@ -3,9 +3,10 @@
 Every file npukit writes goes through here (the CLI verbs, the experiments, the reports, the
 ledger), so that three rules hold everywhere:
 
-* **Atomic.** A file is written to a hidden temporary beside it (``.NAME.<random>.tmp``) and renamed
-  into place; a failed or killed write leaves nothing at ``NAME``. Temporaries of this naming that a
-  killed run left behind are removed by :func:`clean_stale_temps` on the next write into the folder.
+* **Atomic.** A file is written to a hidden temporary beside it (``.NAME.<random>.<host>-<pid>.tmp``)
+  and renamed into place; a failed or killed write leaves nothing at ``NAME``. Temporaries of this
+  naming that a killed run left behind are removed by :func:`clean_stale_temps` on the next write
+  into the folder: at once when their process (on this host) is gone, else after an hour.
 * **Inside the output folder.** :func:`safe_filename` turns a name taken from an input file (an arch
   ``name``, a SCALE-Sim ``run_name``, a layer name) into one path component, and
   :func:`path_inside` refuses any path that would resolve outside its folder.
@@ -21,8 +22,10 @@ import csv
 import io
 import os
 import re
+import socket
 import tempfile
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,27 @@ from .errors import ConfigError
 
 _TMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 3600.0  # a temporary of ours older than this (seconds) belongs to a killed run
+_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+# mkstemp's name: prefix + 8 characters of [a-z0-9_] + suffix; the host-pid part is absent in
+# temporaries written before it was added (those are removed by age only)
+_OUR_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+))?\.tmp$")
+
+
+def _folder_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be (or become) a writable folder, or None when it can."""
+    if out.exists():
+        if not out.is_dir():
+            return f"'{out}' exists and is not a folder"
+        probe = out
+    else:
+        probe = out.absolute().parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir():
+            return f"'{probe}' is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK) or not _can_create_in(probe):
+        return f"'{probe}' denies writes"
+    return None
 
 
 def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
@@ -39,19 +63,22 @@ def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
     if str(path).strip() == "":
         raise ConfigError(f"{flag} is empty; pass a folder, e.g. {flag} out/run")
     out = Path(path)
-    if out.exists():
-        if not out.is_dir():
-            raise ConfigError(f"output path '{out}' exists and is not a folder; pass {flag} a folder")
-        probe = out
-    else:
-        probe = out.absolute().parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            raise ConfigError(f"cannot create output folder '{out}': '{probe}' is not a folder; pass a writable {flag}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder '{out}' is not writable ('{probe}' denies writes); pass a writable {flag}")
+    why = _folder_problem(out)
+    if why is not None:
+        raise ConfigError(f"{flag} '{out}' cannot be used as an output folder ({why}); pass a writable folder")
     return out
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (a probe file, removed at once): ``os.access`` says
+    yes to root everywhere, also in /proc or on a read-only mount."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".npukit-probe.", suffix=_TMP_SUFFIX)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(tmp)
+    return True
 
 
 def prepare_out_dir(path: str | Path, flag: str = "--out") -> Path:
@@ -65,14 +92,16 @@ def prepare_out_dir(path: str | Path, flag: str = "--out") -> Path:
 
 
 def check_writable_file(path: str | Path, flag: str) -> Path:
-    """Check, before any work and creating nothing, that ``path`` can be written as a file: not a
-    folder, and its folder exists (or can be created) and is writable."""
-    p = Path(path)
+    """Check, before any work and creating nothing, that ``path`` can be written as a file: not
+    empty, not a folder, and its folder exists (or can be created) and is writable."""
     if str(path).strip() == "":
         raise ConfigError(f"{flag} is empty; pass a file path")
+    p = Path(path)
     if p.is_dir():
-        raise ConfigError(f"{flag} '{p}' is a folder; pass a file path inside it, e.g. {p / 'out.csv'}")
-    check_out_dir(p.parent, flag=f"the folder of {flag}")
+        raise ConfigError(f"{flag} '{p}' is a folder; pass a file path (a file inside it, or a new name)")
+    why = _folder_problem(p.absolute().parent)
+    if why is not None:
+        raise ConfigError(f"cannot write {flag} '{p}' ({why}); pass a writable file path")
     return p
 
 
@@ -103,9 +132,23 @@ def _umask() -> int:
     return mask
 
 
+def _process_gone(host: str | None, pid: str | None) -> bool:
+    """True when the temporary's writer ran on this host and no process of that id exists now."""
+    if host != _HOST or pid is None or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # alive under another user / not a pid
+        return False
+    return False
+
+
 def clean_stale_temps(folder: str | Path, max_age_s: float = STALE_TEMP_S) -> int:
-    """Remove ``.NAME.<random>.tmp`` temporaries of this module's naming older than ``max_age_s``
-    seconds from ``folder`` (left by a killed run); returns how many were removed."""
+    """Remove temporaries of this module's naming (``.NAME.<random>[.<host>-<pid>].tmp``) from
+    ``folder`` that a killed run left behind: those whose writer on this host no longer runs, and any
+    older than ``max_age_s`` seconds. Other hidden files are never touched. Returns how many were removed."""
     n = 0
     now = time.time()
     try:
@@ -113,19 +156,22 @@ def clean_stale_temps(folder: str | Path, max_age_s: float = STALE_TEMP_S) -> in
     except OSError:
         return 0
     for e in entries:
-        if e.name.startswith(".") and e.name.endswith(_TMP_SUFFIX) and e.is_file(follow_symlinks=False):
-            try:
-                if now - e.stat(follow_symlinks=False).st_mtime > max_age_s:
-                    os.unlink(e.path)
-                    n += 1
-            except OSError:
-                pass
+        m = _OUR_TEMP.match(e.name)
+        if m is None or not e.is_file(follow_symlinks=False):
+            continue
+        try:
+            if _process_gone(m["host"], m["pid"]) or now - e.stat(follow_symlinks=False).st_mtime > max_age_s:
+                os.unlink(e.path)
+                n += 1
+        except OSError:
+            pass
     return n
 
 
 def temp_path(path: Path) -> Path:
-    """A new hidden temporary file beside ``path`` (created empty, usual file mode)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
+    """A new hidden temporary file beside ``path`` (created empty, usual file mode), named after
+    ``path``, this host and this process so that :func:`clean_stale_temps` can tell when it is stale."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".{_HOST}-{os.getpid()}{_TMP_SUFFIX}")
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would surprise users
     return Path(tmp)
@@ -159,8 +205,10 @@ def write_files_atomically(files: Sequence[tuple[Path, bytes]]) -> None:
     then all are renamed. An OSError becomes :class:`ConfigError` naming the folder."""
     temps: list[tuple[Path, Path]] = []
     try:
+        for folder in dict.fromkeys(path.parent for path, _ in files):
+            folder.mkdir(parents=True, exist_ok=True)
+            clean_stale_temps(folder)
         for path, data in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = temp_path(path)
             temps.append((tmp, path))
             tmp.write_bytes(data)
@@ -213,13 +261,28 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def md_cell(text: Any) -> str:
-    """One Markdown table cell: ``|``, backslashes, newlines, ``<``/``>`` and emphasis characters escaped,
-    so a name read from an input file can neither break the table nor inject markup (an underscore
-    between letters or digits, as in ``psum_buffer``, is left as it is: it is not emphasis in GFM)."""
-    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    s = s.replace("<", "&lt;").replace(">", "&gt;")
-    s = re.sub(r"([*`\[\]])", r"\\\1", s)
+    """One Markdown table cell: ``|``, backslashes, newlines, ``&``/``<``/``>``, emphasis and link
+    characters (``*`` ``_`` ``~`` `````` ``[`` ``]``) and ``#`` escaped, so a name read from an input file
+    can neither break the table nor inject markup (an underscore between letters or digits, as in
+    ``psum_buffer``, is left as it is: it is not emphasis in GFM)."""
+    s = re.sub(r"\r\n?|\n", " ", str(text).replace("\\", "\\\\").replace("|", "\\|"))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = re.sub(r"([*`\[\]#~])", r"\\\1", s)
     return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", s)  # intraword _ is not emphasis
+
+
+_BLOCK_START = re.compile(r"[-+=]|\d+(?=[.)])")
+
+
+def md_line_start(escaped: str) -> str:
+    """An already escaped line of inline Markdown that cannot start a block: leading white space
+    (an indented code block) dropped, a leading ``-``/``+``/``=`` (a list, an underline) or the
+    ``1.`` of an ordered list escaped."""
+    s = escaped.lstrip()
+    m = _BLOCK_START.match(s)
+    if m is None:
+        return s
+    return s[: m.end()] + "\\" + s[m.end():] if s[0].isdigit() else "\\" + s
 
 
 def markdown_table(headers: Sequence[Any], rows: Sequence[Sequence[Any]], numeric: Sequence[bool] | None = None) -> str:

@@ -8,6 +8,10 @@ compares each one with the first (the baseline) in percent: ``100 * (x - x_basel
 
 Everything (figures included) is rendered in memory first; the files are then written through
 temp files and renamed into place, so a failure leaves no half-written report.
+
+Labels, titles, workload, layer, arch and file names are user strings: every one is escaped where it
+lands (Markdown table cells, headings, list items and captions; HTML; figure text, where ``$`` is not
+mathtext), so no name can add or break a table, heading, list, emphasis, link, code span or tag.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from .energy import EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError
 from .ledger import Ledger
-from .output import check_out_dir, md_cell, write_files_atomically
+from .output import check_out_dir, md_cell, md_line_start, write_files_atomically
 
 DEFAULT_TABLE = "horowitz45"
 PJ_PER_UJ = 1e6
@@ -144,8 +148,7 @@ def write_report(
     if len(srcs) != len(ledgers):
         raise ConfigError(f"got {len(srcs)} sources for {len(ledgers)} ledgers; give one source per ledger")
     names = _resolve_labels(ledgers, labels, srcs)
-    out = Path(out_dir)
-    check_out_dir(out)
+    out = check_out_dir(out_dir)  # before Path(): Path("") would silently be the current folder
 
     runs = [
         _summarise(led, name, src, _resolve_table(led, table, name), depth)
@@ -289,7 +292,16 @@ def _component_order(runs: list[_Run]) -> list[str]:
 
 
 def _render_figures(runs: list[_Run]) -> dict[str, tuple[bytes, str]]:
-    """All figures as PNG bytes with their captions (matplotlib's Agg canvas; no pyplot state)."""
+    """All figures as PNG bytes with their captions (matplotlib's Agg canvas; no pyplot state).
+
+    Names are drawn as plain text: a ``$`` in a label or layer name is not parsed as mathtext."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _draw_figures(runs)
+
+
+def _draw_figures(runs: list[_Run]) -> dict[str, tuple[bytes, str]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -357,7 +369,8 @@ def _render_figures(runs: list[_Run]) -> dict[str, tuple[bytes, str]]:
         palette = _palette(len(runs))
         for j, run in enumerate(runs):
             xs = [k + (j - (len(runs) - 1) / 2) * w for k in range(len(comps))]
-            bars = ax.bar(xs, [run.components.get(c, 0.0) / PJ_PER_UJ for c in comps], width=w, label=run.label, color=palette[j])
+            bars = ax.bar(xs, [run.components.get(c, 0.0) / PJ_PER_UJ for c in comps], width=w,
+                          label=_fig_text(run.label), color=palette[j])
             if j:
                 pcts = [_pct(run.components.get(c, 0.0), runs[0].components.get(c, 0.0)) for c in comps]
                 ax.bar_label(bars, labels=[p if p.endswith("%") else "" for p in pcts], fontsize=7, padding=2)
@@ -375,11 +388,16 @@ def _render_figures(runs: list[_Run]) -> dict[str, tuple[bytes, str]]:
     return figs
 
 
+def _fig_text(s: str) -> str:
+    """A name as figure text: control characters (newlines, CR, tabs) as spaces."""
+    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(s))
+
+
 def _layer_axes(ax: Any, x: list[int], names: list[str], ylabel: str, title: str, top: float) -> None:
-    ax.set_xticks(x, names, rotation=90, fontsize=8)
+    ax.set_xticks(x, [_fig_text(n) for n in names], rotation=90, fontsize=8)
     ax.set_xlabel("layer (scope)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(_fig_text(title))
     ax.grid(axis="y", alpha=0.3)
     ax.margins(x=0.01)
     if top > 0:
@@ -397,7 +415,19 @@ def _palette(n: int) -> list[Any]:
 
 # A document is a list of blocks rendered to both Markdown and HTML:
 # ("h1"|"h2"|"h3"|"p", text) | ("list", [text]) | ("table", headers, rows) | ("figure", png_name, caption)
+# A text is a plain string or a list of pieces: plain strings and ("b", s) / ("code", s) for bold and
+# code. Plain strings (labels, workload and arch names, file names: anything from the user) are
+# escaped by each renderer, so no name can inject Markdown or HTML; the markup is only the pieces'.
 Block = tuple[Any, ...]
+Text = str | list[Any]
+
+
+def _bold(s: Any) -> tuple[str, str]:
+    return ("b", str(s))
+
+
+def _code(s: Any) -> tuple[str, str]:
+    return ("code", str(s))
 
 
 def _fmt_uj(pj: float) -> str:
@@ -425,17 +455,17 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
     if title is None:
         title = "npukit report" + (f": {', '.join(workloads)}" if workloads else "")
         title += f" ({len(runs)} ledgers)" if len(runs) > 1 else ""
-    doc: list[Block] = [("h1", title)]
+    doc: list[Block] = [("h1", str(title))]
 
     # -- provenance
     doc.append(("h2", "Provenance"))
     items = []
     for i, run in enumerate(runs):
         role = " (baseline)" if i == 0 and len(runs) > 1 else ""
-        src = f"file `{run.source}`" if run.source else "in-memory ledger"
+        src: list[Any] = ["file ", _code(run.source)] if run.source else ["in-memory ledger"]
         items.append(
-            f"**{run.label}**{role}: {src}; workload {run.ledger.meta.get('workload', 'unknown')}; "
-            f"{_arch_detail(run)}; energy table {run.table.name}"
+            [_bold(run.label), f"{role}: ", *src, f"; workload {run.ledger.meta.get('workload', 'unknown')}; "
+             f"{_arch_detail(run)}; energy table {run.table.name}"]
         )
     doc.append(("list", items))
     doc.append(("p", f"Layers are ledger scopes truncated to {depth} path component(s). Energy in uJ (1 uJ = 10^6 pJ), "
@@ -450,7 +480,7 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
         tech = f", {tab.technology_nm:g} nm" if isinstance(tab.technology_nm, int | float) else ""
         desc = f": {tab.description}" if tab.description else ""
         doc.append(("h3", f"Energy table {tab.name}{tech}{desc} ({tab.path})"))
-        doc.append(("list", [f"`{sec}`: {src}" for sec, src in tab.sources().items()]))
+        doc.append(("list", [[_code(sec), f": {src}"] for sec, src in tab.sources().items()]))
 
     # -- totals
     doc.append(("h2", "Totals"))
@@ -534,16 +564,38 @@ def _arch_detail(run: _Run) -> str:
 # ---------------------------------------------------------------------------------------------- renderers
 
 
+def _md_code(s: str) -> str:
+    """A Markdown code span of ``s`` (newlines as spaces): a backtick fence longer than any run of
+    backticks inside, padded with spaces when ``s`` starts or ends with one."""
+    s = s.replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _md_inline(text: Text) -> str:
+    """Markdown of a text (see Block): plain pieces escaped, markup only from ("b", s) / ("code", s)."""
+    pieces = [text] if isinstance(text, str) else text
+    out = []
+    for piece in pieces:
+        if isinstance(piece, tuple):
+            kind, s = piece
+            out.append(f"**{md_cell(s)}**" if kind == "b" else _md_code(s))
+        else:
+            out.append(md_cell(piece))
+    return md_line_start("".join(out))
+
+
 def _to_markdown(doc: list[Block]) -> str:
     out: list[str] = []
     for block in doc:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            out += [f"{'#' * int(kind[1])} {block[1]}", ""]
+            out += [f"{'#' * int(kind[1])} {_md_inline(block[1])}", ""]
         elif kind == "p":
-            out += [block[1], ""]
+            out += [_md_inline(block[1]), ""]
         elif kind == "list":
-            out += [f"- {item}" for item in block[1]] + [""]
+            out += [f"- {_md_inline(item)}" for item in block[1]] + [""]
         elif kind == "table":
             headers, rows = block[1], block[2]
             out.append("| " + " | ".join(md_cell(h) for h in headers) + " |")
@@ -552,7 +604,7 @@ def _to_markdown(doc: list[Block]) -> str:
             out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
             out.append("")
         elif kind == "figure":
-            out += [f"![{block[1]}]({block[1]})", "", f"*Figure ({block[1]}): {block[2]}*", ""]
+            out += [f"![{block[1]}]({block[1]})", "", f"*Figure ({block[1]}): {md_cell(block[2])}*", ""]
     return "\n".join(out)
 
 
@@ -573,11 +625,17 @@ def _numeric_columns(headers: list[str], rows: list[list[Any]]) -> list[bool]:
     return [bool(rows) and all(_NUMERIC.match(str(r[i])) for r in rows) for i in range(len(headers))]
 
 
-def _inline_html(text: str) -> str:
-    """Escape, then turn Markdown ``**bold**`` and ```code``` into HTML."""
-    s = html.escape(str(text))
-    s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+def _inline_html(text: Text) -> str:
+    """HTML of a text (see Block): plain pieces escaped, ("b", s) as <strong>, ("code", s) as <code>."""
+    pieces = [text] if isinstance(text, str) else text
+    out = []
+    for piece in pieces:
+        if isinstance(piece, tuple):
+            tag = "strong" if piece[0] == "b" else "code"
+            out.append(f"<{tag}>{html.escape(piece[1])}</{tag}>")
+        else:
+            out.append(html.escape(str(piece)))
+    return "".join(out)
 
 
 def _to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
@@ -591,7 +649,7 @@ def _to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
     for block in doc:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            out.append(f"<{kind}>{html.escape(block[1])}</{kind}>")
+            out.append(f"<{kind}>{_inline_html(block[1])}</{kind}>")
         elif kind == "p":
             out.append(f"<p>{_inline_html(block[1])}</p>")
         elif kind == "list":

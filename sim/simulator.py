@@ -35,7 +35,7 @@ from ._accounting import (
     layer_records,
     traffic_bytes,
 )
-from ._mapping import LayerCounts, check_buffers, stall_cycles
+from ._mapping import LayerCounts, check_buffers, stall_cycles, utilization
 from .arch import Arch
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -112,6 +112,12 @@ class SimResult:
     @property
     def macs(self) -> int:
         return sum(r.macs for r in self.layers)
+
+    @property
+    def utilization(self) -> float:
+        """MACs / (rows * cols * compute cycles) of the whole workload, at most 1 (see
+        :func:`npukit.sim._mapping.utilization`)."""
+        return utilization(self.macs, self.compute_cycles, self.arch.rows, self.arch.cols)
 
     def energy_pj(self) -> float:
         """Total energy (pJ), DRAM included."""
@@ -193,7 +199,7 @@ def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: 
     compute = b * c.compute_cycles
     ledger.add_cycles(compute, "compute", scope)
     ledger.add_cycles(stall, "stall", scope)
-    util = layer.macs / (compute * arch.rows * arch.cols) if compute else 0.0
+    util = utilization(layer.macs, compute, arch.rows, arch.cols)  # <= 1 (SCALE-Sim's 1x1 os is one cycle short)
     return LayerResult(
         name=layer.name,
         kind=layer.kind,

@@ -41,7 +41,7 @@ from ._sweep_spec import (
     load_sweep_spec,
     parse_sweep_spec,
 )
-from ._sweep_store import SweepStore, base_columns, export_csv, point_columns, read_rows
+from ._sweep_store import SweepStore, base_columns, check_store, export_csv, point_columns, read_rows
 from .arch import Arch
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .simulator import TRAFFIC_COLUMNS, SimResult, simulate
@@ -50,7 +50,7 @@ from .workload import Workload, parse_workload_spec
 __all__ = [
     "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
-    "SweepStore", "base_columns", "export_csv", "read_rows",
+    "SweepStore", "base_columns", "check_store", "export_csv", "read_rows",
     "SweepSummary", "point_metrics", "run_points", "run_sweep",
 ]
 
@@ -81,7 +81,6 @@ class SweepSummary:
 
 def point_metrics(result: SimResult) -> dict[str, Any]:
     """The result columns of one simulated point (cycles in clock cycles, energies in pJ, latency in s)."""
-    arch = result.arch
     compute = result.compute_cycles
     row: dict[str, Any] = {
         "layers": len(result.layers),
@@ -89,7 +88,7 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
         "compute_cycles": compute,
         "stall_cycles": result.stall_cycles,
         "cycles": result.cycles,
-        "utilization": result.macs / (compute * arch.rows * arch.cols) if compute else 0.0,
+        "utilization": result.utilization,
         "energy_total_pj": result.energy_pj(),
         "energy_onchip_pj": result.energy_onchip_pj(),
     }

@@ -127,3 +127,21 @@ def test_experiment_with_unknown_arch_fails_before_any_work(tmp_path: Path, caps
     err = capsys.readouterr().err.strip()
     assert "npu999" in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+ARCH_FIELDS = ['name = [1, 2]', 'name = ""', 'name = {a = 1}', "name = 5", "dataflow = [1]", "timing = 3",
+               "energy_table = [1]", "mapping = true", "rows = \"8\"", "rows = [8]", 'clock_ghz = "x"', "bits = 3",
+               '[bits]\npsum = "8"', "[psum_quant]\npolicy = [1]"]
+
+
+@pytest.mark.parametrize("field", ARCH_FIELDS)
+def test_arch_field_of_the_wrong_type_is_one_line(tmp_path: Path, capsys, field: str) -> None:
+    arch = tmp_path / "a.toml"
+    arch.write_text(field + "\n")
+    with pytest.raises(ConfigError):
+        load_arch(arch)
+    out = tmp_path / "out"
+    assert main(["sim", "--arch", str(arch), "--workload", "gemm:M=4,N=4,K=4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()

@@ -345,21 +345,22 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     import torch
 
     from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
-    from npukit.sim import format_table, prepare_out_dir, write_csv, write_text
+    from npukit.sim import check_out_dir, format_table, prepare_out_dir, write_csv, write_text
     from npukit.sim.ledger import Ledger
 
     from . import dle, npu_cost
 
-    out_dir = prepare_out_dir(args.out)
+    check_out_dir(args.out)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.weights)
+    model = load_model(args.weights)  # a bad --weights (or cache option) is refused before the folder is made
     cfg = model.cfg
     opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active", "invariant")
     kw = {k: getattr(args, k, None) for k in opts}
     kw = {k: v for k, v in kw.items() if v is not None}
     cache = CacheConfig(**kw)
     cache.check(len(model.blocks))
+    out_dir = prepare_out_dir(args.out)
     # a model trained on textured / shaded edits gets sessions of its data mode
     sessions = _sessions(n_img, args.rounds, args.seed, bool(getattr(cfg, "texture", False)), bool(getattr(cfg, "shade", False)))
     ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})
