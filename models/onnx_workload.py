@@ -145,10 +145,7 @@ def onnx_workload(
     except Exception as e:  # noqa: BLE001 - the checker raises several types; all mean an invalid model
         raise WorkloadError(f"'{p}' fails the ONNX checker: {_first_line(e)}") from None
     graph_inputs = _apply_overrides(lite, p, weights, shapes_in, dims)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(lite, check_type=False, strict_mode=True, data_prop=True)
-    except Exception as e:  # noqa: BLE001 - InferenceError and ValidationError, both one line for the user
-        raise WorkloadError(f"'{p}': ONNX shape inference failed: {_first_line(e)}") from None
+    inferred, folded = _infer_and_fold(onnx, lite, p)
     opsets = {(o.domain or ""): int(o.version) for o in model.opset_import}
     if "ai.onnx" in opsets:
         opsets.setdefault("", opsets["ai.onnx"])
@@ -165,12 +162,12 @@ def onnx_workload(
         "input_shapes": graph_inputs,
         "onnx_nodes": lower.node_of,
         "skipped": lower.skipped,
-        "folded": lower.folded,
+        "folded": lower.folded + folded,
         "approximated": lower.approximated,
         "external_data": external,
     }
     if dims:
-        meta["dims"] = dict(dims)
+        meta["dims"] = {k or "batch": v for k, v in dims.items()}
     return Workload(name or p.stem, layers, meta)
 
 
@@ -229,6 +226,99 @@ def _without_weights(onnx: Any, model: Any) -> tuple[Any, list[str], set[str]]:
             g.initializer.append(t)
     weights = {t.name for t in src.initializer} | {t.values.name for t in src.sparse_initializer}
     return lite, external, weights
+
+
+# ---------------------------------------------------------------------------- shapes
+def _infer(onnx: Any, model: Any, p: Path) -> Any:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001 - InferenceError and ValidationError, both one line for the user
+        raise WorkloadError(f"'{p}': ONNX shape inference failed: {_first_line(e)}") from None
+
+
+def _infer_and_fold(onnx: Any, lite: Any, p: Path) -> tuple[Any, int]:
+    """Shape inference, then constant folding of the shape arithmetic (``Shape`` of a static tensor and
+    the small nodes computed from constants only, evaluated with ``onnx.reference``) until nothing
+    changes: ONNX's inference alone cannot follow e.g. ``Range(0, Shape(x)[1])`` or a ``Reshape`` to a
+    computed shape, which torch writes for every dynamic axis. Returns the inferred model and how many
+    nodes were folded. ``lite`` is changed in place."""
+    inferred = _infer(onnx, lite, p)
+    folded = 0
+    for _ in range(16):
+        done = _fold_once(onnx, lite, inferred)
+        if not done:
+            break
+        folded += done
+        inferred = _infer(onnx, lite, p)
+    return inferred, folded
+
+
+def _fold_once(onnx: Any, lite: Any, inferred: Any) -> int:
+    import numpy as np
+    from onnx import numpy_helper
+
+    g = lite.graph
+    shapes = {vi.name: _shape_of(vi) for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output)}
+    values = {t.name: t for t in g.initializer}
+    avail = set(values)
+    sub, direct = [], {}  # nodes to evaluate; node index -> {output: array} computed here
+    for i, n in enumerate(g.node):
+        if n.domain and n.domain not in _STD or any(a.type in (5, 10) for a in n.attribute):
+            continue
+        ins = [x for x in n.input if x]
+        if n.op_type in ("Shape", "Size") and ins:
+            s = shapes.get(ins[0])
+            if s is not None and all(isinstance(d, int) for d in s):
+                at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+                dims = list(s)[at.get("start", 0):at.get("end", len(s))] if n.op_type == "Shape" else math.prod(s)
+                direct[i] = {n.output[0]: np.array(dims, dtype=np.int64)}
+                avail.add(n.output[0])
+            continue
+        if n.op_type.startswith("Random") or n.op_type in ("Multinomial", "Bernoulli") or not all(x in avail for x in ins):
+            continue
+        outs = [shapes.get(o) for o in n.output if o]
+        if any(o is not None and all(isinstance(d, int) for d in o) and math.prod(o) > 4096 for o in outs):
+            continue  # a big constant (a mask): its shape is known, its values are not needed
+        sub.append(i)
+        avail.update(o for o in n.output if o)
+    todo = [i for i in sub if g.node[i].op_type != "Constant"]
+    results: dict[str, Any] = {}
+    if todo:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {**{k: numpy_helper.to_array(t) for k, t in values.items()},
+                 **{k: v for d in direct.values() for k, v in d.items()}}
+        need = sorted({x for i in sub for x in g.node[i].input if x and x in feeds})
+        outs = [o for i in sub for o in g.node[i].output if o]
+        graph = onnx.helper.make_graph(
+            [g.node[i] for i in sub], "fold",
+            [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(feeds[k].dtype), None) for k in need],
+            [onnx.helper.make_empty_tensor_value_info(o) for o in outs],
+        )
+        model = onnx.helper.make_model(graph, opset_imports=list(lite.opset_import), ir_version=lite.ir_version)
+        try:
+            got = ReferenceEvaluator(model).run(None, {k: feeds[k] for k in need})
+        except Exception:  # noqa: BLE001 - an op the reference cannot run: keep what inference found
+            todo, got = [], []
+        results = dict(zip(outs, got, strict=False))
+    replace_at: dict[int, dict[str, Any]] = dict(direct)
+    for i in todo:
+        arrs = {o: results.get(o) for o in g.node[i].output if o}
+        if all(isinstance(a, np.ndarray) and a.size <= 65536 for a in arrs.values()):
+            replace_at[i] = arrs
+    if not replace_at:
+        return 0
+    nodes = []
+    for i, n in enumerate(g.node):
+        if i not in replace_at:
+            nodes.append(n)
+            continue
+        for o, a in replace_at[i].items():
+            nodes.append(onnx.helper.make_node("Constant", [], [o], name=f"{n.name or n.op_type}:folded",
+                                               value=numpy_helper.from_array(np.asarray(a), o)))
+    g.ClearField("node")
+    g.node.extend(nodes)
+    return len(replace_at)
 
 
 # ---------------------------------------------------------------------------- input shapes
@@ -340,9 +430,10 @@ def _apply_overrides(
                 shape.append(int(d.dim_value))
                 continue
             if which == "dim_param":
+                alt = " (or batch=N)" if k == 0 and d.dim_param != "batch" else ""
                 raise WorkloadError(
                     f"'{p}': input '{inp.name}' dim {k} is dynamic ('{d.dim_param}'); fix it with --input-shape "
-                    f"{d.dim_param}=N" + (" (or batch=N)" if k == 0 else "") + f" (Python: dims={{'{d.dim_param}': N}})"
+                    f"{d.dim_param}=N{alt} (Python: dims={{'{d.dim_param}': N}})"
                 )
             raise WorkloadError(
                 f"'{p}': input '{inp.name}' dim {k} has no fixed size; fix it with --input-shape and the whole shape"
@@ -434,6 +525,8 @@ class _Lowering:
         self._counts: dict[str, int] = {}
         self.fusion: dict[int, tuple[str, int]] = {}  # last node -> (op class, node that names it)
         self.fused: set[int] = set()
+        self._path_nodes: dict[str, int] = {}
+        self._parents: set[str] = set()
 
     # ------------------------------------------------------------------ helpers
     def attrs(self, n: Any) -> dict[str, Any]:
@@ -459,18 +552,15 @@ class _Lowering:
         role = "output" if name in n.output else "input"
         msg = f"shape inference could not resolve the shape of its {role} '{name}'"
         culprit = self._culprit(name)
-        if culprit is not None and culprit != i:
-            msg += f" (it comes from {self.where(self.nodes[culprit], culprit)}"
-        elif culprit is not None:
-            msg += " ("
         if culprit is not None:
             c = self.nodes[culprit]
             if c.domain and c.domain not in _STD:
-                msg += ": ONNX has no shape function for this custom op)"
+                why = "ONNX has no shape function for this custom op"
             elif c.op_type in _DATA_DEPENDENT or s is not None:
-                msg += ": its output size depends on the data)"
+                why = "its output size depends on the data"
             else:
-                msg += ": ONNX cannot infer its output shape)"
+                why = "ONNX cannot infer its output shape"
+            msg += f" ({why})" if culprit == i else f" (it comes from {self.where(c, culprit)}: {why})"
         raise WorkloadError(f"'{self.path}': {self.where(n, i)}: {msg}; export the model with static shapes")
 
     def _culprit(self, name: str) -> int | None:
@@ -494,18 +584,25 @@ class _Lowering:
         c = self.consumers.get(tensor, [])
         return c[0] if len(c) == 1 and c[0] >= 0 else None
 
-    def name(self, n: Any, i: int, gemm: bool, label: str | None = None) -> str:
+    def name(self, n: Any, i: int, gemm: bool, label: str | None = None, role: str | None = None) -> str:
+        """A unique layer name: torch's scoped node names (``/layer1/layer1.0/conv1/Conv``) become module
+        paths (``layer1.0.conv1``; vector ops get the op class appended unless the module is named after
+        it, attention GEMMs ``.scores``/``.context``), other node names are used as they are."""
         nm = n.name
         label = label or n.op_type.lower()
         if nm.startswith("/") and nm.count("/") >= 1:
             path = _qualify([c for c in nm.strip("/").split("/")[:-1] if c])
-            if gemm:
+            if role:
+                base = f"{path or 'attention'}.{role}"
+            elif gemm:
                 base = path or label
             else:
                 last = path.rpartition(".")[2].lower()
-                base = path if last.startswith(label) else (f"{path}.{label}" if path else label)
+                alone = self._path_nodes.get(path) == 1 and path not in self._parents
+                base = path if alone or last.startswith(label) else (f"{path}.{label}" if path else label)
         else:
             base = nm or f"{label}_{i}"
+            base = f"{base}.{role}" if role else base
         k = self._counts.get(base, 0)
         out = base if k == 0 else f"{base}.{k}"
         while out in self._used:
@@ -517,20 +614,20 @@ class _Lowering:
         return out
 
     def gemm(self, n: Any, i: int, M: int, N: int, K: int, batch: int = 1, kind: str = "gemm",
-             conv: tuple[int, ...] | None = None, suffix: str = "") -> None:
+             conv: tuple[int, ...] | None = None, role: str | None = None) -> None:
         if min(M, N, K, batch) <= 0:
             self.skipped["empty"] = self.skipped.get("empty", 0) + 1
             return
         self.layer_at.setdefault(i, len(self.layers))
-        name = self.name(n, i, True) + suffix
+        name = self.name(n, i, True, role=role)
         self.layers.append(Layer(name, M, N, K, batch, kind, conv))
 
     def vector(self, n: Any, i: int, op: str, elements: int, reduce: int = 0, inputs: int = 1, params: int = 0,
-               label: str | None = None) -> None:
+               label: str | None = None, role: str | None = None) -> None:
         if elements <= 0:
             self.skipped["empty"] = self.skipped.get("empty", 0) + 1
             return
-        name = self.name(n, i, False, label or (op if op not in ("other", "add", "mul") else None))
+        name = self.name(n, i, False, label or (op if op not in ("other", "add", "mul") else None), role)
         self.layers.append(VectorOp(name, op, elements, reduce, inputs, params))
 
     def skip(self, n: Any) -> None:
@@ -539,6 +636,11 @@ class _Lowering:
     # ------------------------------------------------------------------ the walk
     def run(self) -> list[Layer | VectorOp]:
         self._find_fusions()
+        for i, n in enumerate(self.nodes):  # nodes per torch module: a vector op alone in a leaf module takes its name
+            if n.name.startswith("/") and i not in self.fused and n.op_type != "Constant":
+                path = _qualify([c for c in n.name.strip("/").split("/")[:-1] if c])
+                self._path_nodes[path] = self._path_nodes.get(path, 0) + 1
+                self._parents.update(path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1))
         for i, n in enumerate(self.nodes):
             if i in self.fused:
                 continue
@@ -641,7 +743,7 @@ class _Lowering:
                     self.fusion[m] = ("silu", m)
 
     def _mark_attention(self) -> None:
-        marks: set[int] = set()
+        marks: dict[int, str] = {}  # MatMul node -> scores | context
         for n in self.nodes:
             if n.op_type not in ("Softmax", "LogSoftmax") or (n.domain and n.domain not in _STD):
                 continue
@@ -651,7 +753,7 @@ class _Lowering:
                 if j is None:
                     break
                 if j in self.layer_at and self.nodes[j].op_type in ("MatMul", "Einsum"):
-                    marks.add(j)
+                    marks.setdefault(j, "scores")
                     break
                 if self.nodes[j].op_type not in _SCORE_PATH:
                     break
@@ -668,15 +770,16 @@ class _Lowering:
                             continue
                         cn = self.nodes[c]
                         if c in self.layer_at and cn.op_type in ("MatMul", "Einsum") and cn.input[0] == t:
-                            marks.add(c)
+                            marks.setdefault(c, "context")
                         elif cn.op_type in _PROB_PATH:
                             nxt.append(cn.output[0])
                 frontier = nxt
-        for j in marks:
+        for j, role in sorted(marks.items()):
             k = self.layer_at[j]
             ly = self.layers[k]
             if isinstance(ly, Layer) and ly.kind == "matmul":
-                self.layers[k] = replace(ly, kind="attention")
+                del self.node_of[ly.name]
+                self.layers[k] = replace(ly, name=self.name(self.nodes[j], j, True, role=role), kind="attention")
 
     # ------------------------------------------------------------------ GEMM ops
     def conv(self, n: Any, i: int) -> None:
@@ -819,9 +922,9 @@ class _Lowering:
             raise self.fail(n, i, f"Q must be 3-D or 4-D, got {list(q)}")
         if len(n.input) > 4 and n.input[4]:
             lk += self.need(n.input[4], i)[-2]  # past keys
-        self.gemm(n, i, lq, lk, e, b * hq, "attention", suffix=".scores")
-        self.vector(n, i, "softmax", b * hq * lq * lk, reduce=lk)
-        self.gemm(n, i, lq, ev, lk, b * hq, "attention", suffix=".context")
+        self.gemm(n, i, lq, lk, e, b * hq, "attention", role="scores")
+        self.vector(n, i, "softmax", b * hq * lq * lk, reduce=lk, role="softmax")
+        self.gemm(n, i, lq, ev, lk, b * hq, "attention", role="context")
 
     # ------------------------------------------------------------------ vector ops
     def vector_op(self, n: Any, i: int) -> None:
