@@ -2,7 +2,9 @@
 
 :func:`onnx_workload` loads the graph without its weights' bytes (only their dims are needed),
 checks it with ``onnx.checker``, runs ``onnx.shape_inference.infer_shapes`` (strict, with data
-propagation) and lowers every node in graph order, the way ZigZag's ONNX front end reads a model:
+propagation), folds the shape arithmetic that inference cannot follow (``Shape`` of a static tensor,
+small nodes of constants, evaluated with ``onnx.reference``; torch writes such chains for every dynamic
+axis) and lowers every node in graph order, the way ZigZag's ONNX front end reads a model:
 
 GEMM layers (:class:`~npukit.sim.Layer`), lowered as :mod:`npukit.models.trace` lowers torch ops:
 
@@ -245,7 +247,10 @@ def _infer_and_fold(onnx: Any, lite: Any, p: Path) -> tuple[Any, int]:
     inferred = _infer(onnx, lite, p)
     folded = 0
     for _ in range(16):
-        done = _fold_once(onnx, lite, inferred)
+        try:
+            done = _fold_once(onnx, lite, inferred)
+        except Exception:  # noqa: BLE001 - folding is best effort: keep what inference found
+            done = 0
         if not done:
             break
         folded += done
@@ -659,34 +664,42 @@ class _Lowering:
                 self.const.update(o for o in n.output if o)
                 self.folded += 1
                 continue
-            if i in self.fusion:
-                cls, named = self.fusion[i]
-                self.vector(self.nodes[named], named, cls, math.prod(self.need(n.output[0], i)))
-            elif not std or has_graph:
-                self.unknown(n, i)
-            elif op in _CONVS:
-                self.conv(n, i)
-            elif op == "Gemm":
-                self.gemm_op(n, i)
-            elif op in _MATMULS:
-                a, b = _MATMULS[op]
-                self.matmul(n, i, self.need(n.input[a], i), self.need(n.input[b], i), n.input[b] in self.const)
-            elif op == "Einsum":
-                self.einsum(n, i)
-            elif op == "Attention":
-                self.attention(n, i)
-            elif op in _SHAPE_ONLY:
-                self.skip(n)
-            elif op == "Gather":
-                if n.input[0] in self.const:
-                    e = math.prod(self.need(n.output[0], i))
-                    self.vector(n, i, "embedding", e, inputs=0, params=e)
-                else:
-                    self.skip(n)  # a gather of computed data: data movement, like Slice
-            else:
-                self.vector_op(n, i)
+            try:
+                self._lower(n, i, op, std, has_graph)
+            except WorkloadError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a malformed node: one line, never a traceback
+                raise self.fail(n, i, f"cannot lower it ({type(e).__name__}: {_first_line(e)})") from None
         self._mark_attention()
         return self.layers
+
+    def _lower(self, n: Any, i: int, op: str, std: bool, has_graph: bool) -> None:
+        if i in self.fusion:
+            cls, named = self.fusion[i]
+            self.vector(self.nodes[named], named, cls, math.prod(self.need(n.output[0], i)))
+        elif not std or has_graph:
+            self.unknown(n, i)
+        elif op in _CONVS:
+            self.conv(n, i)
+        elif op == "Gemm":
+            self.gemm_op(n, i)
+        elif op in _MATMULS:
+            a, b = _MATMULS[op]
+            self.matmul(n, i, self.need(n.input[a], i), self.need(n.input[b], i), n.input[b] in self.const)
+        elif op == "Einsum":
+            self.einsum(n, i)
+        elif op == "Attention":
+            self.attention(n, i)
+        elif op in _SHAPE_ONLY:
+            self.skip(n)
+        elif op == "Gather":
+            if n.input[0] in self.const:
+                e = math.prod(self.need(n.output[0], i))
+                self.vector(n, i, "embedding", e, inputs=0, params=e)
+            else:
+                self.skip(n)  # a gather of computed data: data movement, like Slice
+        else:
+            self.vector_op(n, i)
 
     def _find_fusions(self) -> None:
         nodes, const = self.nodes, self.const
