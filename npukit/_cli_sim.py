@@ -30,10 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--workload",
         default="resnet18",
         help="built-in (resnet18, minilm-l6, llama3-8b-layer[:seq=N,phase=prefill|decode], gemm:M=..,N=..,K=..), "
-        "a SCALE-Sim topology .csv, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY "
+        "a SCALE-Sim topology .csv, an ONNX model.onnx, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY "
         "(these two import and run that Python code: use only code you trust; sweep specs refuse them)",
     )
-    p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224")
+    p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224; for a model.onnx "
+                   "its input's shape or dynamic dims by name (batch_size=1,sequence_length=128)")
     p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
     p.add_argument("--psum-bits", type=int, help="override the psum buffer width (bits)")
     p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
@@ -52,6 +53,10 @@ def load_workload(spec: str, input_shape: str | None):  # -> Workload
     """A built-in/CSV workload, or a traced PyTorch model (imports torch only then)."""
     from npukit.sim.workload import BUILTIN_WORKLOADS, parse_workload_spec
 
+    if spec.lower().endswith(".onnx"):
+        from npukit.models.onnx_workload import onnx_workload
+
+        return onnx_workload(spec, input_shape)
     name = spec.partition(":")[0]
     is_model = spec.startswith("torch:") or (
         ":" in spec and name not in BUILTIN_WORKLOADS and not spec.lower().endswith(".csv")
