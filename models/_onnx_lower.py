@@ -1,0 +1,548 @@
+"""ONNX nodes -> npukit GEMM layers and vector ops (the lowering of :mod:`npukit.models.onnx_workload`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from npukit.sim import Layer, VectorOp, WorkloadError
+
+from ._onnx_graph import _STD, _broadcast, _first_line, _qualify, _shape_of
+
+_SHAPE_ONLY = {
+    "Identity", "Dropout", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice",
+    "Shape", "Size", "Cast", "CastLike", "Expand", "Tile", "Pad", "GatherElements", "GatherND", "DepthToSpace",
+    "SpaceToDepth", "ConstantOfShape", "Range", "ReverseSequence", "Optional", "OptionalGetElement",
+    "SequenceConstruct", "SequenceAt", "SplitToSequence", "ConcatFromSequence", "Col2Im",
+}
+_UNARY_OTHER = {
+    "Relu", "LeakyRelu", "PRelu", "Clip", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
+    "Softplus", "Softsign", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Floor",
+    "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+    "Atanh", "Not", "IsNaN", "IsInf", "Mish", "Shrink", "BitwiseNot", "Trilu",
+    "Pow", "Max", "Min", "Mean", "Mod", "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+    "And", "Or", "Xor", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Resize", "Upsample", "ScatterND",
+    "ScatterElements", "Scatter", "CumSum",
+}
+_ELEMENTWISE = {**dict.fromkeys(_UNARY_OTHER, "other"), "Add": "add", "Sub": "add", "Sum": "add", "Mul": "mul",
+                "Div": "mul", "Gelu": "gelu", "Swish": "silu"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "GlobalAveragePool", "GlobalMaxPool",
+           "GlobalLpPool", "LpNormalization"}
+_POOLS = {"MaxPool", "AveragePool", "LpPool", "MaxRoiPool"}
+_CONVS = {"Conv": (0, 1), "ConvInteger": (0, 1), "QLinearConv": (0, 3), "ConvTranspose": (0, 1)}
+_MATMULS = {"MatMul": (0, 1), "MatMulInteger": (0, 1), "QLinearMatMul": (0, 3)}
+_GEMM_OPS = {*_CONVS, *_MATMULS, "Gemm", "Einsum", "Attention"}
+_DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "TopK", "StringSplit"}
+# what may sit between an attention MatMul and its Softmax
+_SCORE_PATH = {"Div", "Mul", "Add", "Sub", "Where", "Cast", "Identity", "Reshape", "Tanh"}
+_PROB_PATH = {"Cast", "Dropout", "Identity", "Reshape"}
+
+
+
+# ---------------------------------------------------------------------------- lowering
+class _Lowering:
+    """Walks the inferred graph once, in order, and emits layers (see the module docstring)."""
+
+    def __init__(self, onnx: Any, graph: Any, weights: set[str], path: Path, opset: int) -> None:
+        self.helper = onnx.helper
+        self.path = path
+        self.opset = opset
+        self.nodes = list(graph.node)
+        self.shapes: dict[str, tuple[int | str | None, ...] | None] = {}
+        for vi in (*graph.input, *graph.value_info, *graph.output):
+            self.shapes[vi.name] = _shape_of(vi)
+        for t in graph.initializer:
+            self.shapes[t.name] = tuple(int(d) for d in t.dims)
+        for t in graph.sparse_initializer:
+            self.shapes[t.values.name] = tuple(int(d) for d in t.dims)
+        self.const = set(weights)
+        self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
+        self.consumers: dict[str, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for x in n.input:
+                if x:
+                    self.consumers.setdefault(x, []).append(i)
+        for o in graph.output:
+            self.consumers.setdefault(o.name, []).append(-1)  # a graph output is never fused away
+        self.layers: list[Layer | VectorOp] = []
+        self.layer_at: dict[int, int] = {}  # node index -> index in layers of its (first) GEMM
+        self.node_of: dict[str, str] = {}
+        self.skipped: dict[str, int] = {}
+        self.approximated: dict[str, int] = {}
+        self.folded = 0
+        self._used: set[str] = set()
+        self._counts: dict[str, int] = {}
+        self.fusion: dict[int, tuple[str, int]] = {}  # last node -> (op class, node that names it)
+        self.fused: set[int] = set()
+        self._path_nodes: dict[str, int] = {}
+        self._parents: set[str] = set()
+
+    # ------------------------------------------------------------------ helpers
+    def attrs(self, n: Any) -> dict[str, Any]:
+        out = {}
+        for a in n.attribute:
+            v = self.helper.get_attribute_value(a)
+            out[a.name] = v.decode() if isinstance(v, bytes) else v
+        return out
+
+    def where(self, n: Any, i: int) -> str:
+        dom = f"{n.domain}." if n.domain and n.domain not in _STD else ""
+        return f"node '{n.name or f'#{i}'}' ({dom}{n.op_type})"
+
+    def fail(self, n: Any, i: int, msg: str) -> WorkloadError:
+        return WorkloadError(f"'{self.path}': {self.where(n, i)}: {msg}")
+
+    def need(self, name: str, i: int) -> tuple[int, ...]:
+        """The static shape of tensor ``name`` used by node ``i``, else a one-line error naming the culprit."""
+        s = self.shapes.get(name)
+        if s is not None and all(isinstance(d, int) and d >= 0 for d in s):
+            return s  # type: ignore[return-value]
+        n = self.nodes[i]
+        role = "output" if name in n.output else "input"
+        msg = f"shape inference could not resolve the shape of its {role} '{name}'"
+        culprit = self._culprit(name)
+        if culprit is not None:
+            c = self.nodes[culprit]
+            if c.domain and c.domain not in _STD:
+                why = "ONNX has no shape function for this custom op"
+            elif c.op_type in _DATA_DEPENDENT or s is not None:
+                why = "its output size depends on the data"
+            else:
+                why = "ONNX cannot infer its output shape"
+            msg += f" ({why})" if culprit == i else f" (it comes from {self.where(c, culprit)}: {why})"
+        raise WorkloadError(f"'{self.path}': {self.where(n, i)}: {msg}; export the model with static shapes")
+
+    def _culprit(self, name: str) -> int | None:
+        seen = set()
+        while name not in seen:
+            seen.add(name)
+            j = self.producer.get(name)
+            if j is None:
+                return None
+            bad = [x for x in self.nodes[j].input if x and not self._static(x)]
+            if not bad:
+                return j
+            name = bad[0]
+        return None
+
+    def _static(self, name: str) -> bool:
+        s = self.shapes.get(name)
+        return s is not None and all(isinstance(d, int) for d in s)
+
+    def sole_consumer(self, tensor: str) -> int | None:
+        c = self.consumers.get(tensor, [])
+        return c[0] if len(c) == 1 and c[0] >= 0 else None
+
+    def name(self, n: Any, i: int, gemm: bool, label: str | None = None, role: str | None = None) -> str:
+        """A unique layer name: torch's scoped node names (``/layer1/layer1.0/conv1/Conv``) become module
+        paths (``layer1.0.conv1``; vector ops get the op class appended unless the module is named after
+        it, attention GEMMs ``.scores``/``.context``), other node names are used as they are."""
+        nm = n.name
+        label = label or n.op_type.lower()
+        if nm.startswith("/") and nm.count("/") >= 1:
+            path = _qualify([c for c in nm.strip("/").split("/")[:-1] if c])
+            if role:
+                base = f"{path or 'attention'}.{role}"
+            elif gemm:
+                base = path or label
+            else:
+                last = path.rpartition(".")[2].lower()
+                alone = self._path_nodes.get(path) == 1 and path not in self._parents
+                base = path if alone or last.startswith(label) else (f"{path}.{label}" if path else label)
+        else:
+            base = nm or f"{label}_{i}"
+            base = f"{base}.{role}" if role else base
+        k = self._counts.get(base, 0)
+        out = base if k == 0 else f"{base}.{k}"
+        while out in self._used:
+            k += 1
+            out = f"{base}.{k}"
+        self._counts[base] = k + 1
+        self._used.add(out)
+        self.node_of[out] = nm or f"#{i}"
+        return out
+
+    def gemm(self, n: Any, i: int, M: int, N: int, K: int, batch: int = 1, kind: str = "gemm",
+             conv: tuple[int, ...] | None = None, role: str | None = None) -> None:
+        if min(M, N, K, batch) <= 0:
+            self.skipped["empty"] = self.skipped.get("empty", 0) + 1
+            return
+        self.layer_at.setdefault(i, len(self.layers))
+        name = self.name(n, i, True, role=role)
+        self.layers.append(Layer(name, M, N, K, batch, kind, conv))
+
+    def vector(self, n: Any, i: int, op: str, elements: int, reduce: int = 0, inputs: int = 1, params: int = 0,
+               label: str | None = None, role: str | None = None) -> None:
+        if elements <= 0:
+            self.skipped["empty"] = self.skipped.get("empty", 0) + 1
+            return
+        name = self.name(n, i, False, label or (op if op not in ("other", "add", "mul") else None), role)
+        self.layers.append(VectorOp(name, op, elements, reduce, inputs, params))
+
+    def skip(self, n: Any) -> None:
+        self.skipped[n.op_type] = self.skipped.get(n.op_type, 0) + 1
+
+    # ------------------------------------------------------------------ the walk
+    def run(self) -> list[Layer | VectorOp]:
+        self._find_fusions()
+        for i, n in enumerate(self.nodes):  # nodes per torch module: a vector op alone in a leaf module takes its name
+            if n.name.startswith("/") and i not in self.fused and n.op_type != "Constant":
+                path = _qualify([c for c in n.name.strip("/").split("/")[:-1] if c])
+                self._path_nodes[path] = self._path_nodes.get(path, 0) + 1
+                self._parents.update(path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1))
+        for i, n in enumerate(self.nodes):
+            if i in self.fused:
+                continue
+            std = not n.domain or n.domain in _STD
+            op = n.op_type
+            has_graph = any(a.type in (5, 10) for a in n.attribute)  # GRAPH / GRAPHS: control flow
+            ins = [x for x in n.input if x]
+            if std and op == "Constant":
+                self.const.update(o for o in n.output if o)
+                continue
+            if std and op in ("Shape", "Size") and ins and self._static(ins[0]):
+                self.const.update(o for o in n.output if o)
+                self.skip(n)
+                continue
+            if not has_graph and all(x in self.const for x in ins):
+                self.const.update(o for o in n.output if o)
+                self.folded += 1
+                continue
+            try:
+                self._lower(n, i, op, std, has_graph)
+            except WorkloadError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a malformed node: one line, never a traceback
+                raise self.fail(n, i, f"cannot lower it ({type(e).__name__}: {_first_line(e)})") from None
+        self._mark_attention()
+        return self.layers
+
+    def _lower(self, n: Any, i: int, op: str, std: bool, has_graph: bool) -> None:
+        if i in self.fusion:
+            cls, named = self.fusion[i]
+            self.vector(self.nodes[named], named, cls, math.prod(self.need(n.output[0], i)))
+        elif not std or has_graph:
+            self.unknown(n, i)
+        elif op in _CONVS:
+            self.conv(n, i)
+        elif op == "Gemm":
+            self.gemm_op(n, i)
+        elif op in _MATMULS:
+            a, b = _MATMULS[op]
+            self.matmul(n, i, self.need(n.input[a], i), self.need(n.input[b], i), n.input[b] in self.const)
+        elif op == "Einsum":
+            self.einsum(n, i)
+        elif op == "Attention":
+            self.attention(n, i)
+        elif op in _SHAPE_ONLY:
+            self.skip(n)
+        elif op == "Gather":
+            if n.input[0] in self.const:
+                e = math.prod(self.need(n.output[0], i))
+                self.vector(n, i, "embedding", e, inputs=0, params=e)
+            else:
+                self.skip(n)  # a gather of computed data: data movement, like Slice
+        else:
+            self.vector_op(n, i)
+
+    def _find_fusions(self) -> None:
+        nodes, const = self.nodes, self.const
+
+        def other_input(n: Any, x: str) -> str | None:
+            ins = list(n.input)
+            if len(ins) != 2 or x not in ins:
+                return None
+            return ins[1] if ins[0] == x else ins[0]
+
+        def is_const(t: str) -> bool:  # before the walk only initializers are known constants
+            j = self.producer.get(t)
+            return t in const or (j is not None and nodes[j].op_type == "Constant")
+
+        for i, n in enumerate(nodes):
+            if n.domain and n.domain not in _STD:
+                continue
+            if n.op_type == "Erf":  # torch's F.gelu: Div(x, sqrt2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5)
+                j = self.producer.get(n.input[0])
+                if j is None or nodes[j].op_type not in ("Div", "Mul") or self.sole_consumer(n.input[0]) != i:
+                    continue
+                pre = nodes[j]
+                consts = [x for x in pre.input if is_const(x)]
+                if len(pre.input) != 2 or len(consts) != 1:
+                    continue
+                x = pre.input[0] if pre.input[1] == consts[0] else pre.input[1]
+                a = self.sole_consumer(n.output[0])
+                if a is None or nodes[a].op_type != "Add" or not is_const(other_input(nodes[a], n.output[0]) or ""):
+                    continue
+                m1 = self.sole_consumer(nodes[a].output[0])
+                if m1 is None or nodes[m1].op_type != "Mul":
+                    continue
+                y = other_input(nodes[m1], nodes[a].output[0])
+                region, last = {j, i, a}, m1
+                if y == x:
+                    t = self.sole_consumer(nodes[m1].output[0])
+                    if t is not None and nodes[t].op_type == "Mul" and is_const(other_input(nodes[t], nodes[m1].output[0]) or ""):
+                        region.add(m1)
+                        last = t
+                else:
+                    h = self.producer.get(y or "")
+                    if h is None or nodes[h].op_type != "Mul" or self.sole_consumer(y or "") != m1:
+                        continue
+                    hy = other_input(nodes[h], x)
+                    if hy is None or not is_const(hy):
+                        continue
+                    region.add(h)
+                self.fused |= region
+                self.fusion[last] = ("gelu", i)
+            elif n.op_type == "Sigmoid":  # SiLU: Mul(x, Sigmoid(x))
+                m = self.sole_consumer(n.output[0])
+                if m is not None and nodes[m].op_type == "Mul" and other_input(nodes[m], n.output[0]) == n.input[0]:
+                    self.fused.add(i)
+                    self.fusion[m] = ("silu", m)
+
+    def _mark_attention(self) -> None:
+        marks: dict[int, str] = {}  # MatMul node -> scores | context
+        for n in self.nodes:
+            if n.op_type not in ("Softmax", "LogSoftmax") or (n.domain and n.domain not in _STD):
+                continue
+            t = n.input[0]
+            for _ in range(8):  # back to the scores MatMul through scaling, masking and casts
+                j = self.producer.get(t)
+                if j is None:
+                    break
+                if j in self.layer_at and self.nodes[j].op_type in ("MatMul", "Einsum"):
+                    marks.setdefault(j, "scores")
+                    break
+                if self.nodes[j].op_type not in _SCORE_PATH:
+                    break
+                ins = [x for x in self.nodes[j].input if x and x not in self.const]
+                if not ins:
+                    break
+                t = ins[0]
+            frontier = [n.output[0]]
+            for _ in range(4):  # on to the context MatMul that takes the probabilities as its A operand
+                nxt = []
+                for t in frontier:
+                    for c in self.consumers.get(t, []):
+                        if c < 0:
+                            continue
+                        cn = self.nodes[c]
+                        if c in self.layer_at and cn.op_type in ("MatMul", "Einsum") and cn.input[0] == t:
+                            marks.setdefault(c, "context")
+                        elif cn.op_type in _PROB_PATH:
+                            nxt.append(cn.output[0])
+                frontier = nxt
+        for j, role in sorted(marks.items()):
+            k = self.layer_at[j]
+            ly = self.layers[k]
+            if isinstance(ly, Layer) and ly.kind == "matmul":
+                del self.node_of[ly.name]
+                self.layers[k] = replace(ly, name=self.name(self.nodes[j], j, True, role=role), kind="attention")
+
+    # ------------------------------------------------------------------ GEMM ops
+    def conv(self, n: Any, i: int) -> None:
+        xi, wi = _CONVS[n.op_type]
+        x, w, y = self.need(n.input[xi], i), self.need(n.input[wi], i), self.need(n.output[0], i)
+        at = self.attrs(n)
+        if len(x) < 3 or len(w) != len(x) or len(y) != len(x):
+            raise self.fail(n, i, f"expected input and weight of rank >= 3 (N, C, spatial...), got {list(x)} and {list(w)}")
+        g, sp = int(at.get("group", 1)), len(x) - 2
+        ks = [int(k) for k in (at.get("kernel_shape") or w[2:])]
+        strides = [int(s) for s in (at.get("strides") or [1] * sp)]
+        dil = [int(d) for d in (at.get("dilations") or [1] * sp)]
+        nb, cin = x[0], x[1]
+        if not len(ks) == len(strides) == len(dil) == sp or min(ks + strides + dil) <= 0:
+            raise self.fail(n, i, f"kernel_shape {ks}, strides {strides} and dilations {dil} must be {sp} positive ints")
+        if g <= 0 or cin % g:
+            raise self.fail(n, i, f"group {g} does not divide the {cin} input channels")
+        if n.op_type == "ConvTranspose":  # weight (Cin, Cout/group, *kernel): the scatter GEMM
+            self.gemm(n, i, nb * math.prod(x[2:]), w[1] * math.prod(ks), cin // g, g, "conv")
+            return
+        cout = w[0]
+        if w[1] * g != cin or cout % g:
+            raise self.fail(n, i, f"input has {cin} channels but weight {list(w)} with group {g} takes {w[1] * g}")
+        out_sp = list(y[2:])
+        pads = self._pads(n, i, at, list(x[2:]), out_sp, ks, strides, dil)
+        conv = None
+        if nb == 1 and sp in (1, 2) and all(d == 1 for d in dil) and len(set(strides)) == 1:
+            if sp == 2:
+                conv = (x[2] + pads[0], x[3] + pads[1], ks[0], ks[1], cin // g, cout // g, strides[0])
+            else:
+                conv = (1, x[2] + pads[0], 1, ks[0], cin // g, cout // g, strides[0])
+            h, wd, fh, fw, *_, s = conv
+            if fh > h or fw > wd or ((h - fh) // s + 1) * ((wd - fw) // s + 1) != math.prod(out_sp):
+                conv = None  # not a SCALE-Sim conv row: keep the exact GEMM shape only
+        self.gemm(n, i, nb * math.prod(out_sp), cout // g, w[1] * math.prod(ks), g, "conv", conv)
+
+    def _pads(self, n: Any, i: int, at: dict[str, Any], in_sp: list[int], out_sp: list[int], ks: list[int],
+              strides: list[int], dil: list[int]) -> list[int]:
+        """Total padding (begin + end) per spatial dim."""
+        auto = at.get("auto_pad", "NOTSET")
+        sp = len(in_sp)
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            dims = zip(in_sp, out_sp, ks, strides, dil, strict=True)
+            return [max((o - 1) * s + (k - 1) * d + 1 - x, 0) for x, o, k, s, d in dims]
+        if auto == "VALID":
+            return [0] * sp
+        if auto != "NOTSET":
+            raise self.fail(n, i, f"unknown auto_pad '{auto}' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)")
+        pads = [int(v) for v in (at.get("pads") or [0] * (2 * sp))]
+        if len(pads) != 2 * sp:
+            raise self.fail(n, i, f"pads {pads} should have {2 * sp} values (begins then ends)")
+        return [pads[k] + pads[k + sp] for k in range(sp)]
+
+    def gemm_op(self, n: Any, i: int) -> None:
+        a, b = self.need(n.input[0], i), self.need(n.input[1], i)
+        at = self.attrs(n)
+        if len(a) != 2 or len(b) != 2:
+            raise self.fail(n, i, f"Gemm operands must be 2-D, got {list(a)} and {list(b)}")
+        M, K = (a[1], a[0]) if at.get("transA", 0) else (a[0], a[1])
+        K2, N = (b[1], b[0]) if at.get("transB", 0) else (b[0], b[1])
+        if K != K2:
+            raise self.fail(n, i, f"A {list(a)} and B {list(b)} (transA={at.get('transA', 0)}, "
+                                  f"transB={at.get('transB', 0)}) do not share K")
+        self.gemm(n, i, M, N, K, 1, "linear" if n.input[1] in self.const else "matmul")
+
+    def matmul(self, n: Any, i: int, a: tuple[int, ...], b: tuple[int, ...], const_b: bool) -> None:
+        if not a or not b:
+            raise self.fail(n, i, "MatMul of a scalar")
+        a2 = (1, a[0]) if len(a) == 1 else a
+        b2 = (b[0], 1) if len(b) == 1 else b
+        M, K, K2, N = a2[-2], a2[-1], b2[-2], b2[-1]
+        if K != K2:
+            raise self.fail(n, i, f"operands {list(a)} and {list(b)} do not share K")
+        ba, bb = a2[:-2], b2[:-2]
+        pa, pb = math.prod(ba), math.prod(bb)
+        batch = 1
+        if pb == 1:
+            M *= pa  # a shared right operand (a weight): the batch dims are rows of one GEMM
+        elif pa == 1:
+            N *= pb  # a shared left operand: its columns
+        else:
+            full = _broadcast(ba, bb)
+            if full is None:
+                raise self.fail(n, i, f"batch dims of {list(a)} and {list(b)} do not broadcast")
+            batch = math.prod(full)
+        self.gemm(n, i, M, N, K, batch, "linear" if const_b and pb == 1 else "matmul")
+
+    def einsum(self, n: Any, i: int) -> None:
+        ins = [x for x in n.input if x]
+        eq = str(self.attrs(n).get("equation", "")).replace(" ", "")
+        if len(ins) != 2:
+            if len(ins) == 1:  # a transpose, trace or sum of one operand
+                x = self.need(ins[0], i)
+                self.vector(n, i, "other", math.prod(x))
+            else:
+                self.unknown(n, i)
+            return
+        shapes = [self.need(x, i) for x in ins]
+        lhs, arrow, rhs = eq.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != 2:
+            raise self.fail(n, i, f"equation '{eq}' does not have two operands")
+        ell = "".join(chr(0x2460 + k) for k in range(16))  # stand-ins for the dims of '...', right-aligned
+        size: dict[str, int] = {}
+        letters, ranks = [], []
+        for term, shape in zip(terms, shapes, strict=True):
+            k = len(shape) - (len(term) - 3) if "..." in term else 0
+            if not 0 <= k <= 16:
+                raise self.fail(n, i, f"equation term '{term}' does not match operand shape {list(shape)}")
+            term = term.replace("...", ell[16 - k:])
+            if len(term) != len(shape):
+                raise self.fail(n, i, f"equation term '{term}' does not match operand shape {list(shape)}")
+            for ch, d in zip(term, shape, strict=True):
+                size[ch] = max(size.get(ch, 1), d)
+            letters.append(term)
+            ranks.append(k)
+        both = letters[0] + letters[1]
+        if arrow:
+            out = rhs.replace("...", ell[16 - max(ranks):])
+        else:  # implicit output: the broadcast dims, then the letters seen once, in alphabetical order
+            out = ell[16 - max(ranks):] + "".join(sorted(c for c in set(both) if both.count(c) == 1 and c not in ell))
+        A, B, O = set(letters[0]), set(letters[1]), set(out)
+        prod = lambda cs: math.prod(size[c] for c in cs)  # noqa: E731
+        batch, M, N, K = prod(A & B & O), prod((A & O) - B), prod((B & O) - A), prod((A & B) - O)
+        self.gemm(n, i, M, N, K, batch, "linear" if ins[1] in self.const and batch == 1 else "matmul")
+
+    def attention(self, n: Any, i: int) -> None:
+        at = self.attrs(n)
+        q, k, v = (self.need(n.input[j], i) for j in range(3))
+        if len(q) == 4:
+            b, hq, lq, e = q
+            lk, ev = k[-2], v[-1]
+        elif len(q) == 3:
+            hq, hkv = int(at.get("q_num_heads", 0)), int(at.get("kv_num_heads", 0))
+            if hq <= 0 or hkv <= 0:
+                raise self.fail(n, i, "3-D Attention needs the q_num_heads and kv_num_heads attributes")
+            b, lq, e = q[0], q[1], q[2] // hq
+            lk, ev = k[1], v[2] // hkv
+        else:
+            raise self.fail(n, i, f"Q must be 3-D or 4-D, got {list(q)}")
+        if len(n.input) > 4 and n.input[4]:
+            lk += self.need(n.input[4], i)[-2]  # past keys
+        self.gemm(n, i, lq, lk, e, b * hq, "attention", role="scores")
+        self.vector(n, i, "softmax", b * hq * lq * lk, reduce=lk, role="softmax")
+        self.gemm(n, i, lq, ev, lk, b * hq, "attention", role="context")
+
+    # ------------------------------------------------------------------ vector ops
+    def vector_op(self, n: Any, i: int) -> None:
+        op, at = n.op_type, self.attrs(n)
+        if op in ("Softmax", "LogSoftmax", "Hardmax"):
+            x = self.need(n.input[0], i)
+            if not x:
+                self.vector(n, i, "softmax", 1, reduce=1)
+                return
+            ax = int(at.get("axis", 1 if self.opset < 13 else -1)) % len(x)
+            self.vector(n, i, "softmax", math.prod(x), reduce=math.prod(x[ax:]) if self.opset < 13 else x[ax])
+        elif op in ("LayerNormalization", "RMSNormalization"):
+            x = self.need(n.input[0], i)
+            ax = int(at.get("axis", -1)) % len(x)
+            self.vector(n, i, "layernorm" if op == "LayerNormalization" else "rmsnorm", math.prod(x),
+                        reduce=math.prod(x[ax:]), params=self._elements(n, i, n.input[1:3]))
+        elif op in ("GroupNormalization", "InstanceNormalization"):
+            x = self.need(n.input[0], i)
+            groups = int(at.get("num_groups", x[1])) if op == "GroupNormalization" else x[1]
+            if groups <= 0 or x[1] % groups:
+                raise self.fail(n, i, f"num_groups {groups} does not divide the {x[1]} channels")
+            self.vector(n, i, "groupnorm", math.prod(x), reduce=x[1] // groups * math.prod(x[2:]),
+                        params=self._elements(n, i, n.input[1:3]))
+        elif op == "BatchNormalization":
+            x = self.need(n.input[0], i)
+            self.vector(n, i, "mul", math.prod(x), params=self._elements(n, i, n.input[1:5]), label="batchnorm")
+        elif op in _POOLS:
+            y = self.need(n.output[0], i)
+            window = math.prod(int(k) for k in at.get("kernel_shape", [1]))
+            self.vector(n, i, "other", math.prod(y) * window, reduce=window)
+        elif op in _REDUCE:
+            x = self.need(n.input[0], i)
+            if op == "LpNormalization":
+                self.vector(n, i, "other", math.prod(x), reduce=x[int(at.get("axis", -1)) % len(x)] if x else 0)
+            else:
+                y = self.need(n.output[0], i)
+                self.vector(n, i, "other", math.prod(x), reduce=max(1, math.prod(x) // max(1, math.prod(y))))
+        elif op in _ELEMENTWISE or op == "LRN":
+            e = math.prod(self.need(n.output[0], i))
+            ins = [x for x in n.input if x]
+            sizes = [math.prod(self.need(x, i)) for x in ins]
+            full = sum(1 for s in sizes if s == e)
+            self.vector(n, i, _ELEMENTWISE.get(op, "other"), e, inputs=full, params=sum(s for s in sizes if s != e))
+        else:
+            self.unknown(n, i)
+
+    def _elements(self, n: Any, i: int, names: Sequence[str]) -> int:
+        return sum(math.prod(self.need(x, i)) for x in names if x)
+
+    def unknown(self, n: Any, i: int) -> None:
+        """An op this module does not lower: ``other`` with its output elements, listed in meta."""
+        outs = [o for o in n.output if o]
+        if not outs:
+            self.skip(n)
+            return
+        e = sum(math.prod(self.need(o, i)) for o in outs)
+        label = f"{n.domain}.{n.op_type}" if n.domain and n.domain not in _STD else n.op_type
+        self.approximated[label] = self.approximated.get(label, 0) + 1
+        self.vector(n, i, "other", e)
