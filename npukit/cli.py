@@ -20,18 +20,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The ``npukit`` parser; with ``verb``, only that verb's module is imported (a fast start)."""
     parser = _Parser(prog="npukit", description="npukit: PyTorch model -> NPU cycles, joules and verified RTL")
     from npukit import __version__
 
     parser.add_argument("--version", action="version", version=f"npukit {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
-    for verb in VERBS:
+    for name in VERBS if verb not in VERBS else (verb,):
         try:
-            mod = importlib.import_module(f"npukit._cli_{verb}")
+            mod = importlib.import_module(f"npukit._cli_{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"npukit._cli_{verb}":
+            if exc.name != f"npukit._cli_{name}":
                 raise
             continue
         mod.add_parser(sub)
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     from npukit.sim.errors import NpukitError
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import configparser
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +244,7 @@ def load_arch(name_or_path: str | Path) -> Arch:
     """Load a built-in arch (``npu128``, ``npu32``), an npukit TOML file or a SCALE-Sim ``.cfg``."""
     name = str(name_or_path)
     if name in BUILTIN_ARCHS:
-        text = resources.files("npukit.sim.archs").joinpath(f"{name}.toml").read_text()
+        text = (Path(__file__).parent / "archs" / f"{name}.toml").read_text()  # package data beside this file
         return _arch_from_toml_text(text, name)
     path = check_file(name, "arch file", ConfigError,
                       f"pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}")

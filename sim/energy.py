@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -308,7 +307,7 @@ def _components(raw: Any, origin: str) -> dict[str, dict[str, Any]]:
 def _read_table_text(name_or_path: str | Path) -> tuple[str, str]:
     name = str(name_or_path)
     if name in BUILTIN_TABLES:
-        return resources.files("npukit.sim.tables").joinpath(f"{name}.toml").read_text(), name
+        return (Path(__file__).parent / "tables" / f"{name}.toml").read_text(), name  # package data beside this file
     path = Path(name)
     if path.suffix != ".toml" and not path.exists():
         raise EnergyTableError(

@@ -22,7 +22,6 @@ import csv
 import io
 import os
 import re
-import socket
 import tempfile
 import time
 import zlib
@@ -34,7 +33,7 @@ from .errors import ConfigError
 
 _TMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 3600.0  # a temporary of ours older than this (seconds) belongs to a killed run
-_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+_HOST = f"{zlib.crc32(os.uname().nodename.encode()):08x}"  # os.uname: no socket import at start-up
 # mkstemp's name: prefix + 8 characters of [a-z0-9_] + suffix; the host-pid part is absent in
 # temporaries written before it was added (those are removed by age only)
 _OUR_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+))?\.tmp$")
