@@ -1,1 +1,9 @@
-"""npukit.models: PyTorch models and the ML methods (PsumQuant, OmniMoE, CacheEdit); may import npukit.sim."""
+"""npukit.models: PyTorch models and the ML methods (PsumQuant, OmniMoE, CacheEdit); may import npukit.sim.
+
+:func:`workload_from_spec` turns any workload spec ``npukit.sim`` does not know (a real model of transformers or
+diffusers, a PyTorch model) into a :class:`~npukit.sim.Workload`; importing this package imports no torch.
+"""
+
+from .real_models import REAL_MODELS, workload_from_spec
+
+__all__ = ["REAL_MODELS", "workload_from_spec"]
