@@ -181,6 +181,9 @@ def test_cache_hit_and_rewrite_of_a_corrupt_entry(tmp_path, monkeypatch):
     assert first.meta["options"] == {"batch": 1, "phase": "prefill", "seq": 16}
     entries = list((tmp_path / "cache").glob("*.json"))
     assert len(entries) == 1
+    code = (f"import sys; from npukit.models import workload_from_spec; wl = workload_from_spec('hf:{cfg}:seq=16'); "
+            f"assert wl.macs == {first.macs}; bad = {{'torch', 'transformers'}} & set(sys.modules); assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # a hit imports no torch
     entries[0].write_text("{garbage")
     assert workload_from_spec(f"hf:{cfg}:seq=16") == first and len(calls) == 2  # ignored and traced again
     assert tc.load(entries[0]) == first  # ... and rewritten
