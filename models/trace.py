@@ -491,7 +491,8 @@ def _record_vector(rec: _Recorder, func: Any, name: str, args: tuple, kwargs: di
 
 def _rope_function(rec: _Recorder, fn: Callable, label: str) -> Callable:
     """``fn`` (a library's RoPE function) recorded as one ``rope`` op per rotated output tensor; its inner
-    elementwise ops are not recorded. ``params``: the elements of the cos/sin (or complex frequency) tables read."""
+    elementwise ops are not recorded. The cos/sin (or complex frequency) tables are activations computed once per
+    forward, not parameters: ``params`` = 0, as in the ``llama3-8b-layer`` built-in."""
 
     @wraps(fn)
     def rope(*args: Any, **kwargs: Any) -> Any:
@@ -503,10 +504,8 @@ def _rope_function(rec: _Recorder, fn: Callable, label: str) -> Callable:
         finally:
             rec.suppress -= 1
         if rec.vector_ops:
-            outs = _tensors(out)
-            tables = sum(t.numel() for t in _tensors((args, kwargs))[len(outs):])
-            for o in outs:
-                rec.vector("rope", label, o, params=tables)
+            for o in _tensors(out):
+                rec.vector("rope", label, o)
         return out
 
     rope._npukit_original = fn  # type: ignore[attr-defined]
@@ -736,7 +735,7 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
     softmax of scaled-dot-product attention is recorded between its scores and context GEMMs, its scale and mask
     folded in), layer/RMS/group norm (norm modules are recorded whole, see :func:`_module_vector_op`; ``params`` =
     their weight and bias elements), GELU/SiLU, add/sub (``add``), mul/div (``mul``), RoPE (the ``apply_rotary*``
-    functions of transformers and diffusers, one op per rotated tensor; ``params`` = the cos/sin table elements),
+    functions of transformers and diffusers, one op per rotated tensor),
     adaLN modulation ``x * (1 + scale) + shift`` with broadcast scale and shift (``modulate``, 3 inputs), embedding
     lookup (``params`` = gathered rows x dim), KV-cache append (transformers' ``Cache.update``: elements = new key
     + value elements) and any other pointwise or reduction op (``other``; elements = its largest operand). Not
