@@ -19,6 +19,7 @@ from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 
 FORMAT = 1  # bump when the entry layout changes
+_LAYER_EXTRAS = ("shared",)  # optional Layer fields, written only when not 1
 
 
 def cache_dir() -> Path:
@@ -35,8 +36,10 @@ def workload_to_dict(wl: Workload) -> dict[str, Any]:
             layers.append({"type": "vector", "name": ly.name, "op": ly.op, "elements": ly.elements, "reduce": ly.reduce,
                            "inputs": ly.inputs, "params": ly.params, "batch": ly.batch})
         else:
-            layers.append({"type": "gemm", "name": ly.name, "M": ly.M, "N": ly.N, "K": ly.K, "batch": ly.batch,
-                           "kind": ly.kind, "conv": list(ly.conv) if ly.conv is not None else None})
+            row = {"type": "gemm", "name": ly.name, "M": ly.M, "N": ly.N, "K": ly.K, "batch": ly.batch,
+                   "kind": ly.kind, "conv": list(ly.conv) if ly.conv is not None else None}
+            extra = {f: getattr(ly, f) for f in _LAYER_EXTRAS if getattr(ly, f, 1) != 1}
+            layers.append({**row, **extra})
     return {"format": FORMAT, "name": wl.name, "meta": wl.meta, "layers": layers}
 
 
@@ -51,7 +54,8 @@ def workload_from_dict(d: Any) -> Workload:
                 layers.append(VectorOp(x["name"], x["op"], x["elements"], x["reduce"], x["inputs"], x["params"], x["batch"]))
             elif x["type"] == "gemm":
                 conv = tuple(x["conv"]) if x["conv"] is not None else None
-                layers.append(Layer(x["name"], x["M"], x["N"], x["K"], x["batch"], x["kind"], conv))
+                extra = {f: x[f] for f in _LAYER_EXTRAS if f in x}
+                layers.append(Layer(x["name"], x["M"], x["N"], x["K"], x["batch"], x["kind"], conv, **extra))
             else:
                 raise WorkloadError(f"unknown layer type {x['type']!r}")
     except (KeyError, TypeError) as e:
