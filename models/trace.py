@@ -25,8 +25,19 @@ M = N_batch*H_in*W_in, K = Cin/groups, N = Cout/groups*Fh*Fw. Attention ``softma
 ``(B, heads, Lq, E)``, K of ``(B, heads, Lk, E)``, V of ``(B, heads, Lk, Ev)`` -> ``scores``
 (M=Lq, N=Lk, K=E, batch=B*heads) and ``context`` (M=Lq, N=Ev, K=Lk, batch=B*heads).
 
+Every non-GEMM operator is recorded too, as a :class:`~npukit.sim.workload.VectorOp` in program order
+(softmax, norms, activations, elementwise add/mul, RoPE, adaLN modulation, embedding lookup, KV-cache append,
+``other``): aten ops are classified in the dispatch mode; norm and activation modules whose aten ops are a
+formula (RMSNorm is pow/mean/rsqrt/mul) are recorded whole from their module hooks, and the RoPE functions and
+KV-cache update of transformers and diffusers from wrappers installed for the trace only; the ops inside
+anything recorded whole are not recorded again (see :func:`trace_workload` for the counts).
+
+A model and inputs on the ``meta`` device trace shapes only. For speed, the GEMM, elementwise and dtype-cast
+aten ops on meta tensors get their (plain, contiguous) outputs made directly rather than through torch's Python
+meta kernels; anything with a strided or unusual layout still goes through torch.
+
 The model is traced in eval mode (so batch-norm statistics are not updated and training-only branches
-are skipped); its training flags are restored and all hooks removed afterwards.
+are skipped); its training flags are restored, all hooks removed and the library functions restored afterwards.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +58,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..sim.errors import WorkloadError
-from ..sim.workload import Layer, Workload
+from ..sim.workload import Layer, VectorOp, Workload
 
 __all__ = ["trace_workload", "workload_from_model_spec", "BUILTIN_MODELS"]
 
@@ -87,25 +98,70 @@ class _Op:
     region: int | None
 
 
+@dataclass(eq=False)
+class _Vec:
+    """One recorded vector-unit operator before naming (fields as in :class:`VectorOp`)."""
+
+    scope: str  # innermost named module ('' outside any)
+    op: str
+    elements: int
+    reduce: int
+    inputs: int
+    params: int
+    dtype: str
+    aten: str
+    own: bool = False  # recorded for a whole module: named after the module itself
+    broadcast: bool = False  # a mul by a per-sample (broadcast) operand: may open an adaLN modulation
+    scale_src: _Vec | None = None  # the op that produced that broadcast operand, if recorded just before
+
+
 class _Recorder:
     """Shared state of the module hooks and the two modes."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, vector_ops: bool = True) -> None:
         self.modules: list[str] = []
         self.regions: list[tuple[int, str]] = []  # (call id, torch-level function name)
         self.region_gemms: dict[int, int] = {}
         self.next_region = 0
-        self.ops: list[_Op] = []
+        self.ops: list[_Op | _Vec] = []
         self.pending_context: int | None = None
         self.param_storages = {p.untyped_storage().data_ptr() for p in model.parameters() if p.numel()} - {0}
+        self.vector_ops = vector_ops
+        self.suppress = 0  # > 0 inside an operator recorded whole (a norm module, a RoPE function): inner ops are its own
+        self.vec_modules: dict[str, str] = {}  # module name -> op class, for modules recorded as one vector op
+        self.vec_stack: list[bool] = []  # per entered vec module: was recording already suppressed there?
+        self.recent: dict[int, tuple[torch.Tensor, _Vec]] = {}  # id(output) -> (output, op) of the last few vector ops
 
     # --------------------------------------------------------------- module hooks
     def enter(self, name: str, module: nn.Module, args: Any) -> None:
         self.modules.append(name)
+        if name in self.vec_modules:
+            self.vec_stack.append(self.suppress > 0)
+            self.suppress += 1
 
     def exit(self, name: str, module: nn.Module, args: Any, output: Any) -> None:
+        if name in self.vec_modules and self.vec_stack:
+            self.suppress -= 1
+            if not self.vec_stack.pop():
+                self._module_op(name, module, output)
         if self.modules and self.modules[-1] == name:
             self.modules.pop()
+
+    def _module_op(self, name: str, module: nn.Module, output: Any) -> None:
+        """Record a norm or activation module as one vector op (its output's elements)."""
+        out = _first_tensor(output)
+        if out is None or not out.numel():
+            return
+        op = self.vec_modules[name]
+        params = sum(p.numel() for p in module.parameters(recurse=False))
+        if op == "groupnorm":
+            reduce = out.numel() // (out.shape[0] * module.num_groups)  # type: ignore[operator]
+        elif op in ("layernorm", "rmsnorm"):
+            shape = getattr(module, "normalized_shape", None)
+            reduce = math.prod(shape) if isinstance(shape, (tuple, list)) and shape else out.shape[-1]
+        else:
+            reduce, params = 0, 0
+        self.vector(op, type(module).__name__, out, reduce=reduce, params=params, own=True)
 
     # --------------------------------------------------------------- recording
     def _region(self) -> tuple[int | None, str | None]:
@@ -144,18 +200,77 @@ class _Recorder:
         batch = math.prod(q.shape[:-2])
         lq, e, lk, ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
         self.record(aten_name, lq, lk, e, batch, q.dtype, kind="attention")
-        self.ops[-1].role = "scores"
+        self.ops[-1].role = "scores"  # type: ignore[union-attr]
+        if self.vector_ops and min(batch, lq, lk):
+            self._append(_Vec(self._scope(), "softmax", batch * lq * lk, lk, 1, 0, _dtype_name(q.dtype), aten_name))
         self.record(aten_name, lq, ev, lk, batch, q.dtype, kind="attention")
-        self.ops[-1].role = "context"
+        self.ops[-1].role = "context"  # type: ignore[union-attr]
+
+    # --------------------------------------------------------------- vector ops
+    def _scope(self) -> str:
+        return self.modules[-1] if self.modules else ""
+
+    def _append(self, v: _Vec, out: torch.Tensor | None = None) -> None:
+        self.ops.append(v)
+        if out is not None:
+            if len(self.recent) > 16:
+                self.recent.clear()
+            self.recent[id(out)] = (out, v)
+
+    def _produced(self, t: torch.Tensor) -> _Vec | None:
+        """The vector op (among the last few) that produced ``t`` or the tensor ``t`` is a view of."""
+        for x in (t, getattr(t, "_base", None)):
+            hit = self.recent.get(id(x)) if x is not None else None
+            if hit is not None and hit[0] is x:
+                return hit[1]
+        return None
+
+    def vector(self, op: str, aten_name: str, out: torch.Tensor, elements: int | None = None, reduce: int = 0,
+               inputs: int = 1, params: int = 0, operands: Sequence[Any] = (), own: bool = False) -> None:
+        """Record one vector op of class ``op`` writing ``out`` (``elements`` defaults to its size)."""
+        n = out.numel() if elements is None else elements
+        if n <= 0:
+            return
+        if op == "add" and inputs == 2 and self._fuse_modulate(out, operands):
+            return
+        v = _Vec(self._scope(), op, n, reduce, inputs, params, _dtype_name(out.dtype), aten_name, own)
+        if op == "mul" and inputs == 2:
+            small = [t for t in operands if isinstance(t, torch.Tensor) and 0 < t.numel() < n]
+            if len(small) == 1:
+                v.broadcast, v.scale_src = True, self._produced(small[0])
+        self._append(v, out)
+
+    def _fuse_modulate(self, out: torch.Tensor, operands: Sequence[Any]) -> bool:
+        """``x * (1 + scale) + shift`` with per-sample (broadcast) scale and shift: turn the mul just recorded into
+        one ``modulate`` op of 3 inputs and drop the ``1 + scale`` add that fed it. True if fused."""
+        last = self.ops[-1] if self.ops else None
+        if not isinstance(last, _Vec) or last.op != "mul" or not last.broadcast or last.elements != out.numel():
+            return False
+        tensors = [t for t in operands if isinstance(t, torch.Tensor)]
+        if len(tensors) != 2:
+            return False
+        produced = [self._produced(t) is last for t in tensors]
+        if produced.count(True) != 1:
+            return False
+        shift = tensors[produced.index(False)]
+        if shift.numel() >= out.numel():
+            return False
+        last.op, last.inputs, last.aten, last.broadcast = "modulate", 3, "mul+add", False
+        src = last.scale_src
+        if src is not None and src.op == "add" and src.inputs == 1 and any(src is o for o in self.ops[-3:-1]):
+            # the ``1 + scale`` on the per-sample vector is part of the modulation
+            del self.ops[next(i for i in range(len(self.ops) - 1, -1, -1) if self.ops[i] is src)]
+        self.recent[id(out)] = (out, last)
+        return True
 
     def softmax_seen(self, aten_name: str) -> None:
         """A softmax right after a batched GEMM inside one opaque call (the math path of scaled-dot-product
         attention, which alone uses ``aten._safe_softmax``, or ``F.multi_head_attention_forward``): that GEMM
         is the attention scores and the next one in the same call the context."""
         rid, fname = self._region()
-        if rid is None or fname == _SDPA or fname in _MATMUL_FUNCS or fname == "linear" or not self.ops:
+        last = next((o for o in reversed(self.ops) if isinstance(o, _Op)), None)
+        if rid is None or fname == _SDPA or fname in _MATMUL_FUNCS or fname == "linear" or last is None:
             return
-        last = self.ops[-1]
         batched = last.aten in ("bmm", "baddbmm") or aten_name == "_safe_softmax"
         if last.region == rid and last.role is None and last.kind == "matmul" and batched:
             last.kind, last.role = "attention", "scores"
@@ -165,14 +280,18 @@ class _Recorder:
         return t is not None and t.numel() > 0 and t.untyped_storage().data_ptr() in self.param_storages
 
     # --------------------------------------------------------------- naming
-    def layers(self) -> tuple[list[Layer], dict[str, str], dict[str, str]]:
+    def layers(self) -> tuple[list[Layer | VectorOp], dict[str, str], dict[str, str]]:
         used: set[str] = set()
         counts: dict[str, int] = {}
-        layers: list[Layer] = []
+        layers: list[Layer | VectorOp] = []
         dtypes: dict[str, str] = {}
         aten_ops: dict[str, str] = {}
         for op in self.ops:
-            if op.role is not None:
+            if isinstance(op, _Vec):
+                label = op.op if op.op != "other" else op.aten.strip("_")  # e.g. 'relu', 'mean'
+                own = op.own or op.scope.rpartition(".")[2] == label  # a 'relu' module's relu: just the module
+                base = op.scope if own and op.scope else f"{op.scope}.{label}" if op.scope else label
+            elif op.role is not None:
                 base = f"{op.scope or 'attention'}.{op.role}"
             else:
                 base = op.scope or op.opname
@@ -183,7 +302,10 @@ class _Recorder:
                 name = f"{base}.{n}"
             counts[base] = n + 1
             used.add(name)
-            layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv))
+            if isinstance(op, _Vec):
+                layers.append(VectorOp(name, op.op, op.elements, op.reduce, op.inputs, op.params))
+            else:
+                layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv))
             dtypes[name] = op.dtype
             aten_ops[name] = op.aten
         return layers, dtypes, aten_ops
@@ -257,6 +379,238 @@ def _record_conv(rec: _Recorder, name: str, p: dict[str, Any], out: torch.Tensor
     rec.record(name, nb * math.prod(out_sp), cout // g, cin // g * math.prod(ks), g, x.dtype, kind="conv", conv=conv)
 
 
+# ---------------------------------------------------------------------------- vector ops
+# aten op -> vector op class; other floating-point pointwise or reduction ops are recorded as 'other'
+_VECTOR_ATEN = {"add": "add", "add_": "add", "sub": "add", "sub_": "add", "rsub": "add",
+                "mul": "mul", "mul_": "mul", "div": "mul", "div_": "mul",
+                "silu": "silu", "silu_": "silu", "gelu": "gelu", "gelu_": "gelu",
+                "_softmax": "softmax", "_safe_softmax": "softmax", "_log_softmax": "softmax",
+                "native_layer_norm": "layernorm", "native_group_norm": "groupnorm", "_fused_rms_norm": "rmsnorm",
+                "embedding": "embedding",
+                # normalizations and pooling with no class of their own
+                "_native_batch_norm_legit_no_training": "other", "_native_batch_norm_legit": "other",
+                "native_batch_norm": "other", "max_pool2d_with_indices": "other", "max_pool3d_with_indices": "other",
+                "avg_pool2d": "other", "avg_pool3d": "other", "_adaptive_avg_pool2d": "other",
+                "_adaptive_avg_pool3d": "other", "adaptive_max_pool2d": "other"}
+# pointwise-tagged aten ops that only move or copy data
+_NOT_COMPUTE = {"clone", "_to_copy", "copy", "copy_", "lift_fresh_copy", "alias_copy", "detach_copy"}
+# torch-level calls whose inner elementwise ops (a bias add, a scale) are part of their GEMM
+_GEMM_CALLS = {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+               "convolution", "bilinear"} | _MATMUL_FUNCS
+# module-level RoPE functions of the model libraries (looked up in their modules' globals at call time)
+_ROPE_PREFIX = "apply_rotary"
+_LIBRARY_MODULES = ("transformers.models.", "diffusers.models.")
+_POINTWISE, _REDUCTION = torch.Tag.pointwise, torch.Tag.reduction
+
+
+def _module_vector_op(module: nn.Module) -> str | None:
+    """The vector op a norm or activation module is recorded as (whole, its inner aten ops not), else None.
+
+    Normalizations: ``nn.LayerNorm``/``nn.GroupNorm``/``nn.RMSNorm`` and any class named ``*RMSNorm`` (transformers'
+    ``LlamaRMSNorm``, diffusers' ``RMSNorm``: pow/mean/rsqrt/mul in aten). Activations: the GELU/SiLU classes of
+    ``transformers.activations`` (some are tanh/erf formulas in aten). Adaptive norms (diffusers' ``AdaLayerNorm*``)
+    are not: their linear, inner norm and modulation are recorded one by one.
+    """
+    name = type(module).__name__
+    if isinstance(module, nn.LayerNorm):
+        return "layernorm"
+    if isinstance(module, nn.GroupNorm):
+        return "groupnorm"
+    if isinstance(module, nn.RMSNorm) or name.endswith("RMSNorm") or name == "T5LayerNorm":
+        return "rmsnorm"
+    if type(module).__module__ == "transformers.activations":
+        if "GELU" in name:
+            return "gelu"
+        if "SiLU" in name:
+            return "silu"
+    return None
+
+
+def _first_tensor(x: Any) -> torch.Tensor | None:
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (tuple, list)):
+        for y in x:
+            t = _first_tensor(y)
+            if t is not None:
+                return t
+    return None
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    """Every tensor in ``x`` (nested tuples, lists and dicts), in order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for y in x for t in _tensors(y)]
+    if isinstance(x, dict):
+        return [t for y in x.values() for t in _tensors(y)]
+    return []
+
+
+def _record_vector(rec: _Recorder, func: Any, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+    """Record aten op ``func`` as a vector op if it computes on floating-point data (see :func:`trace_workload`)."""
+    if rec.suppress or not rec.vector_ops:
+        return
+    _, fname = rec._region()
+    if fname in _GEMM_CALLS:
+        return
+    op = _VECTOR_ATEN.get(name)
+    if op is None:
+        if name in _NOT_COMPUTE or (_POINTWISE not in func.tags and _REDUCTION not in func.tags):
+            return
+        op = "other"
+    if fname == _SDPA and op != "softmax":
+        return  # inside attention: its scale, mask and softmax are the softmax op
+    o = _first_tensor(out)
+    if o is None or not (o.is_floating_point() or o.is_complex()):
+        return  # integer/boolean index and mask arithmetic is bookkeeping, not vector work
+    operands = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if op == "softmax":
+        x = args[0]
+        rec.vector(op, name, o, reduce=x.shape[int(args[1])] if x.dim() else 1)
+    elif op == "layernorm":
+        p = _bind(func, args, kwargs)
+        params = sum(t.numel() for t in (p["weight"], p["bias"]) if isinstance(t, torch.Tensor))
+        rec.vector(op, name, o, reduce=math.prod(p["normalized_shape"]), params=params)
+    elif op == "rmsnorm":
+        p = _bind(func, args, kwargs)
+        params = p["weight"].numel() if isinstance(p["weight"], torch.Tensor) else 0
+        rec.vector(op, name, o, reduce=math.prod(p["normalized_shape"]), params=params)
+    elif op == "groupnorm":
+        p = _bind(func, args, kwargs)
+        params = sum(t.numel() for t in (p["weight"], p["bias"]) if isinstance(t, torch.Tensor))
+        rec.vector(op, name, o, reduce=int(p["C"]) // int(p["group"]) * int(p["HxW"]), params=params)
+    elif op == "embedding":
+        rec.vector(op, name, o, inputs=0, params=o.numel())
+    else:
+        inputs = sum(1 for t in operands if t.dim() > 0)
+        elements = max([o.numel()] + [t.numel() for t in operands]) if op == "other" else None
+        rec.vector(op, name, o, elements=elements, inputs=inputs, operands=operands)
+
+
+def _rope_function(rec: _Recorder, fn: Callable, label: str) -> Callable:
+    """``fn`` (a library's RoPE function) recorded as one ``rope`` op per rotated output tensor; its inner
+    elementwise ops are not recorded. The cos/sin (or complex frequency) tables are activations computed once per
+    forward, not parameters: ``params`` = 0, as in the ``llama3-8b-layer`` built-in."""
+
+    @wraps(fn)
+    def rope(*args: Any, **kwargs: Any) -> Any:
+        if rec.suppress:
+            return fn(*args, **kwargs)
+        rec.suppress += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            rec.suppress -= 1
+        if rec.vector_ops:
+            for o in _tensors(out):
+                rec.vector("rope", label, o)
+        return out
+
+    rope._npukit_original = fn  # type: ignore[attr-defined]
+    return rope
+
+
+def _kv_update(rec: _Recorder, fn: Callable) -> Callable:
+    """A KV-cache ``update(key_states, value_states, ...)`` recorded as one ``kv_append`` op of the new key and
+    value elements (the rows written into the cache); the concatenation inside is not recorded."""
+
+    @wraps(fn)
+    def update(self: Any, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if rec.suppress:
+            return fn(self, key_states, value_states, *args, **kwargs)
+        rec.suppress += 1
+        try:
+            out = fn(self, key_states, value_states, *args, **kwargs)
+        finally:
+            rec.suppress -= 1
+        if rec.vector_ops:
+            rec.vector("kv_append", "cache.update", key_states, elements=key_states.numel() + value_states.numel())
+        return out
+
+    return update
+
+
+def _patch_library_functions(rec: _Recorder) -> list[tuple[Any, str, Any]]:
+    """Wrap the RoPE functions and the KV-cache update of the loaded model libraries (transformers, diffusers)
+    for this trace; returns ``(owner, attribute, original)`` to restore."""
+    patched: list[tuple[Any, str, Any]] = []
+    for modname, mod in list(sys.modules.items()):
+        if mod is None or not modname.startswith(_LIBRARY_MODULES):
+            continue
+        names = getattr(mod, "__dict__", {})
+        for attr, fn in list(names.items()):
+            if attr.startswith(_ROPE_PREFIX) and callable(fn) and not isinstance(fn, type):
+                patched.append((mod, attr, fn))
+                setattr(mod, attr, _rope_function(rec, fn, attr))
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    cache = getattr(cache_utils, "Cache", None)
+    if cache is not None and "update" in vars(cache):
+        patched.append((cache, "update", vars(cache)["update"]))
+        cache.update = _kv_update(rec, vars(cache)["update"])
+    return patched
+
+
+def _fast_meta(name: str, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The output of GEMM or elementwise aten op ``name`` on meta tensors, made directly (torch's meta kernels for
+    these are Python decompositions, ~0.5 ms a call); None where the shape, dtype or layout is not plain."""
+    if "out" in kwargs:
+        return None
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or not all(t.is_meta for t in tensors):
+        return None
+    if name in _FAST_GEMM:
+        i, j = _GEMM_OPS[name]
+        a, b = args[i], args[j]
+        if a.dim() != _FAST_GEMM[name] or b.dim() != _FAST_GEMM[name] or a.dtype != b.dtype or not a.is_floating_point():
+            return None
+        shape = (a.shape[0], b.shape[1]) if a.dim() == 2 else (a.shape[0], a.shape[1], b.shape[2])
+        return torch.empty(shape, dtype=a.dtype, device="meta")
+    if name == "_to_copy":  # a dtype cast of a contiguous tensor
+        x = args[0]
+        if len(args) != 1 or set(kwargs) - {"dtype", "device", "layout", "memory_format"} or not x.is_contiguous():
+            return None
+        if kwargs.get("device") not in (None, x.device) or kwargs.get("layout") not in (None, torch.strided):
+            return None
+        if kwargs.get("memory_format") not in (None, torch.preserve_format, torch.contiguous_format):
+            return None
+        return torch.empty(x.shape, dtype=kwargs.get("dtype") or x.dtype, device="meta")
+    if name not in _FAST_POINTWISE or set(kwargs) - {"alpha", "approximate"} or len(args) > 2:
+        return None
+    if not all(isinstance(a, (torch.Tensor, int, float)) for a in args):
+        return None
+    if not all(t.is_floating_point() for t in tensors):
+        return None
+    shape = _broadcast(*(tuple(t.shape) for t in tensors))
+    if shape is None:
+        return None
+    n = math.prod(shape)
+    if any(t.numel() == n and not t.is_contiguous() for t in tensors):
+        return None  # a strided full-size input: let torch pick the output layout
+    dtype = torch.result_type(args[0], args[1]) if len(args) == 2 else tensors[0].dtype
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The broadcast of ``shapes`` (NumPy rules), None if they do not broadcast."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, start=ndim - len(s)):
+            if d != out[i]:
+                if out[i] == 1:
+                    out[i] = d
+                elif d != 1:
+                    return None
+    return tuple(out)
+
+
+_FAST_GEMM = {"mm": 2, "addmm": 2, "bmm": 3, "baddbmm": 3}
+_FAST_POINTWISE = {"add", "sub", "mul", "div", "rsub", "neg", "rsqrt", "exp", "silu", "gelu", "pow", "tanh", "sigmoid",
+                   "sin", "cos", "reciprocal", "sqrt"}
+
+
 class _CallSites(TorchFunctionMode):
     """Remembers which torch-level call (``linear``, ``matmul``, ``scaled_dot_product_attention`` ...) is running."""
 
@@ -288,7 +642,9 @@ class _GemmCapture(TorchDispatchMode):
         if func.namespace == "aten":
             if name in _GEMM_OPS:
                 i, j = _GEMM_OPS[name]
-                out = func(*args, **kwargs)
+                out = _fast_meta(name, args, kwargs) if name in _FAST_GEMM else None
+                if out is None:
+                    out = func(*args, **kwargs)
                 _record_gemm(self.rec, name, args[i], args[j])
                 return out
             if name in _CONV_OPS:
@@ -327,6 +683,12 @@ class _GemmCapture(TorchDispatchMode):
                 keys = keys & torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
                 with self:
                     return func.redispatch(keys, *args, **kwargs)
+        if func.namespace == "aten":
+            out = _fast_meta(name, args, kwargs) if name in _FAST_POINTWISE or name == "_to_copy" else None
+            if out is None:
+                out = func(*args, **kwargs)
+            _record_vector(self.rec, func, name, args, kwargs, out)
+            return out
         return func(*args, **kwargs)
 
     def _is_composite(self, func: Any) -> bool:
@@ -359,26 +721,44 @@ def _shape_of(x: Any) -> Any:
     return list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
 
-def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name: str = "model") -> Workload:
-    """Run ``model(*example_inputs)`` once and return its GEMM-like ops as a :class:`Workload`.
+def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name: str = "model",
+                   vector_ops: bool = True) -> Workload:
+    """Run ``model(*example_inputs)`` once and return its GEMM-like and vector ops as a :class:`Workload`.
 
-    ``example_inputs`` is a Tensor, a tuple of positional inputs or a dict of keyword inputs. Layer sizes are
-    element counts; ``Workload.meta`` holds ``dtypes`` (layer -> operand dtype, e.g. ``'float32'``),
-    ``aten_ops`` (layer -> aten op), ``input_shapes`` and ``source='torch-trace'``. Raises
-    :class:`WorkloadError` (one line) if the forward pass fails or the model has no linear, conv, matmul or
-    attention op.
+    ``example_inputs`` is a Tensor, a tuple of positional inputs or a dict of keyword inputs; the model and its
+    inputs may live on the ``meta`` device (shapes only, nothing computed). Layer sizes are element counts;
+    ``Workload.meta`` holds ``dtypes`` (layer -> operand/output dtype, e.g. ``'float32'``), ``aten_ops``
+    (layer -> aten op), ``input_shapes`` and ``source='torch-trace'``.
+
+    With ``vector_ops`` (the default) every non-GEMM operator on floating-point data is recorded, in program
+    order, as a :class:`VectorOp` (counts are output elements unless said): softmax (``reduce`` = row length; the
+    softmax of scaled-dot-product attention is recorded between its scores and context GEMMs, its scale and mask
+    folded in), layer/RMS/group norm (norm modules are recorded whole, see :func:`_module_vector_op`; ``params`` =
+    their weight and bias elements), GELU/SiLU, add/sub (``add``), mul/div (``mul``), RoPE (the ``apply_rotary*``
+    functions of transformers and diffusers, one op per rotated tensor),
+    adaLN modulation ``x * (1 + scale) + shift`` with broadcast scale and shift (``modulate``, 3 inputs), embedding
+    lookup (``params`` = gathered rows x dim), KV-cache append (transformers' ``Cache.update``: elements = new key
+    + value elements) and any other pointwise or reduction op (``other``; elements = its largest operand). Not
+    recorded: ops inside a recorded op, bias adds inside a linear/conv call, data movement (views, copies, dtype
+    casts, concatenation, indexing) and integer/boolean index or mask arithmetic. Raises :class:`WorkloadError`
+    (one line) if the forward pass fails or the model has no linear, conv, matmul or attention op.
     """
     if not isinstance(model, nn.Module):
         raise WorkloadError(f"trace_workload needs a torch.nn.Module, got {type(model).__name__}")
     args, kwargs = _split_inputs(example_inputs)
-    rec = _Recorder(model)
+    rec = _Recorder(model, vector_ops)
     training = {m: m.training for m in model.modules()}
     handles = []
+    patched: list[tuple[Any, str, Any]] = []
     try:
         model.eval()
         for mname, module in model.named_modules():
             handles.append(module.register_forward_pre_hook(partial(rec.enter, mname)))
             handles.append(module.register_forward_hook(partial(rec.exit, mname), always_call=True))
+            op = _module_vector_op(module) if vector_ops else None
+            if op is not None:
+                rec.vec_modules[mname] = op
+        patched = _patch_library_functions(rec)
         with torch.no_grad(), _GemmCapture(rec), _CallSites(rec):
             model(*args, **kwargs)
     except WorkloadError:
@@ -386,12 +766,14 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
     except Exception as e:
         raise WorkloadError(f"model '{name}': forward pass failed while tracing: {_one_line(e)}") from e
     finally:
+        for owner, attr, original in reversed(patched):
+            setattr(owner, attr, original)
         for h in handles:
             h.remove()
         for m, flag in training.items():
             m.training = flag
     layers, dtypes, aten_ops = rec.layers()
-    if not layers:
+    if not any(isinstance(ly, Layer) for ly in layers):
         raise WorkloadError(f"model '{name}' has no linear, conv, matmul or attention op; nothing to simulate")
     meta = {
         "source": "torch-trace",

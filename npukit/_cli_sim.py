@@ -30,7 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--workload",
         default="resnet18",
         help="built-in (resnet18, minilm-l6, llama3-8b-layer[:seq=N,phase=prefill|decode], gemm:M=..,N=..,K=..), "
-        "a SCALE-Sim topology .csv, an ONNX model.onnx, or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY "
+        "a SCALE-Sim topology .csv, an ONNX model.onnx, a whole real model traced on the meta device: "
+        "llama-3.1-8b[:seq=N,batch=B,phase=prefill|decode,kv=L], "
+        "flux.1-kontext-dev or qwen-image-edit[:res=R,seq=N,ref=K,batch=B,steps=S], "
+        "hf:CONFIG.json[:...] (transformers) or diffusers:CONFIG.json[:...], "
+        "or a PyTorch model: torch:resnet18, FILE.py:FACTORY or module:FACTORY "
         "(these two import and run that Python code: use only code you trust; sweep specs refuse them)",
     )
     p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224; for a model.onnx "
@@ -50,7 +54,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def load_workload(spec: str, input_shape: str | None):  # -> Workload
-    """A built-in/CSV workload, or a traced PyTorch model (imports torch only then)."""
+    """A built-in/CSV workload of npukit.sim, else npukit.models' (real or PyTorch models: imports torch only then)."""
+    from pathlib import Path
+
     from npukit.sim.workload import BUILTIN_WORKLOADS, parse_workload_spec
 
     if spec.lower().endswith(".onnx"):
@@ -58,14 +64,11 @@ def load_workload(spec: str, input_shape: str | None):  # -> Workload
 
         return onnx_workload(spec, input_shape)
     name = spec.partition(":")[0]
-    is_model = spec.startswith("torch:") or (
-        ":" in spec and name not in BUILTIN_WORKLOADS and not spec.lower().endswith(".csv")
-    )
-    if is_model:
-        from npukit.models.trace import workload_from_model_spec
+    if name in BUILTIN_WORKLOADS or spec.lower().endswith(".csv") or (":" not in spec and Path(spec).exists()):
+        return parse_workload_spec(spec)
+    from npukit.models import workload_from_spec
 
-        return workload_from_model_spec(spec, input_shape)
-    return parse_workload_spec(spec)
+    return workload_from_spec(spec, input_shape)
 
 
 def build_arch(args: argparse.Namespace):  # -> Arch

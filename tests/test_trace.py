@@ -16,7 +16,7 @@ from npukit.sim import Layer, WorkloadError, load_arch, minilm_l6, resnet18, sim
 
 
 def _rows(wl):
-    return [(ly.name, ly.M, ly.N, ly.K, ly.batch, ly.kind, ly.conv) for ly in wl.layers]
+    return [(ly.name, ly.M, ly.N, ly.K, ly.batch, ly.kind, ly.conv) for ly in wl.gemms]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_trace_leaves_model_and_outputs_unchanged():
         before = model.eval()(x)
     model.train()
     wl = trace_workload(model, x, "tiny")
-    assert [ly.name for ly in wl.layers] == ["0", "4"]
+    assert [ly.name for ly in wl.gemms] == ["0", "4"]
     assert all(m.training for m in model.modules())  # training flags restored
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())  # hooks removed
     for k, v in model.state_dict().items():
@@ -153,7 +153,7 @@ def test_repeated_ops_in_one_module_get_suffixes():
             return self.fc(self.fc(x)) @ x.t()
 
     wl = trace_workload(Twice(), torch.randn(3, 4))
-    assert [ly.name for ly in wl.layers] == ["fc", "fc.1", "matmul"]
+    assert [ly.name for ly in wl.gemms] == ["fc", "fc.1", "matmul"]
 
 
 def test_grouped_depthwise_dilated_transposed_and_1d_convs():
@@ -171,7 +171,7 @@ def test_grouped_depthwise_dilated_transposed_and_1d_convs():
             return self.c1d(x.flatten(2)), self.up(x)
 
     wl = trace_workload(Convs(), torch.randn(2, 8, 16, 16))
-    got = {ly.name: ly for ly in wl.layers}
+    got = {ly.name: ly for ly in wl.gemms}
     assert got["dw"] == Layer("dw", 2 * 16 * 16, 1, 9, 8, "conv", (18, 18, 3, 3, 1, 1, 1))
     assert got["grouped"] == Layer("grouped", 2 * 8 * 8, 4, 2 * 9, 4, "conv", (18, 18, 3, 3, 2, 4, 2))
     # dilation: exact GEMM shape (8x8 -> 4x4 with a 5x5 effective window), no SCALE-Sim conv row
@@ -180,7 +180,7 @@ def test_grouped_depthwise_dilated_transposed_and_1d_convs():
     # transposed: every input pixel times Cin x (Cout*Fh*Fw)
     assert got["up"] == Layer("up", 2 * 4 * 4, 2 * 4, 4, 1, "conv", None)
     assert got["up"].macs == 2 * 4 * 4 * 4 * 2 * 2 * 2
-    assert [ly.name for ly in wl.layers] == ["dw", "grouped", "dilated", "c1d", "up"]
+    assert [ly.name for ly in wl.gemms] == ["dw", "grouped", "dilated", "c1d", "up"]
 
 
 def test_multihead_attention_module():
@@ -194,8 +194,8 @@ def test_multihead_attention_module():
 
     wl = trace_workload(M(), torch.randn(2, 10, 32))
     one_pass = [("linear", 20, 96, 32, 1), ("attention", 10, 10, 8, 8), ("attention", 10, 8, 10, 8), ("linear", 20, 32, 32, 1)]
-    assert [(ly.kind, *ly.shape()) for ly in wl.layers] == one_pass * 2
-    assert [ly.name for ly in wl.layers][:4] == ["attn", "attn.scores", "attn.context", "attn.1"]
+    assert [(ly.kind, *ly.shape()) for ly in wl.gemms] == one_pass * 2
+    assert [ly.name for ly in wl.gemms][:4] == ["attn", "attn.scores", "attn.context", "attn.1"]
 
 
 @torch.library.custom_op("npukit_test_trace::pairmm", mutates_args=())
@@ -209,7 +209,7 @@ def test_gemms_inside_a_user_op_are_seen():
             return _pairmm(x, torch.ones(6, 3))
 
     wl = trace_workload(U(), torch.randn(4, 6))
-    assert [(ly.name, *ly.shape()) for ly in wl.layers] == [("pairmm", 4, 3, 6, 1), ("pairmm.1", 4, 6, 3, 1)]
+    assert [(ly.name, *ly.shape()) for ly in wl.gemms] == [("pairmm", 4, 3, 6, 1), ("pairmm.1", 4, 6, 3, 1)]
 
 
 def test_dtype_is_recorded():
@@ -221,10 +221,10 @@ def test_dtype_is_recorded():
 def test_minilm_trace_matches_builtin():
     wl = trace_workload(minilm_module(), torch.zeros(1, 128, dtype=torch.long), "minilm")
     ref = minilm_l6(seq=128)
-    assert [(ly.M, ly.N, ly.K, ly.batch, ly.kind) for ly in wl.layers] == [
+    assert [(ly.M, ly.N, ly.K, ly.batch, ly.kind) for ly in wl.gemms] == [
         (ly.M, ly.N, ly.K, ly.batch, ly.kind) for ly in ref.layers
     ]
-    assert [ly.name for ly in wl.layers] == [ly.name for ly in ref.layers]
+    assert [ly.name for ly in wl.gemms] == [ly.name for ly in ref.layers]
 
 
 def test_spec_module_factory_and_shape():
@@ -235,7 +235,7 @@ def test_spec_module_factory_and_shape():
 
 def test_spec_builtin_and_file_factory(tmp_path):
     wl = workload_from_model_spec("torch:minilm-l6", "1,16")
-    assert wl.layers[3] == Layer("encoder.layer.0.attention.scores", 16, 16, 32, 12, "attention")
+    assert wl.gemms[3] == Layer("encoder.layer.0.attention.scores", 16, 16, 32, 12, "attention")
     f = tmp_path / "mymodel.py"
     f.write_text(
         "import torch\nfrom torch import nn\n\n"
@@ -247,7 +247,7 @@ def test_spec_builtin_and_file_factory(tmp_path):
     assert wl.name == "make"
     assert wl.meta["model_spec"] == f"{f}:make"
     wl = workload_from_model_spec(f"{f}:bare", "2x4x5")
-    assert math.prod((wl.layers[0].M, wl.layers[0].N, wl.layers[0].K)) == 8 * 7 * 5
+    assert math.prod((wl.gemms[0].M, wl.gemms[0].N, wl.gemms[0].K)) == 8 * 7 * 5
 
 
 @pytest.mark.parametrize(
@@ -312,3 +312,107 @@ def test_weight_only_int8_matmul_and_unsupported_bilinear():
     assert _rows(wl) == [("weight_int8pack_mm", 3, 4, 8, 1, "linear", None)]
     with pytest.raises(WorkloadError, match="F.bilinear"):
         trace_workload(nn.Bilinear(4, 4, 2), (torch.randn(3, 4), torch.randn(3, 4)))
+
+
+# ---------------------------------------------------------------------------- vector ops
+class _MyRMSNorm(nn.Module):
+    """Named ``*RMSNorm``: recorded whole, its pow/mean/rsqrt/mul not."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class _AdaBlock(nn.Module):
+    """Embedding, adaLN modulation, RMS-normed attention, GELU MLP, group norm and a reduction."""
+
+    def __init__(self, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.emb = nn.Embedding(50, d)
+        self.mod = nn.Linear(d, 2 * d)
+        self.norm = nn.LayerNorm(d, elementwise_affine=False)
+        self.rms = _MyRMSNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.up = nn.Linear(d, 4 * d)
+        self.act = nn.GELU(approximate="tanh")
+        self.down = nn.Linear(4 * d, d)
+        self.gn = nn.GroupNorm(2, d)
+
+    def forward(self, ids: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        b, n = ids.shape
+        x = self.emb(ids)
+        scale, shift = self.mod(F.silu(c)).chunk(2, dim=-1)
+        h = self.norm(x) * (1 + scale[:, None]) + shift[:, None]
+        q, k, v = self.qkv(self.rms(h)).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        x = x + F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, self.d)
+        x = x + self.down(self.act(self.up(x)))
+        return self.gn(x.transpose(1, 2)).sum()
+
+
+def _vec(wl):
+    return [(v.name, v.op, v.elements, v.reduce, v.inputs, v.params) for v in wl.vector_ops]
+
+
+def test_vector_ops_are_recorded_once_each():
+    torch.manual_seed(0)
+    b, n, d, heads = 2, 6, 16, 2
+    wl = trace_workload(_AdaBlock(d, heads), (torch.randint(0, 50, (b, n)), torch.randn(b, d)), "ada")
+    e = b * n * d
+    assert _vec(wl) == [
+        ("emb.embedding", "embedding", e, 0, 0, e),  # gathered rows x dim
+        ("silu", "silu", b * d, 0, 1, 0),
+        ("norm", "layernorm", e, d, 1, 0),
+        ("modulate", "modulate", e, 0, 3, 0),  # x * (1 + scale) + shift: one op, the 1 + scale folded in
+        ("rms", "rmsnorm", e, d, 1, d),  # the module, not its pow/mean/rsqrt/mul
+        ("softmax", "softmax", b * heads * n * n, n, 1, 0),  # inside SDPA, between scores and context
+        ("add", "add", e, 0, 2, 0),
+        ("act.gelu", "gelu", 4 * e, 0, 1, 0),
+        ("add.1", "add", e, 0, 2, 0),
+        ("gn", "groupnorm", e, d // 2 * n, 1, 2 * d),
+        ("sum", "other", e, 0, 1, 0),
+    ]
+    names = [ly.name for ly in wl.layers]
+    assert names.index("attention.scores") < names.index("softmax") < names.index("attention.context")
+    assert set(wl.meta["dtypes"]) == set(names) and wl.meta["aten_ops"]["modulate"] == "mul+add"
+    assert [ly.name for ly in trace_workload(_AdaBlock(d, heads), (torch.randint(0, 50, (b, n)), torch.randn(b, d)),
+                                             vector_ops=False).layers] == [ly.name for ly in wl.gemms]
+
+
+def test_meta_device_trace_equals_cpu_trace():
+    torch.manual_seed(0)
+    model, ids, c = _AdaBlock(), torch.randint(0, 50, (3, 5)), torch.randn(3, 16)
+    on_cpu = trace_workload(model, (ids, c), "m")
+    on_meta = trace_workload(model.to("meta"), (ids.to("meta"), c.to("meta")), "m")
+    assert on_meta.layers == on_cpu.layers
+
+
+@pytest.mark.parametrize(
+    "name,make",
+    [
+        ("mm", lambda: (torch.ops.aten.mm.default, (torch.empty(3, 4), torch.empty(4, 5)), {})),
+        ("addmm", lambda: (torch.ops.aten.addmm.default, (torch.empty(5), torch.empty(3, 4), torch.empty(4, 5)), {})),
+        ("bmm", lambda: (torch.ops.aten.bmm.default, (torch.empty(2, 3, 4), torch.empty(2, 4, 5)), {})),
+        ("add", lambda: (torch.ops.aten.add.Tensor, (torch.empty(2, 1, 4), torch.empty(3, 1)), {"alpha": 2})),
+        ("mul", lambda: (torch.ops.aten.mul.Tensor, (torch.empty(2, 3, dtype=torch.bfloat16), torch.empty(3)), {})),
+        ("mul", lambda: (torch.ops.aten.mul.Tensor, (torch.empty(2, 3, dtype=torch.bfloat16), 0.5), {})),
+        ("mul", lambda: (torch.ops.aten.mul.Tensor, (torch.empty(4, 3).t(), torch.empty(3, 4)), {})),  # strided: torch's
+        ("div", lambda: (torch.ops.aten.div.Tensor, (torch.empty(2, 3), torch.tensor(2.0)), {})),
+        ("pow", lambda: (torch.ops.aten.pow.Tensor_Scalar, (torch.empty(2, 3, dtype=torch.float16), 2), {})),
+        ("gelu", lambda: (torch.ops.aten.gelu.default, (torch.empty(2, 3),), {"approximate": "tanh"})),
+        ("_to_copy", lambda: (torch.ops.aten._to_copy.default, (torch.empty(2, 3),), {"dtype": torch.bfloat16})),
+        ("_to_copy", lambda: (torch.ops.aten._to_copy.default, (torch.empty(4, 3).t(),), {"dtype": torch.float16})),
+    ],
+)
+def test_fast_meta_outputs_match_torch(name, make):
+    from npukit.models.trace import _fast_meta
+
+    func, args, kwargs = make()
+    args = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+    want = func(*args, **kwargs)
+    got = _fast_meta(name, args, kwargs)
+    if got is not None:
+        assert (got.shape, got.dtype, got.stride(), got.device) == (want.shape, want.dtype, want.stride(), want.device)

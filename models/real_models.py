@@ -1,0 +1,424 @@
+"""Whole real models, built by their own libraries from a config file, as npukit workloads.
+
+Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_spec`:
+
+* a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` (transformers ``LlamaForCausalLM``),
+  ``flux.1-kontext-dev`` (diffusers ``FluxTransformer2DModel``), ``qwen-image-edit`` (diffusers
+  ``QwenImageTransformer2DModel``), each from its public config in ``models/configs/`` (sources in the files);
+* ``hf:path/to/config.json``: transformers ``AutoConfig`` + ``AutoModelForCausalLM`` (else ``AutoModel``);
+* ``diffusers:path/to/config.json``: the diffusers class named by the config's ``_class_name`` (supported:
+  :data:`DIFFUSION_CLASSES`);
+
+each optionally followed by ``:key=value,...``. Language models take ``seq=N`` (prompt tokens, default 2048),
+``batch=B`` (default 1), ``phase=prefill|decode`` (default prefill) and, for decode, ``kv=L``: one new token per
+sequence attending to a KV cache of L tokens (its attention GEMMs have K/N = L + 1, and each layer appends its new
+key and value rows: a ``kv_append`` op). Diffusion transformers take ``res=R`` (image side in pixels, a multiple of
+16, default 1024: (R/16)^2 tokens per image after the VAE's 8x and the 2x2 patching), ``seq=N`` (text tokens,
+default 512), ``ref=K`` (reference images at the same resolution whose tokens join the sequence: 1 for the edit
+built-ins, else 0), ``batch=B`` and ``steps=S`` (denoising steps, default 1). The workload is one transformer
+forward; ``steps`` multiplies every layer's and vector op's ``batch`` by S (``meta['steps']``). Classifier-free
+guidance is not added: give ``batch=2`` for a cond + uncond pair per step.
+
+The model is instantiated on ``torch.device("meta")`` (no weights, nothing downloaded or computed) in the config's
+``torch_dtype`` (else bfloat16) with PyTorch's SDPA attention and traced once with
+:func:`npukit.models.trace.trace_workload`, GEMMs and vector ops. The attention GEMMs are the full Lq x Lk
+products the SDPA kernel is given (causal masking does not halve them). Meta tensors hold no values, so
+transformers' packed-sequence detection (data-dependent) is skipped: each batch row is one sequence.
+
+Traces are cached as JSON (:mod:`npukit.models._trace_cache`) under ``$NPUKIT_CACHE_DIR`` or
+``~/.cache/npukit/traces``, keyed by the config file's content hash, the trace options, the npukit version, the
+torch/transformers/diffusers versions and the hash of the tracer's source; ``steps`` is applied after the cache.
+Importing this module imports nothing heavy: torch and the model libraries load only when a trace is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..sim.errors import WorkloadError
+from ..sim.workload import Layer, VectorOp, Workload
+from . import _trace_cache
+
+__all__ = ["REAL_MODELS", "DIFFUSION_CLASSES", "RealModel", "workload_from_spec", "real_model_workload"]
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A built-in real model: its config file (in ``models/configs``), library and default reference images."""
+
+    config: str
+    library: str  # 'transformers' | 'diffusers'
+    ref: int = 0
+
+    @property
+    def path(self) -> Path:
+        return CONFIG_DIR / self.config
+
+
+REAL_MODELS: dict[str, RealModel] = {
+    "llama-3.1-8b": RealModel("llama-3.1-8b.json", "transformers"),
+    "flux.1-kontext-dev": RealModel("flux.1-kontext-dev.json", "diffusers", ref=1),
+    "qwen-image-edit": RealModel("qwen-image-edit.json", "diffusers", ref=1),
+}
+
+# diffusers classes whose forward inputs this module knows how to build
+DIFFUSION_CLASSES = ("FluxTransformer2DModel", "QwenImageTransformer2DModel")
+
+_PREFIXES = {"hf": "transformers", "diffusers": "diffusers"}
+_LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L"}
+_DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps": "S"}
+_LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000}
+_TRACER_SOURCES = ("trace.py", "real_models.py")
+
+
+# ---------------------------------------------------------------------------- spec parsing
+def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
+    """The workload for any spec ``npukit.sim`` does not know: a real model (see the module docstring) or a
+    PyTorch model (``torch:NAME``, ``FILE.py:FACTORY``, ``module:FACTORY``, see
+    :func:`npukit.models.trace.workload_from_model_spec`; ``input_shape`` applies to those only). Every failure
+    raises :class:`WorkloadError` with one line."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
+    spec = spec.strip()
+    prefix, _, rest = spec.partition(":")
+    if prefix in _PREFIXES:
+        path_text, opts = _split_path_options(rest)
+        if not path_text:
+            raise WorkloadError(f"workload '{spec}': give a config file, e.g. {prefix}:path/to/config.json")
+        path = Path(path_text).expanduser()
+        name = path.parent.name if path.stem == "config" and path.parent.name else path.stem
+        _no_input_shape(spec, input_shape)
+        return real_model_workload(_PREFIXES[prefix], path, opts, name or "model", spec=spec)
+    if prefix in REAL_MODELS:
+        _no_input_shape(spec, input_shape)
+        m = REAL_MODELS[prefix]
+        return real_model_workload(m.library, m.path, rest, prefix, spec=spec, ref_default=m.ref, builtin=True)
+    if ":" in spec:
+        from .trace import workload_from_model_spec
+
+        return workload_from_model_spec(spec, input_shape)
+    from ..sim.workload import BUILTIN_WORKLOADS
+
+    raise WorkloadError(
+        f"unknown workload '{spec}': use a built-in ({', '.join([*BUILTIN_WORKLOADS, *REAL_MODELS])}), a SCALE-Sim "
+        f"topology .csv, hf:CONFIG.json, diffusers:CONFIG.json, torch:NAME, FILE.py:FACTORY or module:FACTORY"
+    )
+
+
+def _split_path_options(rest: str) -> tuple[str, str]:
+    """``path[:key=val,...]`` -> (path, options)."""
+    head, sep, tail = rest.rpartition(":")
+    if sep and ("=" in tail or not tail):
+        return head, tail
+    return rest, ""
+
+
+def _no_input_shape(spec: str, input_shape: str | None) -> None:
+    if input_shape is not None:
+        raise WorkloadError(f"workload '{spec}': --input-shape does not apply to a real model; "
+                            f"use its options (seq=, batch=, res=)")
+
+
+def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[str, Any]:
+    """Validate ``key=val,...`` for a model family ('lm' or 'diffusion') and fill in the defaults."""
+    allowed = _LM_OPTIONS if family == "lm" else _DIFFUSION_OPTIONS
+    takes = ", ".join(f"{k}={v}" for k, v in allowed.items())
+    given: dict[str, str] = {}
+    if text.strip():
+        for item in text.split(","):
+            key, eq, val = (s.strip() for s in item.partition("="))
+            if not eq or not key or not val:
+                raise WorkloadError(f"workload '{spec}': bad option '{item.strip()}'; write key=value (takes {takes})")
+            if key not in allowed:
+                raise WorkloadError(f"workload '{spec}': unknown option '{key}' (takes {takes})")
+            if key in given:
+                raise WorkloadError(f"workload '{spec}': option '{key}' is given twice")
+            given[key] = val
+    opts: dict[str, Any] = {}
+    for key, val in given.items():
+        if key == "phase":
+            if val not in ("prefill", "decode"):
+                raise WorkloadError(f"workload '{spec}': phase must be prefill or decode, not '{val}'")
+            opts[key] = val
+            continue
+        low = 0 if key == "ref" else 1
+        if not re.fullmatch(r"[0-9]+", val) or not low <= int(val) <= _LIMITS[key]:
+            raise WorkloadError(f"workload '{spec}': {key} must be an integer from {low} to {_LIMITS[key]:,}, got '{val}'")
+        opts[key] = int(val)
+    if family == "lm":
+        phase = opts.setdefault("phase", "prefill")
+        if phase == "decode":
+            if "seq" in opts:
+                raise WorkloadError(f"workload '{spec}': decode runs one new token per sequence; "
+                                    f"give the cache length with kv=L, not seq")
+            if "kv" not in opts:
+                raise WorkloadError(f"workload '{spec}': phase=decode needs the KV-cache length, e.g. kv=4096")
+        elif "kv" in opts:
+            raise WorkloadError(f"workload '{spec}': kv=L applies to phase=decode only")
+        else:
+            opts.setdefault("seq", 2048)
+    else:
+        if opts.setdefault("res", 1024) % 16:
+            raise WorkloadError(f"workload '{spec}': res must be a multiple of 16 (8x VAE, 2x2 patches), got {opts['res']}")
+        opts.setdefault("seq", 512)
+        opts.setdefault("ref", ref_default)
+        opts.setdefault("steps", 1)
+    opts.setdefault("batch", 1)
+    return dict(sorted(opts.items()))
+
+
+def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise WorkloadError(f"workload '{spec}': config file '{path}' does not exist") from None
+    except OSError as e:
+        raise WorkloadError(f"workload '{spec}': cannot read config file '{path}': {e.strerror or e}") from None
+    try:
+        cfg = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise WorkloadError(f"workload '{spec}': config file '{path}' is not valid JSON ({msg})") from None
+    if not isinstance(cfg, dict):
+        raise WorkloadError(f"workload '{spec}': config file '{path}' must hold a JSON object")
+    if library == "transformers" and not isinstance(cfg.get("model_type"), str):
+        raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"model_type\" (a transformers config.json)")
+    if library == "diffusers":
+        cls = cfg.get("_class_name")
+        if not isinstance(cls, str):
+            raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"_class_name\" (a diffusers config.json)")
+        if cls not in DIFFUSION_CLASSES:
+            raise WorkloadError(f"workload '{spec}': diffusers class '{cls}' is not supported "
+                                f"(supported: {', '.join(DIFFUSION_CLASSES)})")
+    return raw, cfg
+
+
+# ---------------------------------------------------------------------------- workloads
+def real_model_workload(library: str, config: str | Path, options: str = "", name: str | None = None, *,
+                        spec: str | None = None, ref_default: int = 0, builtin: bool = False) -> Workload:
+    """The workload of the model ``config`` (a transformers or diffusers config.json) builds, with ``options``
+    (``key=val,...``, see the module docstring). Cached; raises :class:`WorkloadError` with one line."""
+    path = Path(config)
+    name = name or path.stem
+    if spec is None:
+        spec = f"{name}:{options}" if options else name
+    if library not in _PREFIXES.values():
+        raise WorkloadError(f"workload '{spec}': library must be transformers or diffusers, not '{library}'")
+    family = "lm" if library == "transformers" else "diffusion"
+    opts = _parse_options(spec, options, family, ref_default)
+    raw, cfg = _read_config(path, library, spec)
+    steps = opts.get("steps", 1)
+    trace_opts = {k: v for k, v in opts.items() if k != "steps"}
+    key = _cache_key(library, raw, name, trace_opts)
+    entry = _trace_cache.cache_dir() / f"{_safe(name)}-{key[:24]}.json"
+    wl = _trace_cache.load(entry)
+    if wl is None or wl.name != name:
+        traced = _trace(library, cfg, trace_opts, name, spec)
+        traced.meta.update({
+            "source": library,
+            "config": path.name if builtin else str(path),
+            "config_source": cfg.get("_source", ""),
+            "config_sha256": hashlib.sha256(raw).hexdigest(),
+            "options": trace_opts,
+        })
+        wl = _trace_cache.workload_from_dict(json.loads(json.dumps(_trace_cache.workload_to_dict(traced))))
+        _trace_cache.store(entry, wl)
+    return _with_steps(wl, steps) if family == "diffusion" else wl
+
+
+def _with_steps(wl: Workload, steps: int) -> Workload:
+    """``wl`` repeated ``steps`` times: every layer's and vector op's ``batch`` multiplied."""
+    meta = dict(wl.meta, steps=steps, options=dict(wl.meta.get("options", {}), steps=steps))
+    if steps == 1:
+        return Workload(wl.name, list(wl.layers), meta)
+    layers: list[Layer | VectorOp] = [replace(ly, batch=ly.batch * steps) for ly in wl.layers]
+    return Workload(wl.name, layers, meta)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:64] or "model"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _cache_key(library: str, raw: bytes, name: str, trace_opts: dict[str, Any]) -> str:
+    from npukit import __version__
+
+    here = Path(__file__).resolve().parent
+    tracer = hashlib.sha256(b"".join((here / f).read_bytes() for f in _TRACER_SOURCES)).hexdigest()
+    key = {
+        "format": _trace_cache.FORMAT, "library": library, "name": name, "config": hashlib.sha256(raw).hexdigest(),
+        "options": trace_opts, "npukit": __version__, "tracer": tracer,
+        "torch": _version("torch"), library: _version(library),
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------- tracing (imports torch)
+def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str) -> Workload:
+    import torch
+
+    from .trace import _one_line, trace_workload
+
+    clean = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    try:
+        model, inputs, dtype = (_build_lm if library == "transformers" else _build_diffusion)(clean, cfg, opts, spec)
+    except WorkloadError:
+        raise
+    except Exception as e:
+        raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
+    with torch.no_grad(), _meta_safe():
+        wl = trace_workload(model, inputs, name)
+    wl.meta["class"] = type(model).__name__
+    wl.meta["params"] = sum(p.numel() for p in model.parameters())
+    wl.meta["dtype"] = str(dtype).removeprefix("torch.")
+    wl.meta["input_shapes"] = [s for s in wl.meta.get("input_shapes", []) if "=[" in s]
+    return wl
+
+
+@contextmanager
+def _meta_safe() -> Iterator[None]:
+    """Skip transformers' packed-sequence detection during a trace (it reads tensor values; meta tensors have none):
+    every batch row is one sequence, as the inputs built here are."""
+    import sys
+
+    mu = sys.modules.get("transformers.masking_utils")
+    original = getattr(mu, "find_packed_sequence_indices", None)
+    if original is not None:
+        mu.find_packed_sequence_indices = lambda *a, **k: None  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        if original is not None:
+            mu.find_packed_sequence_indices = original  # type: ignore[union-attr]
+
+
+def _dtype(cfg: dict[str, Any]) -> Any:
+    import torch
+
+    name = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    dtype = getattr(torch, str(name), None) if isinstance(name, str) else None
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.bfloat16
+
+
+def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], spec: str) -> tuple[Any, Any, Any]:
+    """A transformers model on the meta device and its keyword inputs (token ids, and a filled KV cache for decode)."""
+    import inspect
+
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(**clean)
+    dtype = _dtype(cfg)
+    with torch.device("meta"):
+        try:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+            causal = True
+        except ValueError:
+            model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa")
+            causal = False
+    b = opts["batch"]
+    meta = torch.device("meta")
+    takes_cache = "use_cache" in inspect.signature(model.forward).parameters
+    if opts["phase"] == "prefill":
+        inputs: dict[str, Any] = {"input_ids": torch.zeros(b, opts["seq"], dtype=torch.long, device=meta)}
+        if takes_cache:
+            inputs["use_cache"] = False
+        return model, inputs, dtype
+    if not causal or not takes_cache:
+        raise WorkloadError(f"workload '{spec}': phase=decode needs a causal language model with a KV cache, "
+                            f"not {type(model).__name__}")
+    from transformers import DynamicCache
+
+    text = model.config.get_text_config()
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    cache = DynamicCache(config=model.config)
+    for i in range(text.num_hidden_layers):  # L cached tokens per layer (shapes only)
+        k = torch.empty(b, kv_heads, opts["kv"], head_dim, dtype=dtype, device=meta)
+        cache.update(k, torch.empty_like(k), i)
+    inputs = {"input_ids": torch.zeros(b, 1, dtype=torch.long, device=meta), "past_key_values": cache, "use_cache": True}
+    return model, inputs, dtype
+
+
+def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], spec: str) -> tuple[Any, Any, Any]:
+    """A diffusers transformer on the meta device and the keyword inputs of one denoising step."""
+    import logging
+
+    import diffusers
+    import torch
+
+    cls = getattr(diffusers, cfg["_class_name"])
+    dtype = _dtype(cfg)
+    log = logging.getLogger("diffusers")
+    level = log.level
+    log.setLevel(logging.ERROR)  # '.to(dtype)' warns about float32 modules; there are none here
+    try:
+        with torch.device("meta"):
+            model = cls.from_config(clean).to(dtype)
+    finally:
+        log.setLevel(level)
+    return model, _DIFFUSION_INPUTS[cfg["_class_name"]](model.config, opts, dtype), dtype
+
+
+def _image_tokens(opts: dict[str, Any]) -> tuple[int, int]:
+    """(tokens per image side, image tokens of the generated and reference images) at ``res``."""
+    side = opts["res"] // 16  # VAE 8x down, then 2x2 patches packed into one token
+    return side, side * side * (1 + opts["ref"])
+
+
+def _flux_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    """FLUX.1 (Kontext): packed latents of the image and its references, T5 text states, CLIP pooled text."""
+    import torch
+
+    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
+    _, n = _image_tokens(opts)
+    inputs = {
+        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
+        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
+        "pooled_projections": torch.empty(b, config.pooled_projection_dim, dtype=dtype, device=meta),
+        "timestep": torch.empty(b, dtype=dtype, device=meta),
+        "img_ids": torch.empty(n, 3, device=meta),
+        "txt_ids": torch.empty(t, 3, device=meta),
+        "return_dict": False,
+    }
+    if config.guidance_embeds:
+        inputs["guidance"] = torch.empty(b, dtype=dtype, device=meta)
+    return inputs
+
+
+def _qwen_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    """Qwen-Image (Edit): packed latents of the image and its references, Qwen2.5-VL text states."""
+    import torch
+
+    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
+    side, n = _image_tokens(opts)
+    return {
+        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
+        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
+        "timestep": torch.empty(b, dtype=dtype, device=meta),
+        "img_shapes": [[(1, side, side)] * (1 + opts["ref"])] * b,
+        "return_dict": False,
+    }
+
+
+_DIFFUSION_INPUTS: dict[str, Callable[[Any, dict[str, Any], Any], dict[str, Any]]] = {
+    "FluxTransformer2DModel": _flux_inputs,
+    "QwenImageTransformer2DModel": _qwen_inputs,
+}
