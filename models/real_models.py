@@ -284,11 +284,25 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
         raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
     with torch.no_grad(), _meta_safe():
         wl = trace_workload(model, inputs, name)
+    wl = _share_kv_heads(wl, clean)
     wl.meta["class"] = type(model).__name__
     wl.meta["params"] = sum(p.numel() for p in model.parameters())
     wl.meta["dtype"] = str(dtype).removeprefix("torch.")
     wl.meta["input_shapes"] = [s for s in wl.meta.get("input_shapes", []) if "=[" in s]
     return wl
+
+
+def _share_kv_heads(wl: Workload, cfg: dict[str, Any]) -> Workload:
+    """Grouped-query attention: each KV head serves ``num_attention_heads / num_key_value_heads`` consecutive
+    query heads (transformers' ``repeat_kv`` order), so the attention GEMMs fetch keys and values once per
+    group (:attr:`npukit.sim.Layer.shared`)."""
+    heads, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if not isinstance(heads, int) or not isinstance(kv, int) or not 0 < kv < heads or heads % kv:
+        return wl
+    g = heads // kv
+    layers = [replace(ly, shared=g) if isinstance(ly, Layer) and ly.kind == "attention" and ly.batch % heads == 0
+              else ly for ly in wl.layers]
+    return Workload(wl.name, layers, wl.meta)
 
 
 @contextmanager

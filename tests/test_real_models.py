@@ -251,6 +251,8 @@ def test_tiny_llama_decode_attends_to_kv_plus_one(tmp_path):
     assert len(scores) == len(context) == c["num_hidden_layers"]
     assert all((ly.M, ly.N, ly.K, ly.batch) == (1, kv + 1, 16, b * 4) for ly in scores)
     assert all((ly.M, ly.N, ly.K, ly.batch) == (1, 16, kv + 1, b * 4) for ly in context)
+    # 4 query heads over 2 KV heads: each KV head's keys and values are fetched once for its 2 query heads
+    assert all(ly.shared == 2 for ly in scores + context)
     appends = [ly for ly in wl.vector_ops if ly.op == "kv_append"]
     assert [ly.elements for ly in appends] == [b * 2 * 2 * 16] * c["num_hidden_layers"]  # new K and V rows
     soft = [ly for ly in wl.vector_ops if ly.op == "softmax"]
