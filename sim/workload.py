@@ -325,9 +325,10 @@ def _is_int(s: str) -> bool:
 
 
 def write_topology_csv(workload: Workload, path: str | Path) -> Path:
-    """Write a workload as a SCALE-Sim GEMM topology CSV (``name, M, N, K,``; batch unrolled)."""
+    """Write a workload's GEMMs as a SCALE-Sim GEMM topology CSV (``name, M, N, K,``; batch unrolled; SCALE-Sim
+    has no vector ops, so they are left out)."""
     lines = ["Layer, M, N, K,"]
-    for layer in workload.layers:
+    for layer in workload.gemms:
         for b in range(layer.batch):
             suffix = f".{b}" if layer.batch > 1 else ""
             lines.append(f"{layer.name}{suffix}, {layer.M}, {layer.N}, {layer.K},")

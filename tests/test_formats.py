@@ -68,6 +68,9 @@ def test_gemm_topology_round_trip(tmp_path):
     w = load_topology_csv(p)
     assert w.macs == parse_workload_spec("minilm-l6:seq=64").macs
     assert w.layers[0].kind == "gemm"
+    # a workload with vector ops writes its GEMMs only (SCALE-Sim has no vector unit)
+    q = write_topology_csv(parse_workload_spec("llama3-8b-layer:seq=16"), tmp_path / "l.csv")
+    assert load_topology_csv(q).macs == parse_workload_spec("llama3-8b-layer:seq=16").macs
 
 
 def test_npukit_toml_arch(tmp_path):
