@@ -223,7 +223,7 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
     entry = _trace_cache.cache_dir() / f"{_safe(name)}-{key[:24]}.json"
     wl = _trace_cache.load(entry)
     if wl is None or wl.name != name:
-        traced = _trace(library, cfg, trace_opts, name, spec)
+        traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin)
         traced.meta.update({
             "source": library,
             "config": path.name if builtin else str(path),
@@ -270,12 +270,29 @@ def _cache_key(library: str, raw: bytes, name: str, trace_opts: dict[str, Any]) 
 
 
 # ---------------------------------------------------------------------------- tracing (imports torch)
-def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str) -> Workload:
+# the built-ins' repeated blocks: config key -> module list (all blocks of a list have one shape)
+_REPEATS = {
+    "LlamaForCausalLM": {"num_hidden_layers": "model.layers"},
+    "FluxTransformer2DModel": {"num_layers": "transformer_blocks", "num_single_layers": "single_transformer_blocks"},
+    "QwenImageTransformer2DModel": {"num_layers": "transformer_blocks"},
+}
+
+
+def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str,
+           repeats: bool = False) -> Workload:
+    """Build and trace the model; with ``repeats`` (the built-ins, whose blocks are identical by construction)
+    one block of each repeated list is traced and its ops are repeated with the block index renamed, which
+    gives the same workload as tracing all of them, in a fraction of the time."""
     import torch
 
     from .trace import _one_line, trace_workload
 
     clean = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    lists = _REPEATS.get(str(cfg.get("_class_name") or (cfg.get("architectures") or [""])[0]), {}) if repeats else {}
+    counts = {lists[k]: clean[k] for k in lists if isinstance(clean.get(k), int) and clean[k] > 1}
+    for key in lists:
+        if lists[key] in counts:
+            clean[key] = 1
     try:
         model, inputs, dtype = (_build_lm if library == "transformers" else _build_diffusion)(clean, cfg, opts, spec)
     except WorkloadError:
@@ -284,12 +301,29 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
         raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
     with torch.no_grad(), _meta_safe():
         wl = trace_workload(model, inputs, name)
+    params = sum(p.numel() for p in model.parameters())
+    for prefix, n in counts.items():
+        block = model.get_submodule(f"{prefix}.0")
+        params += (n - 1) * sum(p.numel() for p in block.parameters())
+        wl = _repeat_block(wl, prefix, n, spec)
     wl = _share_kv_heads(wl, clean)
     wl.meta["class"] = type(model).__name__
-    wl.meta["params"] = sum(p.numel() for p in model.parameters())
+    wl.meta["params"] = params
     wl.meta["dtype"] = str(dtype).removeprefix("torch.")
     wl.meta["input_shapes"] = [s for s in wl.meta.get("input_shapes", []) if "=[" in s]
     return wl
+
+
+def _repeat_block(wl: Workload, prefix: str, n: int, spec: str) -> Workload:
+    """``wl`` with the ops of block ``prefix.0`` (contiguous in the trace) repeated as blocks 0..n-1."""
+    head = f"{prefix}.0."
+    idx = [i for i, ly in enumerate(wl.layers) if ly.name.startswith(head)]
+    if not idx or idx != list(range(idx[0], idx[-1] + 1)):
+        raise WorkloadError(f"workload '{spec}': the ops of {prefix}.0 are not contiguous in the trace; "
+                            "npukit cannot repeat that block")
+    seg = wl.layers[idx[0]: idx[-1] + 1]
+    reps = [replace(ly, name=f"{prefix}.{i}." + ly.name[len(head):]) for i in range(n) for ly in seg]
+    return Workload(wl.name, wl.layers[: idx[0]] + reps + wl.layers[idx[-1] + 1:], wl.meta)
 
 
 def _share_kv_heads(wl: Workload, cfg: dict[str, Any]) -> Workload:

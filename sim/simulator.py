@@ -185,9 +185,16 @@ def map_layer(layer: Layer, arch: Arch, table: EnergyTable | str | None = None) 
     return mapper.choose(layer, arch, tab)
 
 
-def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: EnergyTable | None = None) -> LayerResult:
-    """Simulate one layer, record it into ``ledger`` under ``scope``, return its figures."""
-    c = map_layer(layer, arch, table)
+def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: EnergyTable | None = None,
+                   memo: dict | None = None) -> LayerResult:
+    """Simulate one layer, record it into ``ledger`` under ``scope``, return its figures. ``memo``: counts of
+    the layer shapes already mapped on this arch (a model's repeated blocks are mapped once)."""
+    key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared)
+    c = memo.get(key) if memo is not None else None
+    if c is None:
+        c = map_layer(layer, arch, table)
+        if memo is not None:
+            memo[key] = c
     b = layer.batch
     for comp, act, bits, cnt in layer_records(layer, c, arch):
         ledger.record(comp, act, bits, cnt, scope)
@@ -238,6 +245,7 @@ def simulate(
     declare_components(ledger, arch)
     results = []
     hide = 0  # GEMM cycles a pipelined vector unit can still hide behind (vector.overlap = "overlap")
+    memo: dict = {}
     for layer in layers if layers is not None else workload.layers:
         scope = f"{workload.name}/{layer.name}"
         one = Ledger()
@@ -246,7 +254,7 @@ def simulate(
             res = simulate_vector_op(layer, arch, one, scope, hide)
             hide -= res.vector_cycles - res.compute_cycles
         else:
-            res = simulate_layer(layer, arch, one, scope, tab)
+            res = simulate_layer(layer, arch, one, scope, tab, memo)
             hide += res.total_cycles
         if arch.vector.overlap == "serial":
             hide = 0

@@ -333,3 +333,20 @@ def test_qwen_image_edit_builtin_macs():
     wl = workload_from_spec("qwen-image-edit")
     assert wl.macs == qwen_macs(c, 1024, 512, 1)
     assert wl.meta["params"] == pytest.approx(20.43e9, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg,library,opts", [
+    ("TINY_FLUX", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1}),
+    ("TINY_QWEN", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1}),
+    ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill"}),
+])
+def test_one_traced_block_repeated_equals_every_block_traced(cfg, library, opts):
+    from npukit.models.real_models import _trace
+
+    c = dict(globals()[cfg])
+    if library == "transformers":
+        c.setdefault("architectures", ["LlamaForCausalLM"])
+    full = _trace(library, c, opts, "m", "m", repeats=False)
+    fast = _trace(library, c, opts, "m", "m", repeats=True)
+    assert fast.layers == full.layers and fast.meta["params"] == full.meta["params"]

@@ -223,3 +223,15 @@ def test_grouped_query_attention_fetches_each_kv_head_once():
     assert led.count("dram", "dram_read") == 8 * 128 * 4097 + 32 * 128  # keys once per KV head; queries
     with pytest.raises(WorkloadError, match="shared = 3 must divide batch = 32"):
         Layer("x", 1, 2, 3, batch=32, shared=3)
+
+
+def test_repeated_layer_shapes_are_mapped_once_with_equal_results():
+    from npukit.sim import Ledger
+    from npukit.sim.simulator import simulate_layer
+
+    w = minilm_l6(seq=64)  # six identical encoder layers
+    a = Arch()
+    res = simulate(w, a)
+    fresh = [simulate_layer(layer, a, Ledger(), f"x/{layer.name}") for layer in w.gemms]
+    assert [(r.compute_cycles, r.stall_cycles, r.mapping, r.traffic_bytes) for r in res.layers] == [
+        (r.compute_cycles, r.stall_cycles, r.mapping, r.traffic_bytes) for r in fresh]
