@@ -77,12 +77,7 @@ def _check(args: argparse.Namespace) -> tuple[Any, Any]:
     created): the numbers (ranges, finite floats), ``--out``, the executor flags, ``--arch`` (and its
     energy table, mapped once on the model's full step), the ``--weights`` file (loaded and checked)
     and the cache options against the model. Returns ``(model, cache config)``; ConfigError otherwise."""
-    from npukit.models._cacheedit_data import IMAGE
-    from npukit.models.cacheedit import CacheConfig, WeightsError, load_model
-    from npukit.sim import load_arch, load_table
-
     from .._options import MAX_SEED, MAX_THREADS, check_common, float_option, int_option
-    from . import npu_cost
 
     int_option(args.images, "--images", 1, MAX_IMAGES)
     int_option(args.rounds, "--rounds", 1, MAX_ROUNDS)
@@ -95,11 +90,19 @@ def _check(args: argparse.Namespace) -> tuple[Any, Any]:
     int_option(args.tail, "--tail", 0, args.steps, " (at most --steps)")
     int_option(args.refresh, "--refresh", 0, MAX_STEPS, " (0: never)")
     float_option(args.ring_floor, "--ring-floor", 0.0, 100.0)
-    floor = CacheConfig.min_active
-    float_option(args.max_active, "--max-active", floor, 1.0, hint=f" (the lower budget min_active is {floor:g})")
     check_common(args, DEFAULT_OUT)
+    from npukit.sim import load_arch, load_table
+
     arch = load_arch(args.arch)  # an unknown or malformed --arch fails here, before any training or file
     load_table(arch.energy_table)
+
+    from npukit.models._cacheedit_data import IMAGE  # torch from here on
+    from npukit.models.cacheedit import CacheConfig, WeightsError, load_model
+
+    from . import npu_cost
+
+    floor = CacheConfig.min_active
+    float_option(args.max_active, "--max-active", floor, 1.0, hint=f" (the lower budget min_active is {floor:g})")
     model = load_model(args.weights)
     cfg = model.cfg
     if cfg.image != IMAGE or cfg.channels != 3:
