@@ -21,12 +21,6 @@ class WeightsError(ConfigError):
     shapes or dtypes, NaN/Inf values), or NaN/Inf in an input tensor."""
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0].strip() if text else type(exc).__name__
-    return line if len(line) <= 160 else line[:157] + "..."
-
-
 def read_torch_file(path: str | Path, what: str, hint: str = "") -> Any:
     """``torch.load(path, weights_only=True)`` on the CPU; :class:`WeightsError` (``what`` names the
     file's role, ``hint`` how to get a good one) when it is missing, a folder, empty or not readable as
@@ -50,12 +44,12 @@ def read_torch_file(path: str | Path, what: str, hint: str = "") -> Any:
         raise WeightsError(f"{what} '{p}' is empty{tail}")
     try:
         return torch.load(p, map_location="cpu", weights_only=True)
-    except OSError as exc:
-        raise WeightsError(f"cannot read {what} '{p}' ({exc.strerror or _first_line(exc)}){tail}") from None
+    except PermissionError as exc:
+        raise WeightsError(f"cannot read {what} '{p}' ({exc.strerror}){tail}") from None
     except (pickle.UnpicklingError, zipfile.BadZipFile, EOFError):
         raise WeightsError(f"{what} '{p}' is not a torch weights file of plain tensors (weights_only loading "
                            f"refused it){tail}") from None
-    except Exception:  # torch reports truncated archives and foreign bytes as RuntimeError, KeyError, ValueError, ...
+    except Exception:  # torch reports truncated archives and foreign bytes as RuntimeError, OSError, KeyError, ...
         raise WeightsError(f"{what} '{p}' is not a readable torch weights file (truncated, or another format){tail}") from None
 
 
