@@ -57,6 +57,7 @@ from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
 from ._cacheedit_dit import EditDiT, patchify
+from ._weights import WeightsError
 
 MAC_BITS = (16, 16, 32)  # bf16 operands, fp32 accumulation
 ELEM_BITS = 16  # activations / weights / K,V in 16-bit
@@ -255,6 +256,9 @@ def select_active(scores: torch.Tensor, cfg: CacheConfig, grid: int) -> tuple[to
     Batched over images. Returns ``(active, detected)``: bool (B, P) after and before dilation.
     """
     b, p = scores.shape
+    if not bool(torch.isfinite(scores).all()):  # NaN would bin to index -2**63 below
+        raise WeightsError("the divergence scores hold NaN/Inf: the model's activations overflowed; check the weights "
+                           "and the input images")
     k_min = max(1, math.ceil(cfg.min_active * p))
     k_max = max(k_min, math.floor(cfg.max_active * p))
     thrs = otsu_thresholds(scores, cfg.bins)

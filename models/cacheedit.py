@@ -49,6 +49,7 @@ from ._cacheedit_cache import (
 )
 from ._cacheedit_data import OPS, describe, make_session
 from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
+from ._weights import WeightsError, check_finite, check_state, read_torch_file
 
 METHODS = ("full", "cacheedit", "step-reuse", "toca-random", "toca-attn", "oracle", "cacheedit+step")
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "cacheedit_dit.pt"
@@ -57,25 +58,74 @@ KEEP = (0, 0, 0, 0)  # the identity instruction
 __all__ = [
     "METHODS", "WEIGHTS", "CacheConfig", "DiTConfig", "EditDiT", "EditSession", "RoundResult", "SessionState",
     "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round", "full_steps",
-    "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS",
+    "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS", "WeightsError",
 ]
 
 
+_FORMAT = "npukit-cacheedit-dit/1"
+_TRAIN_HINT = "pass a file written by `python -m npukit.experiments.cacheedit.train --out FILE` (or no --weights)"
+_MAX_SIZE = 4096  # any DiTConfig size above this is not a weights file of this model
+
+
+def _dit_config(cfg: Any, src: str) -> DiTConfig:
+    """The file's ``config`` entry as a :class:`DiTConfig`; :class:`WeightsError` naming a bad field."""
+    import dataclasses
+
+    if not isinstance(cfg, dict):
+        raise WeightsError(f"{src}: 'config' is a {type(cfg).__name__}, not a dict of DiTConfig fields; {_TRAIN_HINT}")
+    fields = {f.name: f.type for f in dataclasses.fields(DiTConfig)}
+    unknown = sorted(str(k) for k in cfg if k not in fields)
+    if unknown:
+        raise WeightsError(f"{src}: unknown config field(s) {', '.join(unknown)} (known: {', '.join(fields)}); {_TRAIN_HINT}")
+    for k, v in cfg.items():
+        if fields[k] == "bool":
+            if not isinstance(v, bool):
+                raise WeightsError(f"{src}: config field {k} must be true or false, got {v!r}; {_TRAIN_HINT}")
+        elif isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _MAX_SIZE:
+            raise WeightsError(f"{src}: config field {k} must be an integer in [1, {_MAX_SIZE}], got {v!r}; {_TRAIN_HINT}")
+    c = DiTConfig(**cfg)
+    if c.image % c.patch or c.dim % c.heads or c.dim % 2:
+        raise WeightsError(f"{src}: inconsistent config (need image % patch == 0, dim % heads == 0 and an even dim, got "
+                           f"image {c.image}, patch {c.patch}, dim {c.dim}, heads {c.heads}); {_TRAIN_HINT}")
+    return c
+
+
 def load_model(path: str | Path | None = None) -> EditDiT:
-    """Load the trained editing DiT (fp16 file -> fp32 model in eval mode)."""
+    """Load the trained editing DiT (fp16 file -> fp32 model in eval mode).
+
+    Everything in the file is checked before the model is built: a torch file (read with
+    ``weights_only=True``) of format ``npukit-cacheedit-dit/1`` whose config is a valid
+    :class:`DiTConfig` and whose state has exactly the model's tensors, shapes and finite
+    floating-point values. Raises :class:`WeightsError` (a :class:`ConfigError`) naming the first
+    problem otherwise.
+    """
     p = Path(path) if path is not None else WEIGHTS
     if p.is_dir():
-        raise ConfigError(f"CacheEdit weights path {p} is a folder; pass the weights file (--weights FILE)")
-    if not p.is_file():
-        raise ConfigError(f"CacheEdit weights not found at {p}; train them with "
-                          f"`python -m npukit.experiments.cacheedit.train --out {p}`")
-    blob = torch.load(p, map_location="cpu", weights_only=True)
-    if not isinstance(blob, dict) or blob.get("format") != "npukit-cacheedit-dit/1":
-        raise ConfigError(f"{p} is not a CacheEdit weights file (expected format npukit-cacheedit-dit/1)")
-    model = EditDiT(DiTConfig(**blob["config"]))
-    model.load_state_dict({k: v.float() for k, v in blob["state"].items()})
+        raise WeightsError(f"CacheEdit weights path {p} is a folder; pass the weights file (--weights FILE)")
+    if not p.exists():
+        raise WeightsError(f"CacheEdit weights not found at {p}; train them with "
+                           f"`python -m npukit.experiments.cacheedit.train --out {p}`")
+    blob = read_torch_file(p, "CacheEdit weights", _TRAIN_HINT)
+    src = f"CacheEdit weights '{p}'"
+    if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+        raise WeightsError(f"{p} is not a CacheEdit weights file (expected format {_FORMAT}); {_TRAIN_HINT}")
+    missing = [k for k in ("config", "state") if k not in blob]
+    if missing:
+        raise WeightsError(f"{src} lacks the {' and '.join(repr(k) for k in missing)} entr{'ies' if len(missing) > 1 else 'y'}; "
+                           f"{_TRAIN_HINT}")
+    record = blob.get("record", {})
+    if not isinstance(record, dict):
+        raise WeightsError(f"{src}: 'record' is a {type(record).__name__}, not a dict; {_TRAIN_HINT}")
+    cfg = _dit_config(blob["config"], src)
+    with torch.device("meta"):  # the expected shapes, allocating nothing
+        expected = {k: tuple(v.shape) for k, v in EditDiT(cfg).state_dict().items()}
+    state = check_state(blob["state"], expected, src, _TRAIN_HINT)
+    model = EditDiT(cfg)
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+    for k, v in model.state_dict().items():  # a float64 value beyond float32's range would become Inf here
+        check_finite(v, f"{src}: '{k}'", _TRAIN_HINT)
     model.eval()
-    model.record = blob.get("record", {})  # type: ignore[attr-defined]
+    model.record = record  # type: ignore[attr-defined]
     return model
 
 
@@ -146,6 +196,29 @@ def _kv_forecast(zero: StepZero, fc: tuple[float, list[torch.Tensor], list[torch
         torch.add(v1[li], dv[li], alpha=t - t1, out=zero.vv[li][:, :pp])
 
 
+def _check_inputs(cfg: DiTConfig, src: torch.Tensor, instr: torch.Tensor, noise: torch.Tensor | None = None) -> None:
+    """Shapes, instruction token ranges and finiteness of one round's inputs (:class:`ConfigError` /
+    :class:`WeightsError` for NaN/Inf), so that a bad input is one line, not an index error deep inside."""
+    from ._cacheedit_data import VOCAB
+
+    want = (cfg.channels, cfg.image, cfg.image)
+    if not isinstance(src, torch.Tensor) or src.dim() != 4 or tuple(src.shape[1:]) != want or not src.is_floating_point():
+        got = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ConfigError(f"src must be a float tensor (B, {want[0]}, {want[1]}, {want[2]}) for this model, got {got}")
+    check_finite(src, "src (the images to edit)")
+    b = src.shape[0]
+    if not isinstance(instr, torch.Tensor) or tuple(instr.shape) != (b, len(VOCAB)) or instr.is_floating_point():
+        got = tuple(instr.shape) if isinstance(instr, torch.Tensor) else type(instr).__name__
+        raise ConfigError(f"instr must be an integer tensor ({b}, {len(VOCAB)}) of instruction tokens, got {got}")
+    for i, v in enumerate(VOCAB):
+        if bool(((instr[:, i] < 0) | (instr[:, i] >= v)).any()):
+            raise ConfigError(f"instr field {i} must be in [0, {v - 1}], got {instr[:, i].tolist()}")
+    if noise is not None:
+        if not isinstance(noise, torch.Tensor) or noise.shape != src.shape:
+            raise ConfigError(f"noise must have the shape of src {tuple(src.shape)}")
+        check_finite(noise, "noise")
+
+
 @torch.no_grad()
 def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: torch.Tensor, method: str = "cacheedit", *,
                steps: int = DEFAULT_STEPS, cache: CacheConfig | None = None, state: SessionState | None = None,
@@ -164,6 +237,7 @@ def edit_round(model: EditDiT, src: torch.Tensor, instr: torch.Tensor, noise: to
     if steps < 2:
         raise ConfigError(f"steps must be >= 2, got {steps}")
     cfg = model.cfg
+    _check_inputs(cfg, src, instr, noise)
     cache = cache or CacheConfig()
     cache.check(len(model.blocks))
     state = state if state is not None else SessionState()
@@ -290,7 +364,13 @@ class EditSession:
                  cache: CacheConfig | None = None, seed: int = 0, ledger: Ledger | None = None, scope: str = "") -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown CacheEdit method {method!r}; choose one of {', '.join(METHODS)}")
+        if steps < 2:
+            raise ConfigError(f"steps must be >= 2, got {steps}")
         self.model, self.method, self.steps, self.cache = model, method, steps, cache or CacheConfig()
+        self.cache.check(len(model.blocks))
+        if not isinstance(src, torch.Tensor) or src.dim() != 4 or not src.is_floating_point():
+            raise ConfigError(f"src must be a float tensor (B, C, S, S), got {getattr(src, 'shape', type(src).__name__)}")
+        check_finite(src, "src (the images to edit)")
         self.source = src.clone()
         self.noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(seed))
         self.state = SessionState()

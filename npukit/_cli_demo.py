@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from npukit.sim import prepare_out_dir, write_csv
+from npukit.sim import check_out_dir, prepare_out_dir, write_csv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,13 +17,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from npukit.sim import check_out_dir, load_arch, load_table, simulate
+    from npukit.experiments.psumquant._cache import check_cache_dir
+    from npukit.sim import load_arch, load_table, simulate
+    from npukit.sim import resnet18 as resnet18_shapes
 
+    # every option before any import of torch, any work (tracing, training) or file: --out, --arch and
+    # its energy table (at both psum widths), the digits CNN's weights cache folder
     check_out_dir(args.out)
-    base = load_arch(args.arch)  # every option checked before torch is imported or the folder is made
+    base = load_arch(args.arch)
     if base.dataflow != "ws":
         base = base.with_(dataflow="ws")
     table = load_table(base.energy_table)
+    archs = {bits: base.with_(**{"bits.psum": bits}) for bits in (32, 8)}
+    for arch in archs.values():  # the arch maps ResNet-18's layers (the analytical shapes; milliseconds)
+        simulate(resnet18_shapes(), arch, table=table)
+    check_cache_dir()
 
     from npukit.models.resnet18 import resnet18 as torch_resnet18
     from npukit.models.trace import trace_workload
@@ -40,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     workload = trace_workload(model, (torch.randn(1, 3, 224, 224),), name="resnet18")
     ledgers, labels, onchip = [], [], []
     for bits in (32, 8):
-        arch = base.with_(**{"bits.psum": bits})
+        arch = archs[bits]
         res = simulate(workload, arch, table=table)
         onchip.append(res.energy_onchip_pj())
         print(render(res, table.name, quiet=True))

@@ -69,20 +69,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
 
 
-def _check(args: argparse.Namespace) -> None:
-    from npukit.sim.errors import ConfigError
+MAX_IMAGES, MAX_ROUNDS, MAX_STEPS, MAX_BATCH, MAX_REPS, MAX_RING = 10_000, 100, 1000, 1024, 100, 64
 
-    for name in ("images", "rounds", "steps", "batch", "reps"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise ConfigError(f"--{name} must be >= 1, got {v}")
-    if args.steps < 2:
-        raise ConfigError(f"--steps must be >= 2, got {args.steps}")
-    if args.threads is not None and args.threads < 0:
-        raise ConfigError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
-    from npukit.sim import load_arch
 
-    load_arch(args.arch)  # an unknown or malformed --arch fails here, before any training or file
+def _check(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Every option, before any work (no sessions drawn, no executor started, no file or folder
+    created): the numbers (ranges, finite floats), ``--out``, the executor flags, ``--arch`` (and its
+    energy table, mapped once on the model's full step), the ``--weights`` file (loaded and checked)
+    and the cache options against the model. Returns ``(model, cache config)``; ConfigError otherwise."""
+    from .._options import MAX_SEED, MAX_THREADS, check_common, float_option, int_option
+
+    int_option(args.images, "--images", 1, MAX_IMAGES)
+    int_option(args.rounds, "--rounds", 1, MAX_ROUNDS)
+    int_option(args.steps, "--steps", 2, MAX_STEPS)
+    int_option(args.batch, "--batch", 1, MAX_BATCH)
+    int_option(args.reps, "--reps", 1, MAX_REPS)
+    int_option(args.threads, "--threads", 0, MAX_THREADS, " (0: torch's default)")
+    int_option(args.seed, "--seed", 0, MAX_SEED)
+    int_option(args.ring, "--ring", 0, MAX_RING, " (patches)")
+    int_option(args.tail, "--tail", 0, args.steps, " (at most --steps)")
+    int_option(args.refresh, "--refresh", 0, MAX_STEPS, " (0: never)")
+    float_option(args.ring_floor, "--ring-floor", 0.0, 100.0)
+    check_common(args, DEFAULT_OUT)
+    from npukit.sim import load_arch, load_table
+
+    arch = load_arch(args.arch)  # an unknown or malformed --arch fails here, before any training or file
+    load_table(arch.energy_table)
+
+    from npukit.models._cacheedit_data import IMAGE  # torch from here on
+    from npukit.models.cacheedit import CacheConfig, WeightsError, load_model
+
+    from . import npu_cost
+
+    floor = CacheConfig.min_active
+    float_option(args.max_active, "--max-active", floor, 1.0, hint=f" (the lower budget min_active is {floor:g})")
+    model = load_model(args.weights)
+    cfg = model.cfg
+    if cfg.image != IMAGE or cfg.channels != 3:
+        raise WeightsError(f"--weights '{args.weights}' is a model of {cfg.channels}-channel {cfg.image}x{cfg.image} "
+                           f"images; the experiment's sessions are 3-channel {IMAGE}x{IMAGE}")
+    depth = len(model.blocks)
+    int_option(args.layer, "--layer", -depth, depth - 1, f" for this {depth}-block model")
+    opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active", "invariant")
+    cache = CacheConfig(**{k: getattr(args, k) for k in opts if getattr(args, k, None) is not None})
+    cache.check(depth)
+    n_img = args.images or (8 if args.quick else 50)
+    npu_cost.step_cost(cfg.tokens, cfg.seq, cfg.to_dict(), arch, images=min(args.batch, n_img))  # the arch maps the model
+    return model, cache
 
 
 def _sessions(n: int, rounds: int, seed: int, texture: bool = False, shade: bool = False) -> list[Any]:
@@ -326,41 +359,35 @@ def run(args: argparse.Namespace) -> int:
     ``--dask-local`` (default: in this process); everything else runs here."""
     from npukit._cli_sweep import executor_from_args
 
-    _check(args)
+    model, cache = _check(args)  # every option, the weights and the arch: before any work
     quick = bool(args.quick)
     n_img = args.images or (8 if quick else 50)
     reps = args.reps or (1 if quick else 3)
 
     executor = executor_from_args(args, local_workers=1)  # Dask connects and checks versions before anything is written
     try:
-        return _run(args, executor, quick, n_img, reps)
+        return _run(args, executor, quick, n_img, reps, model, cache)
     finally:
         executor.close()
 
 
-def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps: int) -> int:
+def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps: int, model: Any, cache: Any) -> int:
     import dataclasses
 
     import numpy as np
     import torch
 
-    from npukit.models.cacheedit import METHODS, CacheConfig, ledger_totals, load_model
-    from npukit.sim import check_out_dir, format_table, prepare_out_dir, write_csv, write_text
+    from npukit.models.cacheedit import METHODS, ledger_totals
+    from npukit.sim import format_table, prepare_out_dir, write_csv, write_text
     from npukit.sim.ledger import Ledger
 
     from . import dle, npu_cost
 
-    check_out_dir(args.out)
+    out_dir = prepare_out_dir(args.out)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.weights)  # a bad --weights (or cache option) is refused before the folder is made
+    _MODELS[args.weights] = model  # the checked model serves this process's batches (workers elsewhere load the file)
     cfg = model.cfg
-    opts = ("ring", "layer", "ring_floor", "reference", "score", "tail", "refresh", "max_active", "invariant")
-    kw = {k: getattr(args, k, None) for k in opts}
-    kw = {k: v for k, v in kw.items() if v is not None}
-    cache = CacheConfig(**kw)
-    cache.check(len(model.blocks))
-    out_dir = prepare_out_dir(args.out)
     # a model trained on textured / shaded edits gets sessions of its data mode
     sessions = _sessions(n_img, args.rounds, args.seed, bool(getattr(cfg, "texture", False)), bool(getattr(cfg, "shade", False)))
     ledger = Ledger(meta={"experiment": "cacheedit", "device": "cpu"})

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_OUT = "out/experiment/omnimoe"
+MAX_STEPS = 1_000_000
 
 QUICK = dict(router=dict(experts=[1024, 4096, 16384, 65536], tokens=256, hidden=256, k=16),
              time=dict(experts=[256, 1024, 4096, 16384, 65536], tokens=[256, 1024], hidden=128, k=16),
@@ -49,18 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; writes CSVs, PNG plots and summary.md into ``args.out``."""
-    import torch
+    from npukit._cli_sweep import executor_from_args
 
-    from npukit.sim.errors import ConfigError
+    from .._options import MAX_THREADS, check_common, int_option
+    from ._corpus import find_corpus_dir
 
+    # every option before any work (no sweep, no training, no corpus read, nothing created)
     cfg = QUICK if args.quick else FULL
     steps = args.steps if args.steps is not None else cfg["lm"]["steps"]
-    if steps < 1:
-        raise ConfigError(f"--steps must be >= 1, got {steps}")
+    int_option(steps, "--steps", 1, MAX_STEPS, " (training steps per model)")
     threads = args.threads if args.threads is not None else (1 if args.quick else None)
-    if threads is not None and threads < 1:
-        raise ConfigError(f"--threads must be >= 1, got {threads}")
-    from npukit._cli_sweep import executor_from_args
+    int_option(threads, "--threads", 1, MAX_THREADS)
+    check_common(args, DEFAULT_OUT)
+    find_corpus_dir()  # the python3-doc corpus is installed
+    import torch
 
     executor = executor_from_args(args, local_workers=1)  # Dask: reached and version-checked before any work
     old_threads = torch.get_num_threads()

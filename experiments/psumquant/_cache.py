@@ -10,10 +10,25 @@ from typing import Any
 from npukit.sim.errors import ConfigError
 
 
+def _root() -> Path:
+    return Path(os.environ.get("NPUKIT_CACHE") or str(Path.home() / ".cache" / "npukit")) / "psumquant"
+
+
+def check_cache_dir() -> Path:
+    """Check, creating nothing, that the cache folder is or can become writable; ConfigError otherwise."""
+    from npukit.sim.output import check_out_dir
+
+    path = _root()
+    try:
+        return check_out_dir(path, "NPUKIT_CACHE")
+    except ConfigError:
+        raise ConfigError(f"cannot use the weights cache folder '{path}' (not a writable folder); "
+                          "set NPUKIT_CACHE to a writable folder") from None
+
+
 def cache_dir() -> Path:
     """The psumquant cache folder (created on demand); raises ConfigError when it cannot be made."""
-    root = os.environ.get("NPUKIT_CACHE") or str(Path.home() / ".cache" / "npukit")
-    path = Path(root) / "psumquant"
+    path = _root()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -23,16 +38,23 @@ def cache_dir() -> Path:
 
 
 def load_state(name: str) -> dict[str, Any] | None:
-    """The cached object saved under ``name`` (a torch ``state``), or None when absent or unreadable."""
+    """The cached object saved under ``name`` (a torch ``state``), or None when absent, unreadable, not a
+    dict or holding NaN/Inf tensors (the caller then retrains and overwrites it)."""
     import torch
 
     path = cache_dir() / name
     if not path.is_file():
         return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # a corrupt cache entry is retrained, never trusted
         return None
+    if not isinstance(state, dict):
+        return None
+    for v in state.values():  # NaN/Inf weights (a diverged or damaged entry) are retrained too
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            return None
+    return state
 
 
 def save_state(name: str, obj: dict[str, Any]) -> Path:

@@ -113,7 +113,7 @@ def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple
         try:
             base.load_state_dict(state)
             return fold_batchnorm(base), "cached"
-        except (RuntimeError, KeyError):
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
             pass
     from tqdm import tqdm
 

@@ -102,7 +102,7 @@ def train_or_load(corpus: Corpus, cfg: LMConfig, steps: int, progress: bool = Tr
         try:
             model.load_state_dict(state)
             return model.eval(), "cached"
-        except (RuntimeError, KeyError):
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
             pass
     from tqdm import tqdm
 

