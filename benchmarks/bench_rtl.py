@@ -37,8 +37,7 @@ def main() -> int:
 
     import numpy as np
 
-    from npukit.rtl._config import RtlConfig
-    from npukit.rtl._runner import GemmCase, run_gemm_suite
+    from npukit.rtl import GemmCase, RtlConfig, run_gemm_suite
     from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.cycle import run_gemm
 

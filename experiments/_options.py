@@ -46,9 +46,9 @@ def check_executor_options(args: argparse.Namespace) -> None:
     if scheduler is not None and dask_local is not None:
         raise ConfigError("pass either --scheduler tcp://HOST:PORT or --dask-local N, not both")
     if scheduler is not None:
-        from npukit.sim._sweep_dask import normalize_address
+        from npukit.sim import check_scheduler_address
 
-        normalize_address(scheduler)
+        check_scheduler_address(scheduler)
     int_option(dask_local, "--dask-local", 1, MAX_DASK_WORKERS, " (worker processes)")
     float_option(getattr(args, "connect_timeout", None), "--connect-timeout", 0.0, MAX_CONNECT_TIMEOUT_S, lo_open=True,
                  hint=" (seconds)")

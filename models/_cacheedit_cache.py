@@ -57,7 +57,7 @@ from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
 from ._cacheedit_dit import EditDiT, patchify
-from ._weights import WeightsError
+from .weights import WeightsError
 
 MAC_BITS = (16, 16, 32)  # bf16 operands, fp32 accumulation
 ELEM_BITS = 16  # activations / weights / K,V in 16-bit

@@ -47,9 +47,10 @@ from ._cacheedit_cache import (
     select_active,
     step_mods,
 )
-from ._cacheedit_data import OPS, describe, make_session
+from ._cacheedit_data import IMAGE, OPS, TRAIN_OP_WEIGHTS, describe, make_batch, make_session
 from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
-from ._weights import WeightsError, check_finite, check_state, read_torch_file
+from ._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, iou, mse, patch_mask, psnr_db, ssim
+from .weights import WeightsError, check_finite, check_state, read_torch_file
 
 METHODS = ("full", "cacheedit", "step-reuse", "toca-random", "toca-attn", "oracle", "cacheedit+step")
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "cacheedit_dit.pt"
@@ -59,6 +60,9 @@ __all__ = [
     "METHODS", "WEIGHTS", "CacheConfig", "DiTConfig", "EditDiT", "EditSession", "RoundResult", "SessionState",
     "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round", "full_steps",
     "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS", "WeightsError",
+    # the data, step and metric helpers the experiment uses
+    "IMAGE", "TRAIN_OP_WEIGHTS", "make_batch", "full_step", "patchify", "timesteps", "unpatchify",
+    "TEXTURE_SMOOTH", "edit_correct", "iou", "mse", "patch_mask", "psnr_db", "ssim",
 ]
 
 

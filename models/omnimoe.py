@@ -35,7 +35,9 @@ from npukit.kernels.omnimoe.token import token_centric
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-__all__ = ["OmniMoE", "PEER", "SwiGLU"]
+from ._omnimoe_reference import reference_forward
+
+__all__ = ["OmniMoE", "PEER", "SwiGLU", "reference_forward"]
 
 
 def _positive(name: str, v: object) -> int:

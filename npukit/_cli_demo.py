@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from npukit.experiments.psumquant._cache import check_cache_dir
-    from npukit.sim import load_arch, load_table, simulate
+    from npukit.sim import load_arch, load_table, render_result, simulate
     from npukit.sim import resnet18 as resnet18_shapes
 
     # every option before any import of torch, any work (tracing, training) or file: --out, --arch and
@@ -37,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     from npukit.models.trace import trace_workload
     from npukit.sim.report import write_report
 
-    from ._cli_sim import render
 
     out = prepare_out_dir(args.out)
     import torch
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         arch = archs[bits]
         res = simulate(workload, arch, table=table)
         onchip.append(res.energy_onchip_pj())
-        print(render(res, table.name, quiet=True))
+        print(render_result(res, table.name, quiet=True))
         stem = f"resnet18_psum{bits}"
         print(f"wrote {res.ledger.save(Path(out) / f'{stem}.ledger.json')}")
         print(f"wrote {write_csv(Path(out) / f'{stem}.csv', res.rows())}")

@@ -17,8 +17,7 @@ import importlib
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from npukit.experiments import EXPERIMENTS
-
-    from ._cli_sweep import add_executor_arguments
+    from npukit.sim import add_executor_arguments
 
     p = sub.add_parser("experiment", help="reproduce a paper's evaluation offline: " + ", ".join(EXPERIMENTS))
     exp = p.add_subparsers(dest="experiment", metavar="NAME")
@@ -39,9 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from npukit.sim import prepare_out_dir
-
-    from ._cli_sweep import executor_from_args
+    from npukit.sim import executor_from_args, prepare_out_dir
 
     pkg = importlib.import_module(args.experiment_package)
     config = pkg.config_from_args(args)  # every option validated before any work
@@ -67,7 +64,7 @@ _LEGACY = {
 
 
 def _legacy_parser(name: str, package: str, q: argparse.ArgumentParser) -> None:
-    from ._cli_sweep import add_executor_arguments
+    from npukit.sim import add_executor_arguments
 
     module, entry, self_parsing = _LEGACY[name]
     if self_parsing:

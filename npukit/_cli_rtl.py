@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from npukit.rtl._config import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES
+from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES
 from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
-    from npukit.rtl._config import RtlConfig
+    from npukit.rtl import RtlConfig
 
     return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, psum_bits=args.psum_bits,
                      acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k)
@@ -88,7 +88,7 @@ def _write_json(path: str, stats: dict) -> None:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
+    from npukit.rtl import module_parameters, rtl_stats, yosys_ff_bits
     from npukit.sim import check_writable_file
 
     if args.json is not None:  # before the analysis, which takes seconds to minutes
@@ -118,9 +118,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from npukit.rtl._cases import default_dims, standard_cases
-    from npukit.rtl._config import RtlConfig
-    from npukit.rtl._runner import run_gemm_suite, run_quant_suite
+    from npukit.rtl import RtlConfig, default_dims, run_gemm_suite, run_quant_suite, standard_cases
     from npukit.sim import check_out_dir, prepare_out_dir
     from npukit.sim.errors import ConfigError
 

@@ -5,17 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npukit.sim import format_table, path_inside, prepare_out_dir, safe_filename, write_csv
-
-COMPONENT_COLUMNS = (
-    ("mac", ("pe_array",)),
-    ("regs", ("input_registers", "weight_registers", "psum_registers")),
-    ("sram", ("ifmap_sram", "filter_sram", "ofmap_sram")),
-    ("psum", ("psum_buffer", "psum_adder")),
-    ("psum path", ("psum_quantizer", "psum_features", "psum_predictor")),
-    ("vector", ("vector_unit",)),
-    ("dram", ("dram",)),
-)
+from npukit.sim import path_inside, prepare_out_dir, render_result, safe_filename, write_csv
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -104,59 +94,13 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, args.input_shape)
     result = simulate(workload, arch, table=table)
     out = prepare_out_dir(args.out)
-    print(render(result, table.name, quiet=args.quiet))
+    print(render_result(result, table.name, quiet=args.quiet))
     stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}")
     ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
     print(f"wrote {ledger_path}")
     print(f"wrote {csv_path}")
     return 0
-
-
-def render(result, table_name: str, quiet: bool = False) -> str:  # result: SimResult
-    """The per-layer table and totals as text (cycles, utilization %, energy in uJ)."""
-    a = result.arch
-    head = (
-        f"{result.workload} on {a.name}: {a.rows}x{a.cols} {a.dataflow}, timing {a.timing}, "
-        f"bits in/w/psum/out {a.bits.input}/{a.bits.weight}/{a.bits.psum}/{a.bits.output}, table {table_name}, "
-        f"memory {a.memory}, mapping {a.mapping}" + (f" ({a.objective})" if a.mapping == "search" else "")
-    )
-    lines = [head, ""]
-    if not quiet:
-        headers = ["layer", "M", "N", "K", "mapping", "compute_cycles", "stall_cycles", "map eff %", "util %"]
-        headers += [f"{c} uJ" for c, _ in COMPONENT_COLUMNS] + ["on-chip uJ", "total uJ"]
-        rows = []
-        for r in result.layers:
-            e = r.energy_pj
-            vec = r.kind == "vector"
-            rows.append(
-                [r.name if r.batch == 1 else f"{r.name} (x{r.batch})"]
-                + (["", "", "", f"vector {r.mapping}"] if vec else [r.M, r.N, r.K, r.mapping])
-                + [r.compute_cycles, r.stall_cycles, "" if vec else 100 * r.mapping_efficiency,
-                   "" if vec else 100 * r.utilization]
-                + [sum(e.get(k, 0.0) for k in keys) / 1e6 for _, keys in COMPONENT_COLUMNS]
-                + [r.energy_onchip_pj() / 1e6, r.energy_total_pj() / 1e6]
-            )
-        lines += [format_table(headers, rows), ""]
-    comp = result.energy_by_component()
-    total = result.energy_pj()
-    util = result.utilization
-    n_vec = sum(r.kind == "vector" for r in result.layers)
-    vec_exposed = sum(r.compute_cycles for r in result.layers if r.kind == "vector")
-    vec_busy = sum(r.vector_cycles for r in result.layers)
-    vec = (f" ({vec_exposed:,} of them on the vector unit, {a.vector.overlap}; busy {vec_busy:,})"
-           if n_vec else "")
-    lines.append(
-        f"total: {len(result.layers) - n_vec} GEMM layers" + (f" and {n_vec} vector ops" if n_vec else "")
-        + f", {result.macs:,} MACs, {result.compute_cycles:,} compute cycles{vec} "
-        f"+ {result.stall_cycles:,} stall cycles = {result.total_cycles:,} total cycles ({result.latency_s() * 1e3:.3f} ms "
-        f"at {a.clock_ghz:g} GHz), utilization {100 * util:.1f}%"
-    )
-    lines.append(
-        f"energy: total {total / 1e6:,.1f} uJ, on-chip {result.energy_onchip_pj() / 1e6:,.1f} uJ (all but DRAM) = "
-        + ", ".join(f"{k} {v / 1e6:,.1f}" for k, v in comp.items() if v)
-    )
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,1 +1,26 @@
-"""npukit.rtl: Verilog-2005 sources of the systolic array and its psum path (shipped as package data)."""
+"""npukit.rtl: Verilog-2005 sources of the systolic array and its psum path (shipped as package data), and
+their tools: the design configuration (:class:`RtlConfig`, its size limits), design statistics (flip-flop
+bits from pyverilog and yosys) and the cocotb/Icarus test suite against the cycle-level model.
+
+Names are loaded on first use (PEP 562), so importing the package imports neither cocotb nor pyverilog.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "RtlConfig": "_config", "MAX_BUFFER_WORDS": "_config", "MAX_GEMM_DIM": "_config", "MAX_PES": "_config",
+    "MAX_QUANT_SAMPLES": "_config",
+    "module_parameters": "_stats", "rtl_stats": "_stats", "yosys_ff_bits": "_stats",
+    "default_dims": "_cases", "standard_cases": "_cases",
+    "GemmCase": "_runner", "run_gemm_suite": "_runner", "run_quant_suite": "_runner",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:  # PEP 562 lazy attributes
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

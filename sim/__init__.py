@@ -21,6 +21,7 @@ from .output import (
     write_figure,
     write_text,
 )
+from .result_text import render_result
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
     VECTOR_OPS,
@@ -44,10 +45,11 @@ __all__ = [
     "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
-    "LayerResult", "SimResult", "map_layer", "simulate",
+    "LayerResult", "SimResult", "map_layer", "render_result", "simulate",
     "Layer", "VECTOR_OPS", "VectorOp", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
     "parse_workload_spec", "resnet18",
     "run_gemm", "CycleResult", "make_executor", "quantize", "dequantize",
+    "add_executor_arguments", "check_scheduler_address", "executor_from_args",
 ]
 
 # The cycle-level model and the quantizer need numpy (and numba on first use): loaded on demand so
@@ -55,6 +57,9 @@ __all__ = [
 _LAZY = {
     "run_gemm": ("cycle", "run_gemm"),
     "make_executor": ("sweep", "make_executor"),
+    "add_executor_arguments": ("executor_flags", "add_executor_arguments"),
+    "executor_from_args": ("executor_flags", "executor_from_args"),
+    "check_scheduler_address": ("executor_flags", "check_scheduler_address"),
     "CycleResult": ("cycle", "CycleResult"),
     "quantize": ("quant", "quantize"),
     "dequantize": ("quant", "dequantize"),

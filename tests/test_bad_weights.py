@@ -21,7 +21,7 @@ import npukit.sim.output
 from npukit.cli import main
 from npukit.experiments.cacheedit.train import save
 from npukit.models import cacheedit as ce
-from npukit.models._weights import WeightsError
+from npukit.models.weights import WeightsError
 from npukit.sim.errors import ConfigError
 
 

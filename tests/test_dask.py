@@ -268,7 +268,7 @@ def test_run_points_on_dask_skips_present_points(cluster, reference, tmp_path):
 
 
 def test_executor_from_experiment_flags(cluster):
-    from npukit._cli_sweep import executor_from_args
+    from npukit.sim import executor_from_args
     from npukit.sim.sweep import SerialExecutor
 
     parser = build_parser()

@@ -20,7 +20,7 @@ COMPARED = ("psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", 
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    from npukit._cli_sweep import add_executor_arguments
+    from npukit.sim import add_executor_arguments
 
     p = argparse.ArgumentParser()
     run.add_arguments(p)

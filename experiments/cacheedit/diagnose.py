@@ -41,8 +41,17 @@ def run(sessions: int = 20, steps: int = 28, seed: int = 7, weights: str | None 
     import torch
     import torch.nn.functional as F
 
-    from npukit.models._cacheedit_metrics import mse, patch_mask, psnr_db
-    from npukit.models.cacheedit import CacheConfig, EditSession, calibrate_threshold, edit_round, load_model, make_session
+    from npukit.models.cacheedit import (
+        CacheConfig,
+        EditSession,
+        calibrate_threshold,
+        edit_round,
+        load_model,
+        make_session,
+        mse,
+        patch_mask,
+        psnr_db,
+    )
 
     if threads:
         torch.set_num_threads(threads)

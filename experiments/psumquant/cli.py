@@ -28,7 +28,7 @@ def check_args(args: argparse.Namespace) -> Plan:
 
 def cli_main(args: argparse.Namespace) -> int:
     """Validate the flags (ConfigError -> exit 2), run the experiment, print what was written."""
-    from npukit._cli_sweep import executor_from_args
+    from npukit.sim import executor_from_args
 
     plan = check_args(args)  # every option, before any training, data loading or file
     if getattr(args, "energy_only", False):

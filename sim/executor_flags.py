@@ -1,0 +1,49 @@
+"""The executor flags every long-running verb shares (``--scheduler``, ``--dask-local``, ``--connect-timeout``):
+added to a parser by :func:`add_executor_arguments`, turned into an executor by :func:`executor_from_args`.
+
+Used by ``npukit sweep`` and every ``npukit experiment``, and by the experiments' own entry points, so
+it lives in the library rather than in the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .sweep import Executor
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """The Dask backend flags (``--scheduler``, ``--dask-local``, ``--connect-timeout``), shared by
+    ``npukit sweep`` and every ``npukit experiment``; read back by :func:`executor_from_args`."""
+    g = p.add_argument_group("Dask backend (instead of the local process pool)")
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on an existing Dask cluster (the address 'dask scheduler' prints); results come back here")
+    g.add_argument("--dask-local", dest="dask_local", type=int, default=None, metavar="N",
+                   help="start a Dask LocalCluster of N worker processes (1 thread each) on this machine")
+    g.add_argument("--connect-timeout", dest="connect_timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the scheduler and its first worker before giving up (default 10)")
+
+
+def executor_from_args(args: argparse.Namespace, local_workers: int | None = None) -> Executor:
+    """The executor of the parsed flags (:func:`npukit.sim.sweep.make_executor`): Dask when ``--scheduler``
+    or ``--dask-local`` is given (connected and version-checked now, before any work), else the local
+    backend with ``args.workers`` (when the parser has ``--workers``) or ``local_workers`` (default:
+    CPU count; 1 = in-process)."""
+    from ._sweep_exec import make_executor
+
+    scheduler, dask_local = getattr(args, "scheduler", None), getattr(args, "dask_local", None)
+    workers = getattr(args, "workers", None)
+    if workers is None and scheduler is None and dask_local is None:
+        workers = local_workers
+    return make_executor(scheduler=scheduler, dask_local=dask_local, workers=workers,
+                         connect_timeout_s=getattr(args, "connect_timeout", 10.0))
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` as a Dask scheduler address (``tcp://HOST:PORT``), or :class:`ConfigError` with one line;
+    checked without importing or connecting to Dask."""
+    from ._sweep_dask import normalize_address
+
+    return normalize_address(address)
