@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..sim import write_text
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 
@@ -74,14 +74,6 @@ def load(path: Path) -> Workload | None:
 def store(path: Path, wl: Workload) -> None:
     """Write ``wl`` to ``path`` atomically (a temporary file, then a rename); errors are ignored."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(workload_to_dict(wl), f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text(path, json.dumps(workload_to_dict(wl), separators=(",", ":")))
     except OSError:
         pass  # a read-only or full cache folder: the trace is simply not cached

@@ -10,6 +10,7 @@ from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
 from .output import (
+    atomic_file,
     check_out_dir,
     check_writable_file,
     format_table,
@@ -42,7 +43,7 @@ __all__ = [
     "BUILTIN_TABLES", "EnergyTable", "load_table",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
-    "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
+    "atomic_file", "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
     "LayerResult", "SimResult", "map_layer", "render_result", "simulate",

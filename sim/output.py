@@ -25,7 +25,8 @@ import re
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -176,19 +177,27 @@ def temp_path(path: Path) -> Path:
     return Path(tmp)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary beside it and an atomic rename; returns ``path``."""
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write (e.g. ``torch.save(obj, tmp)``): renamed onto ``path`` when
+    the block ends, removed if it raises, so ``path`` is never half-written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temps(path.parent)
     tmp = temp_path(path)
     try:
-        tmp.write_bytes(data)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary beside it and an atomic rename; returns ``path``."""
+    with atomic_file(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -115,18 +115,16 @@ def evaluate(model: Any, n: int = 200, steps: int = 28, seed: int = 12345, batch
 
 def save(model: Any, record: dict[str, Any], path: str | Path) -> Path:
     """Write fp16 weights + config + record atomically to ``path``."""
-    import os
-    import tempfile
 
     import torch
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from npukit.sim import atomic_file
+
     state = {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    torch.save({"format": "npukit-cacheedit-dit/1", "config": model.cfg.to_dict(), "state": state, "record": record}, tmp)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        torch.save({"format": "npukit-cacheedit-dit/1", "config": model.cfg.to_dict(), "state": state, "record": record},
+                   tmp)
     return path
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +60,9 @@ def save_state(name: str, obj: dict[str, Any]) -> Path:
     """Save ``obj`` atomically (temp + rename) under ``name``; returns its path."""
     import torch
 
+    from npukit.sim import atomic_file
+
     path = cache_dir() / name
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
