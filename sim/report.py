@@ -28,7 +28,7 @@ from typing import Any
 from .energy import EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError
 from .ledger import Ledger
-from .output import check_out_dir, md_cell, md_line_start, write_files_atomically
+from .output import check_out_dir, markdown_table, md_cell, md_line_start, write_files_atomically
 
 DEFAULT_TABLE = "horowitz45"
 PJ_PER_UJ = 1e6
@@ -598,11 +598,7 @@ def _to_markdown(doc: list[Block]) -> str:
             out += [f"- {_md_inline(item)}" for item in block[1]] + [""]
         elif kind == "table":
             headers, rows = block[1], block[2]
-            out.append("| " + " | ".join(md_cell(h) for h in headers) + " |")
-            numeric = _numeric_columns(headers, rows)
-            out.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
-            out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-            out.append("")
+            out += [markdown_table(headers, rows, _numeric_columns(headers, rows)), ""]
         elif kind == "figure":
             out += [f"![{block[1]}]({block[1]})", "", f"*Figure ({block[1]}): {md_cell(block[2])}*", ""]
     return "\n".join(out)
