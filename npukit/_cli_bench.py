@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 
 # name -> (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -22,10 +23,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", parser_class=type(p))
     sub.required = True
     for name, (module, help_text) in BENCHMARKS.items():
-        bp = sub.add_parser(name, help=help_text, description=importlib.import_module(module).__doc__,
+        bp = sub.add_parser(name, help=help_text, description=_plain(importlib.import_module(module).__doc__ or ""),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         importlib.import_module(module).add_arguments(bp)
         bp.set_defaults(func=run, bench_module=module)
+
+
+def _plain(doc: str) -> str:
+    """A module docstring as terminal text: reST roles and literals (``:mod:`x```, ````x````) as plain words."""
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return doc.replace("``", "")
 
 
 def run(args: argparse.Namespace) -> int:

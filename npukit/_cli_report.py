@@ -46,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
         ledgers, args.out, labels=labels, table=args.table, depth=args.depth, title=args.title, sources=args.ledgers
     )
     for path in written.values():
-        print(path)
+        print(f"wrote {path}")
     return 0

@@ -485,7 +485,7 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
     # -- totals
     doc.append(("h2", "Totals"))
     kinds = list(dict.fromkeys(k for run in runs for k in run.kinds))
-    headers = ["ledger", "total energy (uJ)", "on-chip energy (uJ)", "cycles", *(f"{k} cycles" for k in kinds),
+    headers = ["ledger", "total energy (uJ)", "on-chip energy (uJ)", "total cycles", *(f"{k} cycles" for k in kinds),
                "latency (us)", "arch"]
     rows = [
         [run.label, _fmt_uj(run.energy_pj), _fmt_uj(run.energy_onchip_pj), _fmt_cycles(run.cycles),
@@ -524,7 +524,7 @@ def _document(runs: list[_Run], figures: dict[str, tuple[bytes, str]], depth: in
     # -- per layer
     for i, run in enumerate(runs, 1):
         doc.append(("h2", f"Per layer: {run.label}"))
-        headers = ["layer", "cycles", "stall cycles", "latency (us)", "energy (uJ)", "top component (share)"]
+        headers = ["layer", "total cycles", "stall cycles", "latency (us)", "energy (uJ)", "top component (share)"]
         rows = []
         for layer in run.layers:
             tot = layer.total_energy_pj

@@ -10,3 +10,14 @@ import os
 
 if os.environ.get("NPUKIT_TRITON_COMPILE") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+# test files of the ML methods and their experiments carry the ``ml`` marker (``pytest -m ml`` / ``-m "not ml"``)
+_ML_FILES = ("test_psumquant", "test_omnimoe", "test_cacheedit", "test_experiment_", "test_real_models", "test_bad_weights")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.startswith(_ML_FILES):
+            item.add_marker(pytest.mark.ml)

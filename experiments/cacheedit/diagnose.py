@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_OUT = "out/experiments/cacheedit-diagnose"
+DEFAULT_OUT = "out/experiment/cacheedit-diagnose"
 
 
 def _sq_sum(a: Any, b: Any, where: Any) -> float:

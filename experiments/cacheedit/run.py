@@ -35,7 +35,7 @@ import statistics
 import time
 from typing import Any
 
-DEFAULT_OUT = "out/experiments/cacheedit"
+DEFAULT_OUT = "out/experiment/cacheedit"
 TOKEN_METHODS = ("cacheedit", "toca-random", "toca-attn", "oracle")
 
 
