@@ -66,7 +66,9 @@ def _num(cell: str) -> float:
 
 def test_cli_writes_md_html_and_pngs(report: dict) -> None:
     assert report["rc"] == 0, report["stderr"]
-    printed = [Path(p) for p in report["stdout"].splitlines()]
+    lines = report["stdout"].splitlines()
+    assert lines and all(ln.startswith("wrote ") for ln in lines)  # every verb prints 'wrote PATH'
+    printed = [Path(ln.removeprefix("wrote ")) for ln in lines]
     out = report["out"]
     assert out / "report.md" in printed and out / "report.html" in printed
     pngs = [p for p in printed if p.suffix == ".png"]
