@@ -78,14 +78,14 @@ _PREFIXES = {"hf": "transformers", "diffusers": "diffusers"}
 _LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L"}
 _DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps": "S"}
 _LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000}
-_TRACER_SOURCES = ("trace.py", "real_models.py")
+_TRACER_SOURCES = ("trace.py", "real_models.py")  # the model-spec loader (model_specs.py) does not shape traces
 
 
 # ---------------------------------------------------------------------------- spec parsing
 def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
     """The workload for any spec ``npukit.sim`` does not know: a real model (see the module docstring) or a
     PyTorch model (``torch:NAME``, ``FILE.py:FACTORY``, ``module:FACTORY``, see
-    :func:`npukit.models.trace.workload_from_model_spec`; ``input_shape`` applies to those only). Every failure
+    :func:`npukit.models.model_specs.workload_from_model_spec`; ``input_shape`` applies to those only). Every failure
     raises :class:`WorkloadError` with one line."""
     if not isinstance(spec, str) or not spec.strip():
         raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
@@ -104,7 +104,7 @@ def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
         m = REAL_MODELS[prefix]
         return real_model_workload(m.library, m.path, rest, prefix, spec=spec, ref_default=m.ref, builtin=True)
     if ":" in spec:
-        from .trace import workload_from_model_spec
+        from .model_specs import workload_from_model_spec
 
         return workload_from_model_spec(spec, input_shape)
     from ..sim.workload import BUILTIN_WORKLOADS

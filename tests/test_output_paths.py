@@ -115,7 +115,7 @@ def test_folder_where_a_file_is_expected_says_so(ws, capsys, tmp_path) -> None:
 def test_model_file_and_weights_that_are_folders(tmp_path) -> None:
     pytest.importorskip("torch")
     from npukit.models.cacheedit import load_model
-    from npukit.models.trace import workload_from_model_spec
+    from npukit.models.model_specs import workload_from_model_spec
     from npukit.sim import WorkloadError
 
     (tmp_path / "m.py").mkdir()

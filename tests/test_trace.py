@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from npukit.models.minilm import minilm_l6 as minilm_module
+from npukit.models.model_specs import workload_from_model_spec
 from npukit.models.resnet18 import resnet18 as resnet18_module
-from npukit.models.trace import trace_workload, workload_from_model_spec
+from npukit.models.trace import trace_workload
 from npukit.sim import Layer, WorkloadError, load_arch, minilm_l6, resnet18, simulate
 
 
