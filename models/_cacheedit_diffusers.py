@@ -5,8 +5,9 @@ through :class:`~diffusers.hooks.HookRegistry` (as diffusers' own caches do): on
 the calls = sampling steps of a round and picks full or sparse mode) and one on every block of
 ``transformer_blocks`` (and ``single_transformer_blocks`` for FLUX), whose attention processor is
 replaced by one that can splice cached K/V. ``remove_cacheedit`` removes them and restores the original
-processors. One transformer call is one step: a pipeline that calls the transformer twice per step
-(true CFG) needs one transformer per branch or a ``new_round()`` per branch.
+processors. One transformer call is one step; the calls of each diffusers cache context
+(``with transformer.cache_context("cond")`` / ``("uncond")``, as true-CFG pipelines such as Qwen-Image-Edit
+make) count and cache separately (:class:`CacheEdit`).
 
 One round (reset by :meth:`CacheEditState.new_round`):
 
@@ -92,6 +93,16 @@ class CacheEditConfig:
                            max_active=self.max_active, bins=self.bins, levels=self.levels)
 
 
+def _as_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A forced active set as a (target,) bool tensor (the union over a (B, target) batch), or None."""
+    if mask is None:
+        return None
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (1, 2):
+        got = getattr(mask, "shape", mask)
+        raise ConfigError(f"force_active needs a (target,) or (B, target) bool tensor, got {got!r}")
+    return mask if mask.dim() == 1 else mask.any(0)
+
+
 @dataclass
 class CacheEditState:
     """What the hooks share: the call counter, the selection and the per-block caches."""
@@ -125,12 +136,7 @@ class CacheEditState:
     def force_active(self, mask: torch.Tensor | None) -> None:
         """Recompute exactly these target tokens at sparse steps ((target,) or (B, target) bool, union over
         the batch); ``None`` returns to the divergence selection."""
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (1, 2):
-                got = getattr(mask, "shape", mask)
-                raise ConfigError(f"force_active needs a (target,) or (B, target) bool tensor, got {got!r}")
-            mask = mask if mask.dim() == 1 else mask.any(0)
-        self.forced = mask
+        self.forced = _as_mask(mask)
         self.rows = None
 
     # ---------------------------------------------------------------- used by the hooks
@@ -186,6 +192,44 @@ class CacheEditState:
         return torch.cat([k[:, :n], ki], 1), torch.cat([v[:, :n], vi], 1)
 
 
+class CacheEdit:
+    """What :func:`apply_cacheedit` returns: one :class:`CacheEditState` per diffusers cache context (a
+    pipeline's ``with transformer.cache_context("cond")`` / ``("uncond")`` calls of true CFG each get their
+    own call counter, selection and caches; calls outside any context use ``"default"``). Reading another
+    attribute (``active``, ``scores``, ``rows``, ``step``, ...) reads it from the current context's state."""
+
+    def __init__(self, cfg: CacheEditConfig, kind: str, depth: int) -> None:
+        self.cfg, self.kind, self.depth = cfg, kind, depth
+        self.branches: dict[str, CacheEditState] = {}
+        self.context: str | None = None  # the diffusers cache context's name (set through the transformer hook)
+        self._forced: torch.Tensor | None = None
+
+    def state(self, name: str | None = None) -> CacheEditState:
+        """The state of context ``name`` (default: the current context, else ``"default"``)."""
+        key = name or self.context or "default"
+        if key not in self.branches:
+            st = CacheEditState(self.cfg, self.kind, self.depth)
+            st.forced = self._forced
+            self.branches[key] = st
+        return self.branches[key]
+
+    def new_round(self) -> None:
+        """:meth:`CacheEditState.new_round` in every context."""
+        for st in self.branches.values():
+            st.new_round()
+
+    def force_active(self, mask: torch.Tensor | None) -> None:
+        """:meth:`CacheEditState.force_active` in every context (present and future)."""
+        self._forced = _as_mask(mask)
+        for st in self.branches.values():
+            st.forced, st.rows = self._forced, None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("cfg", "kind", "depth", "branches", "context"):
+            raise AttributeError(name)
+        return getattr(self.state(), name)
+
+
 # ------------------------------------------------------------------------------------------- attention processors
 class FluxCacheEditProcessor:
     """:class:`diffusers.models.transformers.transformer_flux.FluxAttnProcessor` with the K/V splice of
@@ -194,8 +238,8 @@ class FluxCacheEditProcessor:
     _attention_backend = None
     _parallel_config = None
 
-    def __init__(self, state: CacheEditState, key: int) -> None:
-        self.state, self.key = state, key
+    def __init__(self, handle: CacheEdit, key: int) -> None:
+        self.handle, self.key = handle, key
 
     def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, image_rotary_emb: Any = None) -> Any:
@@ -218,9 +262,10 @@ class FluxCacheEditProcessor:
         if image_rotary_emb is not None:
             query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
             key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
-        if self.state.mode == "sparse" and attention_mask is not None:
+        st = self.handle.state()
+        if st.mode == "sparse" and attention_mask is not None:
             raise ConfigError("cacheedit: attention masks are not supported at sparse steps (FLUX)")
-        key, value = self.state._splice(self.key, key, value)
+        key, value = st._splice(self.key, key, value)
         hidden_states = dispatch_attention_fn(query, key, value, attn_mask=attention_mask, backend=self._attention_backend,
                                               parallel_config=self._parallel_config)
         hidden_states = hidden_states.flatten(2, 3).to(query.dtype)
@@ -240,8 +285,8 @@ class QwenCacheEditProcessor:
     _attention_backend = None
     _parallel_config = None
 
-    def __init__(self, state: CacheEditState, key: int) -> None:
-        self.state, self.key = state, key
+    def __init__(self, handle: CacheEdit, key: int) -> None:
+        self.handle, self.key = handle, key
 
     def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
                  encoder_hidden_states_mask: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -273,7 +318,7 @@ class QwenCacheEditProcessor:
             txt_q = apply_rotary_emb_qwen(txt_q, txt_freqs, use_real=False)
             txt_k = apply_rotary_emb_qwen(txt_k, txt_freqs, use_real=False)
         query = torch.cat([txt_q, img_q], dim=1)
-        key, value = self.state._splice(self.key, torch.cat([txt_k, img_k], dim=1), torch.cat([txt_v, img_v], dim=1))
+        key, value = self.handle.state()._splice(self.key, torch.cat([txt_k, img_k], dim=1), torch.cat([txt_v, img_v], dim=1))
         if encoder_hidden_states_mask is not None:
             image_mask = torch.ones((hidden_states.shape[0], key.shape[1] - seq_txt), dtype=torch.bool,
                                     device=hidden_states.device)
@@ -318,15 +363,31 @@ def _hook_classes() -> tuple[type, type]:
     if _CLASSES is not None:
         return _CLASSES
     from diffusers.hooks import ModelHook
+    from diffusers.hooks.hooks import BaseState, StateManager
+
+    class _ContextSink(StateManager):
+        """Receives diffusers' cache context (``transformer.cache_context(name)``) for the :class:`CacheEdit` handle."""
+
+        def __init__(self, handle: CacheEdit) -> None:
+            super().__init__(BaseState)
+            self.handle = handle
+
+        def set_context(self, context: Any) -> None:
+            super().set_context(context)
+            self.handle.context = None if context is None else context.name
+
+        def reset(self, *args: Any, **kwargs: Any) -> None:
+            self.handle.new_round()
 
     class CacheEditTransformerHook(ModelHook):
         """On the transformer: per call, read the image layout and choose full or sparse mode; count the call."""
 
         _is_stateful = True
 
-        def __init__(self, state: CacheEditState) -> None:
+        def __init__(self, handle: CacheEdit) -> None:
             super().__init__()
-            self.state = state
+            self.handle = handle
+            self.contexts = _ContextSink(handle)  # diffusers' cache_context() reaches it (a StateManager attribute)
 
         def initialize_hook(self, module: torch.nn.Module) -> torch.nn.Module:
             self._sig = inspect.signature(module.forward)
@@ -335,33 +396,34 @@ def _hook_classes() -> tuple[type, type]:
         def pre_forward(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
             kw = self._sig.bind_partial(*args, **kwargs).arguments
             n_img = int(kw["hidden_states"].shape[1])
-            p, grid = (_flux_layout if self.state.kind == "flux" else _qwen_layout)(kw, n_img)
-            self.state._begin(n_img, p, grid)
+            p, grid = (_flux_layout if self.handle.kind == "flux" else _qwen_layout)(kw, n_img)
+            self.handle.state()._begin(n_img, p, grid)
             return args, kwargs
 
         def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
-            self.state.step += 1
-            self.state.mode = "off"
+            st = self.handle.state()
+            st.step += 1
+            st.mode = "off"
             return output
 
         def reset_state(self, module: torch.nn.Module) -> torch.nn.Module:
-            self.state.new_round()
+            self.handle.new_round()
             return module
 
     class CacheEditBlockHook(ModelHook):
         """On one block: full mode runs it and stores its image output (and, call 0 at ``layer``, selects);
         sparse mode runs it on the text + computed image rows and fills the other rows from the cache."""
 
-        def __init__(self, state: CacheEditState, index: int) -> None:
+        def __init__(self, handle: CacheEdit, index: int) -> None:
             super().__init__()
-            self.state, self.index = state, index
+            self.handle, self.index = handle, index
             self._orig_processor: Any = None
 
         def initialize_hook(self, module: torch.nn.Module) -> torch.nn.Module:
             self._sig = inspect.signature(module.forward)
             self._orig_processor = module.attn.processor
-            proc = FluxCacheEditProcessor if self.state.kind == "flux" else QwenCacheEditProcessor
-            module.attn.set_processor(proc(self.state, self.index))
+            proc = FluxCacheEditProcessor if self.handle.kind == "flux" else QwenCacheEditProcessor
+            module.attn.set_processor(proc(self.handle, self.index))
             return module
 
         def deinitalize_hook(self, module: torch.nn.Module) -> torch.nn.Module:
@@ -369,7 +431,7 @@ def _hook_classes() -> tuple[type, type]:
             return module
 
         def new_forward(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            st = self.state
+            st = self.handle.state()
             ba = self._sig.bind(*args, **kwargs)
             a = ba.arguments
             hs = a["hidden_states"]
@@ -412,9 +474,9 @@ def _blocks(transformer: torch.nn.Module) -> tuple[str, list[torch.nn.Module]]:
     raise ConfigError(f"cacheedit supports FluxTransformer2DModel and QwenImageTransformer2DModel, got {name}")
 
 
-def apply_cacheedit(transformer: torch.nn.Module, config: CacheEditConfig | None = None) -> CacheEditState:
+def apply_cacheedit(transformer: torch.nn.Module, config: CacheEditConfig | None = None) -> CacheEdit:
     """Register the CacheEdit hooks on a diffusers FLUX / Qwen-Image transformer; returns the shared
-    :class:`CacheEditState` (``new_round()``, ``force_active(mask)``, ``active``, ``scores``)."""
+    :class:`CacheEdit` handle (``new_round()``, ``force_active(mask)``, ``state(name)``, ``active``, ``scores``)."""
     config = config if config is not None else CacheEditConfig()
     if not isinstance(config, CacheEditConfig):
         raise ConfigError(f"apply_cacheedit needs a CacheEditConfig, got {type(config).__name__}")
@@ -426,12 +488,12 @@ def apply_cacheedit(transformer: torch.nn.Module, config: CacheEditConfig | None
     if registry.get_hook(_MODEL_HOOK) is not None:
         raise ConfigError("cacheedit is already applied to this transformer; call remove_cacheedit first")
     model_hook, block_hook = _hook_classes()
-    state = CacheEditState(config, kind, len(blocks))
+    handle = CacheEdit(config, kind, len(blocks))
     for i, blk in enumerate(blocks):
-        HookRegistry.check_if_exists_or_initialize(blk).register_hook(block_hook(state, i), _BLOCK_HOOK)
-    registry.register_hook(model_hook(state), _MODEL_HOOK)
+        HookRegistry.check_if_exists_or_initialize(blk).register_hook(block_hook(handle, i), _BLOCK_HOOK)
+    registry.register_hook(model_hook(handle), _MODEL_HOOK)
     registry.invalidate_child_registries_cache()
-    return state
+    return handle
 
 
 def remove_cacheedit(transformer: torch.nn.Module) -> None:
@@ -444,10 +506,5 @@ def remove_cacheedit(transformer: torch.nn.Module) -> None:
     registry.invalidate_child_registries_cache()
 
 
-def executed_tokens(state: CacheEditState) -> int:
-    """Image tokens a block runs at the current mode (all of them at full steps)."""
-    return state.n_img if state.mode != "sparse" or state.rows is None else int(state.rows.numel())
-
-
-__all__ = ["CacheEditConfig", "CacheEditState", "FluxCacheEditProcessor", "QwenCacheEditProcessor", "apply_cacheedit",
-           "executed_tokens", "remove_cacheedit"]
+__all__ = ["CacheEdit", "CacheEditConfig", "CacheEditState", "FluxCacheEditProcessor", "QwenCacheEditProcessor",
+           "apply_cacheedit", "remove_cacheedit"]

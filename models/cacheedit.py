@@ -50,7 +50,7 @@ from ._cacheedit_cache import (
     step_mods,
 )
 from ._cacheedit_data import OPS, describe, make_session
-from ._cacheedit_diffusers import CacheEditConfig, CacheEditState, apply_cacheedit, remove_cacheedit
+from ._cacheedit_diffusers import CacheEdit, CacheEditConfig, CacheEditState, apply_cacheedit, remove_cacheedit
 from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
 from ._weights import WeightsError, check_finite, check_state, read_torch_file
 
@@ -59,7 +59,7 @@ WEIGHTS = Path(__file__).resolve().parent / "weights" / "cacheedit_dit.pt"
 KEEP = (0, 0, 0, 0)  # the identity instruction
 
 __all__ = [
-    "METHODS", "WEIGHTS", "CacheConfig", "CacheEditConfig", "CacheEditState", "DiTConfig", "EditDiT", "EditSession",
+    "METHODS", "WEIGHTS", "CacheConfig", "CacheEdit", "CacheEditConfig", "CacheEditState", "DiTConfig", "EditDiT", "EditSession",
     "RoundResult", "SessionState", "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe",
     "dilate", "edit_round", "full_steps", "apply_cacheedit", "ledger_totals", "load_model", "remove_cacheedit",
     "make_session", "otsu_threshold", "sample", "select_active", "OPS", "WeightsError",

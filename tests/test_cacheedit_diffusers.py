@@ -201,8 +201,31 @@ def test_changed_image_size_needs_a_new_round(flux) -> None:
     try:
         call(_inputs()[0], 1.0)
         with pytest.raises(ConfigError, match="new_round"):
-            st._begin(3 * P, P, (H, W))
+            st.state()._begin(3 * P, P, (H, W))
         with pytest.raises(ConfigError, match="bool tensor"):
             st.force_active(torch.ones(P))
+    finally:
+        remove_cacheedit(m)
+
+
+@pytest.mark.slow
+def test_cache_contexts_count_and_cache_separately(qwen) -> None:
+    """True CFG: interleaved 'cond' / 'uncond' calls (different text) each keep their own step count and caches."""
+    m, call = qwen
+    xs = _inputs()
+    ref = [call(x, t) for x, t in zip(xs, TS, strict=True)]
+    ref_u = [call(x.flip(1), t) for x, t in zip(xs, TS, strict=True)]
+    st = apply_cacheedit(m)
+    try:
+        st.force_active(torch.ones(P, dtype=torch.bool))
+        for k, (x, t) in enumerate(zip(xs, TS, strict=True)):
+            with m.cache_context("cond"):
+                assert (call(x, t) - ref[k]).abs().max() < 1e-5
+            with m.cache_context("uncond"):
+                assert (call(x.flip(1), t) - ref_u[k]).abs().max() < 1e-5
+        assert sorted(st.branches) == ["cond", "uncond"]
+        assert st.state("cond").step == st.state("uncond").step == len(TS)
+        st.new_round()
+        assert st.state("cond").step == 0 and st.state("cond").rounds == 1
     finally:
         remove_cacheedit(m)
