@@ -229,3 +229,50 @@ def test_cache_contexts_count_and_cache_separately(qwen) -> None:
         assert st.state("cond").step == 0 and st.state("cond").rounds == 1
     finally:
         remove_cacheedit(m)
+
+
+@pytest.mark.slow
+def test_reference_previous_round_or_block_input(flux) -> None:
+    """Round 1 scores block ``layer`` against its input; round 2 against round 1's call-0 activation, which on
+    the same inputs is identical (scores 0); ``reference='input'`` keeps scoring against the block input."""
+    m, call = flux
+    x = _inputs()[0]
+    for ref, zero in (("previous", True), ("input", False)):
+        st = apply_cacheedit(m, CacheEditConfig(reference=ref, layer=1))
+        try:
+            call(x, 1.0)
+            first = st.scores.clone()
+            assert bool((first > 0).all())
+            st.new_round()
+            call(x, 1.0)
+            assert bool((st.scores.abs() < 1e-6).all()) == zero
+            if not zero:
+                assert torch.allclose(st.scores, first)
+        finally:
+            remove_cacheedit(m)
+
+
+@pytest.mark.slow
+def test_batch_uses_the_union_of_active_sets(flux) -> None:
+    m, call = flux
+    x = _inputs()[0]
+    enc, pooled = torch.randn(2, T, 32, generator=_g(5)), torch.randn(2, 16, generator=_g(6))
+    ids = torch.cat([_ids(0), _ids(1)])
+    xb = torch.cat([x, x.flip(1)])
+
+    def callb() -> torch.Tensor:
+        with torch.no_grad():
+            return m(hidden_states=xb, encoder_hidden_states=enc, pooled_projections=pooled, timestep=torch.tensor([0.5, 0.5]),
+                     img_ids=ids, txt_ids=torch.zeros(T, 3), return_dict=False)[0]
+
+    ref = callb()
+    st = apply_cacheedit(m)
+    try:
+        a, b = _mask(3), _mask(3).roll(1)
+        st.force_active(torch.stack([a, b]))
+        callb()
+        out = callb()  # sparse on the full step's inputs: exact
+        assert st.rows.numel() == int((a | b).sum()) + P
+        assert (out - ref).abs().max() < 1e-5
+    finally:
+        remove_cacheedit(m)
