@@ -23,8 +23,9 @@ One round (reset by :meth:`CacheEditState.new_round`):
   ``ring`` dilation); the active set is the union over the batch (one index set, so RoPE rows are shared).
   :meth:`CacheEditState.force_active` overrides the selection.
 * **Sparse steps**: each block runs on the text tokens plus the *computed* image rows (the active target
-  tokens plus every non-target image token: FLUX.1 Kontext's concatenated context-image tokens, whose
-  ``img_ids[:, 0] != 0``, or Qwen-Image-Edit's images after the first of ``img_shapes``), gathered with
+  tokens plus, with ``context_image='compute'`` (default), every non-target image token: FLUX.1 Kontext's
+  concatenated context-image tokens, whose ``img_ids[:, 0] != 0``, or Qwen-Image-Edit's images after the
+  first of ``img_shapes``; ``'cache'`` treats those like invariant target tokens), gathered with
   their RoPE rows (and Qwen's ``modulate_index``). Their queries attend over every key: text and computed
   rows fresh, the other image tokens' K/V from the cache of the last full step (``refresh_kv``: the fresh
   rows are written back). The block's image-stream output is the cached one with the computed rows
@@ -68,6 +69,9 @@ class CacheEditConfig:
     warmup: int = 1  # leading full calls of a round (>= 1)
     refresh: int = 0  # > 0: also a full call every ``refresh`` calls
     refresh_kv: bool = True  # write the computed tokens' fresh K/V into the cache at sparse steps
+    # non-target image tokens (Kontext's / Qwen-Image-Edit's context images) at sparse steps: 'compute' (every
+    # step, like the text) | 'cache' (like invariant target tokens: cached block outputs and K/V)
+    context_image: str = "compute"
 
     def check(self, depth: int) -> None:
         """Raise :class:`ConfigError` naming the first bad option."""
@@ -84,6 +88,8 @@ class CacheEditConfig:
             raise ConfigError(f"score must be 'l2', 'log' or 'rel', got {self.score!r}")
         if self.reference not in ("previous", "input"):
             raise ConfigError(f"reference must be 'previous' or 'input', got {self.reference!r}")
+        if self.context_image not in ("compute", "cache"):
+            raise ConfigError(f"context_image must be 'compute' or 'cache', got {self.context_image!r}")
         if self.warmup < 1 or self.refresh < 0:
             raise ConfigError(f"need warmup >= 1 and refresh >= 0 calls, got {self.warmup}, {self.refresh}")
 
@@ -160,7 +166,8 @@ class CacheEditState:
                 assert self.active is not None
                 act = self.active.any(0)
             dev = self.out[0].device
-            self.rows = torch.cat([act.to(dev).nonzero().squeeze(1), torch.arange(target, n_img, device=dev)])
+            ctx = torch.arange(target, n_img if self.cfg.context_image == "compute" else target, device=dev)
+            self.rows = torch.cat([act.to(dev).nonzero().squeeze(1), ctx])
 
     def _select(self, h_in: torch.Tensor, h_out: torch.Tensor) -> None:
         """Call 0: score block ``layer``'s output against the reference and choose the active tokens."""

@@ -28,7 +28,7 @@ class FluxTransformer2DModel(torch.nn.Module):
 @pytest.mark.parametrize("kw", [
     {"layer": 2}, {"layer": -3}, {"layer": 1.0}, {"min_active": 0.5, "max_active": 0.2}, {"max_active": 1.5},
     {"ring": -1}, {"bins": 1}, {"levels": 0}, {"score": "cos"}, {"reference": "identity"}, {"warmup": 0},
-    {"refresh": -1},
+    {"refresh": -1}, {"context_image": "skip"},
 ])
 def test_bad_config_is_one_line_config_error(kw: dict) -> None:
     with pytest.raises(ConfigError) as e:
@@ -123,19 +123,19 @@ def test_all_active_equals_unhooked(name: str, request: pytest.FixtureRequest) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["flux", "qwen"])
-def test_sparse_step_with_exact_cache_equals_unhooked(name: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(("name", "ctx"), [("flux", "compute"), ("flux", "cache"), ("qwen", "compute")])
+def test_sparse_step_with_exact_cache_equals_unhooked(name: str, ctx: str, request: pytest.FixtureRequest) -> None:
     """A sparse step on the inputs of the last full step: the cached K/V and block outputs are then exact,
     so skipping 11 of 16 target tokens must still give the unhooked output for every token."""
     m, call = request.getfixturevalue(name)
     x = _inputs()[0]
     ref = call(x, 0.6)
-    st = apply_cacheedit(m, CacheEditConfig())
+    st = apply_cacheedit(m, CacheEditConfig(context_image=ctx))
     try:
         st.force_active(_mask(5))
         assert (call(x, 0.6) - ref).abs().max() < 1e-5  # full
         out = call(x, 0.6)  # sparse
-        assert st.rows is not None and st.rows.numel() == 5 + P
+        assert st.rows is not None and st.rows.numel() == 5 + (P if ctx == "compute" else 0)
         assert (out - ref).abs().max() < 1e-5
     finally:
         remove_cacheedit(m)
@@ -166,6 +166,13 @@ def test_skipped_tokens_do_not_enter_the_blocks(flux) -> None:
             call(x, t)
         assert st.active is not None and int(st.active.sum()) == 1
         assert seen[len(names):] == [(n, 1 + P) for n in names]
+        remove_cacheedit(m)
+        seen.clear()
+        st = apply_cacheedit(m, CacheEditConfig(context_image="cache"))  # the context image's tokens cached too
+        st.force_active(_mask(5))
+        for x, t in zip(_inputs()[:2], TS[:2], strict=True):
+            call(x, t)
+        assert seen == [(n, 2 * P) for n in names] + [(n, 5) for n in names]
     finally:
         for h in hooks:
             h.remove()
