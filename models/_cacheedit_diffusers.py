@@ -9,7 +9,8 @@ processors. One transformer call is one step; the calls of each diffusers cache 
 (``with transformer.cache_context("cond")`` / ``("uncond")``, as true-CFG pipelines such as Qwen-Image-Edit
 make) count and cache separately (:class:`CacheEdit`).
 
-One round (reset by :meth:`CacheEditState.new_round`):
+One round (reset by :meth:`CacheEdit.new_round`, which a diffusers pipeline's ``maybe_free_model_hooks()``
+also calls at the end of every pipeline call through ``reset_stateful_hooks``: one pipeline call, one round):
 
 * **Full steps** (the first ``warmup`` calls of a round, every ``refresh``-th call, and any call before a
   selection exists) run every token unchanged and store, for every block, its image-stream output and the

@@ -232,8 +232,10 @@ def test_cache_contexts_count_and_cache_separately(qwen) -> None:
                 assert (call(x.flip(1), t) - ref_u[k]).abs().max() < 1e-5
         assert sorted(st.branches) == ["cond", "uncond"]
         assert st.state("cond").step == st.state("uncond").step == len(TS)
+        m._reset_stateful_cache()  # what a pipeline's maybe_free_model_hooks() does at the end of a call
+        assert st.state("cond").step == 0 and st.state("cond").rounds == 1 and st.state("cond").prev_h is not None
         st.new_round()
-        assert st.state("cond").step == 0 and st.state("cond").rounds == 1
+        assert st.state("uncond").rounds == 2
     finally:
         remove_cacheedit(m)
 
