@@ -132,12 +132,14 @@ class CacheEditState:
     prev_h: torch.Tensor | None = None  # last round's call-0 activation of block ``layer``
     out: dict[int, torch.Tensor] = field(default_factory=dict)  # block -> image-stream output of the last full step
     kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # block -> image K, V (B, N, H, Dh)
+    executed: list[int] = field(default_factory=list)  # per call of this round: image tokens each block ran
 
     def new_round(self) -> None:
         """Start a round: the next call is call 0 (full, selects again); the last call-0 activation stays the reference."""
         self.step, self.rows, self.scores, self.detected, self.active = 0, None, None, None, None
         self.out.clear()
         self.kv.clear()
+        self.executed = []
         self.rounds += 1
 
     def force_active(self, mask: torch.Tensor | None) -> None:
@@ -169,6 +171,7 @@ class CacheEditState:
             dev = self.out[0].device
             ctx = torch.arange(target, n_img if self.cfg.context_image == "compute" else target, device=dev)
             self.rows = torch.cat([act.to(dev).nonzero().squeeze(1), ctx])
+        self.executed.append(n_img if full or self.rows is None else int(self.rows.numel()))
 
     def _select(self, h_in: torch.Tensor, h_out: torch.Tensor) -> None:
         """Call 0: score block ``layer``'s output against the reference and choose the active tokens."""

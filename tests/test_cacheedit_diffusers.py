@@ -158,6 +158,7 @@ def test_skipped_tokens_do_not_enter_the_blocks(flux) -> None:
         # calls 0 and 3 are full (warmup, refresh=3): every image token; calls 1, 2: 5 active + 16 context tokens
         want = [(n, c) for c in (2 * P, 5 + P, 5 + P, 2 * P) for n in names]
         assert seen == want
+        assert st.executed == [2 * P, 5 + P, 5 + P, 2 * P]
         # the divergence selection (no override): the budget [5%, 10%] of 16 tokens is one token, after new_round
         seen.clear()
         st.force_active(None)
