@@ -26,12 +26,15 @@ also calls at the end of every pipeline call through ``reset_stateful_hooks``: o
 * **Sparse steps**: each block runs on the text tokens plus the *computed* image rows (the active target
   tokens plus, with ``context_image='compute'`` (default), every non-target image token: FLUX.1 Kontext's
   concatenated context-image tokens, whose ``img_ids[:, 0] != 0``, or Qwen-Image-Edit's images after the
-  first of ``img_shapes``; ``'cache'`` treats those like invariant target tokens), gathered with
-  their RoPE rows (and Qwen's ``modulate_index``). Their queries attend over every key: text and computed
-  rows fresh, the other image tokens' K/V from the cache of the last full step (``refresh_kv``: the fresh
-  rows are written back). The block's image-stream output is the cached one with the computed rows
-  replaced, so invariant tokens keep their last full step's block outputs; the final norm/projection then
-  runs on every token with the current timestep (cheap, per token).
+  first of ``img_shapes``; ``'cache'`` treats those like invariant target tokens), gathered with their
+  RoPE rows (and Qwen's ``modulate_index``). Their queries attend over every key: text and computed rows
+  fresh, the other image tokens' K/V from the cache of the last full step. The block's image-stream
+  output is the cached one with the computed rows replaced, so invariant tokens keep their last full
+  step's block outputs; the final norm/projection then runs on every token with the current timestep
+  (cheap, per token), so an invariant token's prediction is its last full step's final hidden state
+  re-modulated. Measured on a tiny random-init FLUX, 10 Euler steps from unit noise with 25 / 50 / 75 %
+  of 64 tokens forced active: mean abs error vs the unhooked sample <= 0.0024 on the active tokens,
+  0.10-0.11 on the invariant ones (all active: 0); a trained model's invariant tokens move less.
 
 With every token active a sparse step computes exactly what the unhooked model does (tested). Not
 supported in sparse steps: attention masks other than Qwen's text mask, IP-adapter processors,
@@ -69,7 +72,6 @@ class CacheEditConfig:
     reference: str = "previous"  # 'previous' (last round's call-0 activation, else the block input) | 'input'
     warmup: int = 1  # leading full calls of a round (>= 1)
     refresh: int = 0  # > 0: also a full call every ``refresh`` calls
-    refresh_kv: bool = True  # write the computed tokens' fresh K/V into the cache at sparse steps
     # non-target image tokens (Kontext's / Qwen-Image-Edit's context images) at sparse steps: 'compute' (every
     # step, like the text) | 'cache' (like invariant target tokens: cached block outputs and K/V)
     context_image: str = "compute"
@@ -190,17 +192,18 @@ class CacheEditState:
         """Joint ``[text | image]`` K, V (B, S, H, Dh): store the image rows (full) or complete them from the cache (sparse)."""
         n = self.n_txt
         if self.mode == "full":
-            self.kv[key] = (k[:, n:].detach(), v[:, n:].detach())
+            self.kv[key] = (k[:, n:].detach().clone(), v[:, n:].detach().clone())
             return k, v
         if self.mode != "sparse":
             return k, v
         assert self.rows is not None
         kc, vc = self.kv[key]
-        ki = kc.clone().index_copy_(1, self.rows, k[:, n:])
-        vi = vc.clone().index_copy_(1, self.rows, v[:, n:])
-        if self.cfg.refresh_kv:
-            self.kv[key] = (ki, vi)
-        return torch.cat([k[:, :n], ki], 1), torch.cat([v[:, :n], vi], 1)
+        if torch.is_grad_enabled():  # spliced copies keep the fresh rows' autograd graph
+            kc, vc = kc.index_copy(1, self.rows, k[:, n:]), vc.index_copy(1, self.rows, v[:, n:])
+        else:  # in place: the computed rows' cached entries are never read again (recomputed at every sparse
+            kc.index_copy_(1, self.rows, k[:, n:])  # step, rewritten at the next full step): no copy of the cache
+            vc.index_copy_(1, self.rows, v[:, n:])
+        return torch.cat([k[:, :n], kc], 1), torch.cat([v[:, :n], vc], 1)
 
 
 class CacheEdit:
