@@ -10,7 +10,9 @@
 count, no first-step signal), ``oracle`` (ground-truth edit mask), and the hybrid
 ``cacheedit+step`` (CacheEdit whose sparse steps also run only every ``CacheConfig.stride`` steps,
 the steps between reusing the last velocity of every token, RegionE-style; not pure token
-caching). Each round samples with
+caching). The same cache on diffusers' FLUX / FLUX.1 Kontext and Qwen-Image transformers, as diffusers
+hooks: ``apply_cacheedit(transformer, CacheEditConfig())`` / ``remove_cacheedit(transformer)``
+(:mod:`._cacheedit_diffusers`). Each round samples with
 ``steps`` Euler steps of rectified flow from the same per-session noise; the next round edits the
 previous round's output. Executed and skipped MACs / DRAM elements per step and block go into
 ``ledger`` under ``executed/<scope>/round<r>/step<k>/block<l>`` and ``skipped/...``.
@@ -48,6 +50,7 @@ from ._cacheedit_cache import (
     step_mods,
 )
 from ._cacheedit_data import IMAGE, OPS, TRAIN_OP_WEIGHTS, describe, make_batch, make_session
+from ._cacheedit_diffusers import CacheEdit, CacheEditConfig, CacheEditState, apply_cacheedit, remove_cacheedit
 from ._cacheedit_dit import DEFAULT_STEPS, DiTConfig, EditDiT, patchify, sample, timesteps, unpatchify
 from ._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, iou, mse, patch_mask, psnr_db, ssim
 from .weights import WeightsError, check_finite, check_state, read_torch_file
@@ -60,6 +63,8 @@ __all__ = [
     "METHODS", "WEIGHTS", "CacheConfig", "DiTConfig", "EditDiT", "EditSession", "RoundResult", "SessionState",
     "StepZero", "block_elems", "block_macs", "calibrate_threshold", "describe", "dilate", "edit_round", "full_steps",
     "ledger_totals", "load_model", "make_session", "otsu_threshold", "sample", "select_active", "OPS", "WeightsError",
+    # the Adaptive Activation Cache as diffusers hooks on FLUX (Kontext) and Qwen-Image (Edit) transformers
+    "CacheEdit", "CacheEditConfig", "CacheEditState", "apply_cacheedit", "remove_cacheedit",
     # the data, step and metric helpers the experiment uses
     "IMAGE", "TRAIN_OP_WEIGHTS", "make_batch", "full_step", "patchify", "timesteps", "unpatchify",
     "TEXTURE_SMOOTH", "edit_correct", "iou", "mse", "patch_mask", "psnr_db", "ssim",
