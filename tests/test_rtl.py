@@ -100,6 +100,14 @@ def test_quantizer_narrow_psum_wide_output(build_root):
     assert res.result["ties"] > 1000 and res.result["saturated"] > 1000
 
 
+def test_quantizer_widest_psums(build_root):
+    # products of up to 62 + 16 bits; every shift the bench draws stays in 0..63
+    for in_bits, out_bits in ((49, 8), (62, 62)):
+        res = run_quant_suite(in_bits, out_bits, 2000, SEED + 2, build_root, lanes=32)
+        assert res.passed, f"seed {SEED + 2}, P={in_bits}: {res.result['first_mismatch']}"
+        assert res.result["ties"] > 200 and res.result["saturated"] > 100, res.result
+
+
 def _mutated(tmp_path, file, old, new):
     srcs = source_paths()
     out = []
