@@ -52,7 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus",
                         description="Build npu_top for one configuration with Icarus, run seeded GEMMs (random, edge "
-                        "values, overflow extremes, quantized) bit- and cycle-exact against npukit.sim.cycle.run_gemm, "
+                        "values, overflow extremes, quantized; without --m/--n/--k also GEMMs whose folds are all full: "
+                        "one fold, and 3 x 3 folds with quantizer rounding ties) bit- and cycle-exact against "
+                        "npukit.sim.cycle.run_gemm, "
                         "and check psum_quantizer on random inputs against npukit.sim.quant. Exit 1 on any failure. "
                         + _LIMITS)
     _add_config_args(t, 8)
@@ -118,7 +120,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from npukit.rtl import RtlConfig, default_dims, run_gemm_suite, run_quant_suite, standard_cases
+    from npukit.rtl import RtlConfig, default_dims, run_gemm_suite, run_quant_suite, standard_cases, suite_dims
     from npukit.sim import check_out_dir, prepare_out_dir
     from npukit.sim.errors import ConfigError
 
@@ -134,12 +136,15 @@ def run_test(args: argparse.Namespace) -> int:
     m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
     if min(m, n, k) < 1:
         raise ConfigError(f"--m/--n/--k must be positive (got {m}, {n}, {k})")
-    cfg: RtlConfig = _config(args, m, n, k)  # the size limits (MAX_GEMM_DIM, MAX_BUFFER_WORDS)
+    # without --m/--n/--k the suite adds the full-fold cases (one fold, 3 x 3 folds): a build that holds them
+    given = (args.m, args.n, args.k) != (None, None, None) or max(suite_dims(probe)) > MAX_GEMM_DIM
+    cfg: RtlConfig = _config(args, m, n, k) if given else _config(args, *suite_dims(probe))  # the size limits
     build_dir = prepare_out_dir(args.build_dir, "--build-dir")
     print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
-          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}, seed {args.seed}", flush=True)
+          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}",
+          flush=True)
     t0 = time.perf_counter()
-    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k)), build_dir)
+    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k) if given else None), build_dir)
     rows = []
     failures = []
     for c in suite.cases:

@@ -14,7 +14,7 @@ _LAZY = {
     "RtlConfig": "_config", "MAX_BUFFER_WORDS": "_config", "MAX_GEMM_DIM": "_config", "MAX_PES": "_config",
     "MAX_QUANT_SAMPLES": "_config",
     "module_parameters": "_stats", "rtl_stats": "_stats", "yosys_ff_bits": "_stats",
-    "default_dims": "_cases", "standard_cases": "_cases",
+    "default_dims": "_cases", "standard_cases": "_cases", "suite_dims": "_cases",
     "GemmCase": "_runner", "run_gemm_suite": "_runner", "run_quant_suite": "_runner",
 }
 __all__ = sorted(_LAZY)

@@ -4,7 +4,8 @@ The job (``$NPUKIT_RTL_JOB``) gives the widths, the number of inputs, the lane c
 Each step drives LANES independent (x, mult, shift) triples at once and waits 1 ns (the quantizer
 is combinational); a "cycle" in a failure message is that step's index. Inputs mix uniform values,
 constructed ties (rem == half, both parities), saturating products, extremes (min/max x and mult,
-shift 0, 1, product width and 63) and small values. The last step checks en = 0 (identity).
+shift 0, 1, product width - 1 and product width (at most 63), 63) and small values. Every shift is
+in 0..63 (6 bits), whatever the widths: psums up to RtlConfig's 62 bits are checked. The last step checks en = 0 (identity).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def make_inputs(n: int, in_bits: int, mult_bits: int, seed: int) -> tuple[list[i
             x, m = int(rng.integers(xlo, xhi + 1)), int(rng.integers(mlo, mhi + 1))
             s = int(rng.integers(0, 64)) if rng.random() < 0.3 else int(rng.integers(0, min(pw, 63) + 1))
         elif kind == 1:  # tie: mult = +-2^t, x*2^t = 2^(s-1) mod 2^s
-            s = int(rng.integers(1, min(pw - 2, 40) + 1))
+            s = int(rng.integers(1, min(pw - 2, 63) + 1))
             t = int(rng.integers(0, min(s, mult_bits - 1)))
             m = (1 << t) * (1 if rng.random() < 0.5 else -1)
             if m < mlo or m > mhi:
@@ -55,7 +56,7 @@ def make_inputs(n: int, in_bits: int, mult_bits: int, seed: int) -> tuple[list[i
         elif kind == 3:  # extremes
             x = int(rng.choice([xlo, xhi, 0, 1, -1, xlo + 1]))
             m = int(rng.choice([mlo, mhi, 0, 1, -1]))
-            s = int(rng.choice([0, 1, max(0, pw - 1), min(pw, 63), 63]))
+            s = int(rng.choice([0, 1, min(pw - 1, 63), min(pw, 63), 63]))  # shifts are 6 bits: <= 63
         else:  # small
             x, m = int(rng.integers(-300, 301)), int(rng.integers(-300, 301))
             s = int(rng.integers(0, 12))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from npukit.cli import main
-from npukit.rtl._cases import default_dims, standard_cases
+from npukit.rtl._cases import CASE_NAMES, FOLD_CASES, fold_dims, quant_stats, standard_cases, suite_dims
 from npukit.rtl._config import DESIGN_FILES, RtlConfig, source_paths
 from npukit.rtl._runner import GemmCase, run_gemm_suite, run_quant_suite
 from npukit.sim.cycle import run_gemm
@@ -41,7 +41,7 @@ def build_root(tmp_path_factory):
 
 def _cfg(rows, cols, dataflow, overflow, p, b=None, dims=None):
     probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
-    m, n, k = dims or default_dims(probe)
+    m, n, k = dims or suite_dims(probe)
     return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
                      max_m=m, max_n=n, max_k=k)
 
@@ -71,7 +71,7 @@ def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p,
     cases = standard_cases(cfg, SEED)
     print(f"seed {SEED}: {cfg.tag()}")
     res = run_gemm_suite(cfg, cases, build_root)
-    assert [c["name"] for c in res.cases] == ["random", "edges", "extremes", "quant"]
+    assert [c["name"] for c in res.cases] == list(CASE_NAMES)
     by_name = {x.name: x for x in cases}
     for c in res.cases:
         x = by_name[c["name"]]
@@ -83,6 +83,20 @@ def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p,
             case = by_name[name]
             exact = case.a.astype(np.int64) @ case.b.astype(np.int64)
             assert np.abs(exact).max() >= 1 << (p - 1), f"{name} does not overflow {p} bits"
+    # the fold cases fill every fold: N % C == 0 and the spatial-row dim (ws/is K, os M) % R == 0
+    for name, rf, cf in FOLD_CASES:
+        case = by_name[name]
+        assert (case.a.shape[0], case.b.shape[1], case.a.shape[1]) == fold_dims(cfg, rf, cf)
+        hm, hn, hk = cfg.hw_dims(case.a.shape[0], case.b.shape[1], case.a.shape[1])
+        assert hn == cf * cols and (hm if dataflow == "os" else hk) == rf * rows
+    # quantized cases span the B-bit range (scale from the data); many_folds has ties of both parities
+    qmax = (1 << (cfg.acc_width - 1)) - 1
+    for name in ("quant", "many_folds"):
+        st = quant_stats(cfg, by_name[name])
+        assert st["distinct"] >= st["psums"] // 4 and st["max_abs"] >= qmax // 32, st
+        assert st["saturated"] <= st["psums"] // 8, st
+    st = quant_stats(cfg, by_name["many_folds"])
+    assert st["ties_even"] >= 3 and st["ties_odd"] >= 3, st
 
 
 def test_quantizer_100k_random_inputs(build_root):
@@ -98,6 +112,14 @@ def test_quantizer_narrow_psum_wide_output(build_root):
     res = run_quant_suite(20, 12, 20_000, SEED + 1, build_root, lanes=32)
     assert res.passed, f"seed {SEED + 1}: {res.result['first_mismatch']}"
     assert res.result["ties"] > 1000 and res.result["saturated"] > 1000
+
+
+def test_quantizer_widest_psums(build_root):
+    # products of up to 62 + 16 bits; every shift the bench draws stays in 0..63
+    for in_bits, out_bits in ((49, 8), (62, 62)):
+        res = run_quant_suite(in_bits, out_bits, 2000, SEED + 2, build_root, lanes=32)
+        assert res.passed, f"seed {SEED + 2}, P={in_bits}: {res.result['first_mismatch']}"
+        assert res.result["ties"] > 200 and res.result["saturated"] > 100, res.result
 
 
 def _mutated(tmp_path, file, old, new):
