@@ -30,7 +30,8 @@ Scale policies: see :mod:`npukit.models._psum_policies` (none, static, tile-max,
 psumquant); the psumquant predictor: :mod:`npukit.models._psum_predictor`.
 
 Activation x activation products (attention ``QK^T`` and ``PV``): a model marks them with
-:class:`Matmul` slots; ``convert(..., matmuls=True)`` turns those into :class:`PsumMatmul` modules,
+:class:`Matmul` slots (transformers models get them through transformers' attention interface, see
+:mod:`npukit.models._psum_hf`); ``convert(..., matmuls=True)`` turns those into :class:`PsumMatmul` modules,
 calibrated with the layers and using every policy (:mod:`npukit.models._psum_matmul`).
 :func:`psum_matmul` is the functional, calibration-free form.
 
@@ -61,6 +62,7 @@ from npukit.kernels.psumquant import psumquant_matmul
 from npukit.sim.errors import NpukitError
 from npukit.sim.ledger import Ledger
 
+from . import _psum_hf
 from ._psum_exec import CalibStats, Geom, TileFeatures, hw_steps, int_tiled_gemm, tile_features
 from ._psum_matmul import Matmul, MatmulPolicy, MatmulStats, fit_key, quantize_operands
 from ._psum_policies import POLICIES, FitContext, ScalePolicy, make_policy
@@ -534,7 +536,10 @@ def convert(
 ) -> nn.Module:
     """Swap every ``nn.Linear`` / ``nn.Conv2d`` of ``model`` (in place; the root too) for a
     :class:`PsumQuantLayer`, and with ``matmuls=True`` every :class:`Matmul` slot (attention
-    products) for a :class:`PsumMatmul`; then calibrate on ``calib_batches`` when given. ``skip``:
+    products) for a :class:`PsumMatmul`; a transformers model (anywhere in ``model``) first gets a slot
+    pair for ``QK^T`` / ``PV`` on each attention module and the ``"npukit_psum"`` attention
+    implementation (:mod:`npukit.models._psum_hf`; no model code is patched, :func:`unconvert` restores
+    it). Then calibrate on ``calib_batches`` when given. ``skip``:
     qualified names of modules to leave alone. Returns the converted model (the same object unless the root
     itself is a Linear/Conv2d). Raises :class:`PsumQuantError` if nothing can be converted."""
     config = config or PsumQuantConfig()
@@ -550,6 +555,8 @@ def convert(
     if _supported(model):
         model = PsumQuantLayer(model, config, "")
     else:
+        if matmuls:  # transformers models: Matmul slots on their attention modules, our attention implementation
+            _psum_hf.install(model)
         targets = [(n, m) for n, m in model.named_modules()
                    if n and (_supported(m) or (matmuls and isinstance(m, Matmul))) and n not in skip]
         if not targets:
@@ -571,6 +578,7 @@ def unconvert(model: nn.Module) -> nn.Module:
     for name, layer in _converted(model):
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, layer.orig)
+    _psum_hf.uninstall(model)
     return model
 
 

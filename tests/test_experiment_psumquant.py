@@ -120,7 +120,7 @@ def test_digits_demo_summary_uses_cached_cnn(quick_run, tmp_path):
 
 
 def test_minilm_loader_gives_sane_embeddings():
-    from npukit.experiments.psumquant._minilm import embed, load_minilm, pack
+    from npukit.models.minilm import embed, load_minilm, pack
 
     model, tok = load_minilm()
     s = ["A man is playing a guitar.", "A person plays the guitar.", "The stock market fell sharply today.",

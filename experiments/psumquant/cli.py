@@ -17,8 +17,9 @@ def check_args(args: argparse.Namespace) -> Plan:
     check_common(args)
     plan = make_plan(args.quick, getattr(args, "policies", None), getattr(args, "bits", None))
     if not getattr(args, "energy_only", False):
+        from npukit.models.minilm import model_dir
+
         from ._corpus import docs_root
-        from ._minilm import model_dir
 
         docs_root()
         model_dir()

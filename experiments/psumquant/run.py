@@ -3,8 +3,8 @@
 Families (each row of every CSV has ``model``, ``policy``, ``bits``, ``array`` so runs can be joined):
 
 * ``digits.csv``: the digits CNN (``_digits.py``), ``top1`` per policy, psum bits and array.
-* ``minilm.csv``: all-MiniLM-L6-v2 (``_minilm.py``), ``cosine`` to the fp32 embeddings and
-  ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus; column ``wa``:
+* ``minilm.csv``: all-MiniLM-L6-v2 (:mod:`npukit.models.minilm`: a transformers ``BertModel``), ``cosine``
+  to the fp32 embeddings and ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus; column ``wa``:
   ``int8`` (int8 per-channel weights, int8 per-tensor activations, as every other family),
   ``int8-token`` (int8 per-channel weights, int8 per-token activations, as LLM int8 deployments) or
   ``fp32`` (only psums quantized); column ``attention``: ``fp32`` (QK^T and PV off the array) or
@@ -170,7 +170,9 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     the paper claims on its own)."""
     from tqdm import tqdm
 
-    from . import _corpus, _minilm
+    from npukit.models import minilm as _minilm
+
+    from . import _corpus
     from ._policy import PsumSweep
 
     model, tok = _minilm.load_minilm()
