@@ -168,13 +168,13 @@ class _Lowering:
         return out
 
     def gemm(self, n: Any, i: int, M: int, N: int, K: int, batch: int = 1, kind: str = "gemm",
-             conv: tuple[int, ...] | None = None, role: str | None = None) -> None:
+             conv: tuple[int, ...] | None = None, role: str | None = None, shared: int = 1) -> None:
         if min(M, N, K, batch) <= 0:
             self.skipped["empty"] = self.skipped.get("empty", 0) + 1
             return
         self.layer_at.setdefault(i, len(self.layers))
         name = self.name(n, i, True, role=role)
-        self.layers.append(Layer(name, M, N, K, batch, kind, conv))
+        self.layers.append(Layer(name, M, N, K, batch, kind, conv, shared))
 
     def vector(self, n: Any, i: int, op: str, elements: int, reduce: int = 0, inputs: int = 1, params: int = 0,
                label: str | None = None, role: str | None = None) -> None:
@@ -368,7 +368,7 @@ class _Lowering:
         out_sp = list(y[2:])
         pads = self._pads(n, i, at, list(x[2:]), out_sp, ks, strides, dil)
         conv = None
-        if nb == 1 and sp in (1, 2) and all(d == 1 for d in dil) and len(set(strides)) == 1:
+        if sp in (1, 2) and all(d == 1 for d in dil) and len(set(strides)) == 1:
             if sp == 2:
                 conv = (x[2] + pads[0], x[3] + pads[1], ks[0], ks[1], cin // g, cout // g, strides[0])
             else:
@@ -376,6 +376,9 @@ class _Lowering:
             h, wd, fh, fw, *_, s = conv
             if fh > h or fw > wd or ((h - fh) // s + 1) * ((wd - fw) // s + 1) != math.prod(out_sp):
                 conv = None  # not a SCALE-Sim conv row: keep the exact GEMM shape only
+        if conv is not None and nb > 1:  # the row describes one image: a GEMM per (group, image), images sharing weights
+            self.gemm(n, i, math.prod(out_sp), cout // g, w[1] * math.prod(ks), g * nb, "conv", conv, shared=nb)
+            return
         self.gemm(n, i, nb * math.prod(out_sp), cout // g, w[1] * math.prod(ks), g, "conv", conv)
 
     def _pads(self, n: Any, i: int, at: dict[str, Any], in_sp: list[int], out_sp: list[int], ks: list[int],

@@ -14,8 +14,9 @@ GEMM layers (:class:`~npukit.sim.Layer`), lowered as :mod:`npukit.models.trace` 
   comes from the weight when the attribute is missing. ``Layer.conv`` = (padded H, padded W, Fh, Fw,
   Cin/group, Cout/group, stride) with padded extent = H + pad_begin + pad_end, as
   :func:`npukit.sim.conv_layer` and the built-in ``resnet18`` write it. A dilated convolution keeps its
-  exact GEMM shape (the same MACs as im2col computes them) with ``conv=None``, and so do unequal strides,
-  3-D convolutions and N_batch > 1 (the conv tuple describes one image).
+  exact GEMM shape (the same MACs as im2col computes them) with ``conv=None``, and so do unequal strides and
+  3-D convolutions. A batch of N images is N GEMMs per group on the one-image conv row, sharing the weights
+  (``Layer.shared = N``), so each image's input is counted once and the weights once.
 * ``ConvTranspose``: the scatter GEMM M = N_batch*H_in*W_in, K = Cin/group, N = Cout/group*prod(kernel).
 * ``Gemm``: ``transA``/``transB`` read; ``alpha``, ``beta`` and ``C`` (the bias) do not change the shape.
 * ``MatMul`` / ``MatMulInteger`` / ``QLinearMatMul`` (numpy semantics): a 1-D operand gets the missing

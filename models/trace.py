@@ -93,6 +93,7 @@ class _Op:
     dtype: str
     aten: str
     region: int | None
+    shared: int = 1  # consecutive batch instances sharing the right operand (a conv's images share its weights)
 
 
 @dataclass(eq=False)
@@ -165,7 +166,8 @@ class _Recorder:
         return self.regions[-1] if self.regions else (None, None)
 
     def record(self, aten_name: str, M: int, N: int, K: int, batch: int, dtype: torch.dtype,
-               kind: str | None = None, conv: tuple[int, ...] | None = None, weight: torch.Tensor | None = None) -> None:
+               kind: str | None = None, conv: tuple[int, ...] | None = None, weight: torch.Tensor | None = None,
+               shared: int = 1) -> None:
         """Record one GEMM issued by aten op ``aten_name``; ``kind`` None means 'decide from the call site'."""
         if min(M, N, K, batch) <= 0:
             return  # an empty tensor: no multiply-accumulates to simulate
@@ -190,7 +192,7 @@ class _Recorder:
             self.region_gemms[rid] = self.region_gemms.get(rid, 0) + 1
         scope = self.modules[-1] if self.modules else ""
         opname = fname if fname is not None else aten_name.strip("_")
-        self.ops.append(_Op(scope, opname, kind, role, M, N, K, batch, conv, _dtype_name(dtype), aten_name, rid))
+        self.ops.append(_Op(scope, opname, kind, role, M, N, K, batch, conv, _dtype_name(dtype), aten_name, rid, shared))
 
     def attention(self, aten_name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Record a fused attention kernel as its scores and context GEMMs (layout (..., L, E))."""
@@ -302,7 +304,7 @@ class _Recorder:
             if isinstance(op, _Vec):
                 layers.append(VectorOp(name, op.op, op.elements, op.reduce, op.inputs, op.params))
             else:
-                layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv))
+                layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv, op.shared))
             dtypes[name] = op.dtype
             aten_ops[name] = op.aten
         return layers, dtypes, aten_ops
@@ -373,6 +375,12 @@ def _record_conv(rec: _Recorder, name: str, p: dict[str, Any], out: torch.Tensor
         ow = (conv[1] - conv[3]) // conv[6] + 1
         if oh * ow != math.prod(out_sp):
             conv = None  # not expressible as a SCALE-Sim conv row; keep the GEMM shape only
+    if conv is not None and nb > 1:
+        # the conv row describes one image: one GEMM per (group, image), the images of a group sharing its
+        # weights, so each image's unique input data is counted (not one image's for all of them)
+        rec.record(name, math.prod(out_sp), cout // g, cin // g * math.prod(ks), g * nb, x.dtype, kind="conv", conv=conv,
+                   shared=nb)
+        return
     rec.record(name, nb * math.prod(out_sp), cout // g, cin // g * math.prod(ks), g, x.dtype, kind="conv", conv=conv)
 
 

@@ -117,7 +117,10 @@ def test_resnet18_graph_matches_builtin_layer_for_layer(resnet18_graph):
     assert [r[1:] for r in _rows(wl64)] == [r[1:] for r in _rows(resnet18(image=64))]
     wl2 = onnx_workload(resnet18_graph, [2, 3, 224, 224])
     assert wl2.macs == 2 * 1_814_073_344
-    assert all(ly.conv is None for ly in wl2.gemms)  # the conv tuple describes one image
+    # a GEMM per image on the one-image conv row; the two images share the weights (fetched once)
+    convs = [ly for ly in wl2.gemms if ly.conv is not None]
+    assert convs and all(ly.batch == 2 and ly.shared == 2 for ly in convs)
+    assert [(ly.M, ly.conv) for ly in convs] == [(r.M, r.conv) for r in resnet18().gemms if r.conv is not None]
 
 
 def test_cli_sim_onnx(resnet18_graph, tmp_path, capsys):

@@ -177,11 +177,12 @@ def test_grouped_depthwise_dilated_transposed_and_1d_convs():
 
     wl = trace_workload(Convs(), torch.randn(2, 8, 16, 16))
     got = {ly.name: ly for ly in wl.gemms}
-    assert got["dw"] == Layer("dw", 2 * 16 * 16, 1, 9, 8, "conv", (18, 18, 3, 3, 1, 1, 1))
-    assert got["grouped"] == Layer("grouped", 2 * 8 * 8, 4, 2 * 9, 4, "conv", (18, 18, 3, 3, 2, 4, 2))
+    # 2 images: a GEMM per (group, image) on the one-image conv row, the images of a group sharing its weights
+    assert got["dw"] == Layer("dw", 16 * 16, 1, 9, 8 * 2, "conv", (18, 18, 3, 3, 1, 1, 1), shared=2)
+    assert got["grouped"] == Layer("grouped", 8 * 8, 4, 2 * 9, 4 * 2, "conv", (18, 18, 3, 3, 2, 4, 2), shared=2)
     # dilation: exact GEMM shape (8x8 -> 4x4 with a 5x5 effective window), no SCALE-Sim conv row
     assert got["dilated"] == Layer("dilated", 2 * 4 * 4, 4, 16 * 9, 1, "conv", None)
-    assert got["c1d"] == Layer("c1d", 2 * 16, 6, 4 * 5, 1, "conv", (1, 20, 1, 5, 4, 6, 1))
+    assert got["c1d"] == Layer("c1d", 16, 6, 4 * 5, 2, "conv", (1, 20, 1, 5, 4, 6, 1), shared=2)
     # transposed: every input pixel times Cin x (Cout*Fh*Fw)
     assert got["up"] == Layer("up", 2 * 4 * 4, 2 * 4, 4, 1, "conv", None)
     assert got["up"].macs == 2 * 4 * 4 * 4 * 2 * 2 * 2
@@ -421,3 +422,18 @@ def test_fast_meta_outputs_match_torch(name, make):
     got = _fast_meta(name, args, kwargs)
     if got is not None:
         assert (got.shape, got.dtype, got.stride(), got.device) == (want.shape, want.dtype, want.stride(), want.device)
+
+
+def test_a_batch_of_images_counts_every_image_once_and_the_weights_once():
+    from npukit.models.resnet18 import resnet18 as torch_resnet18
+
+    torch.manual_seed(0)
+    model = torch_resnet18().eval()
+    one = trace_workload(model, (torch.randn(1, 3, 64, 64),), "r")
+    four = trace_workload(model, (torch.randn(4, 3, 64, 64),), "r")
+    assert four.macs == 4 * one.macs
+    arch = load_arch("npu128")
+    t1 = [r.traffic_bytes for r in simulate(one, arch).layers if r.kind != "vector"]
+    t4 = [r.traffic_bytes for r in simulate(four, arch).layers if r.kind != "vector"]
+    for key, ratio in (("dram_ifmap_read_bytes", 4), ("dram_filter_read_bytes", 1)):
+        assert sum(t[key] for t in t4) == pytest.approx(ratio * sum(t[key] for t in t1)), key
