@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cli_util import refused
 
 from npukit.cli import main
 from npukit.rtl._config import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, RtlConfig
@@ -37,14 +38,6 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(mod, name, reached)
 
 
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 # ------------------------------------------------------------------------------------------ sizes
@@ -73,7 +66,7 @@ HUGE = [
 def test_cli_refuses_sizes_past_the_limits_before_any_work(args, needle, tmp_path, capsys, no_work) -> None:
     build = tmp_path / "build"
     extra = ["--build-dir", str(build)] if args[0] == "test" else ["--json", str(tmp_path / "s.json")]
-    _refused(["rtl", *args, *extra], capsys, needle)
+    refused(["rtl", *args, *extra], capsys, needle)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -130,7 +123,7 @@ def test_rtl_test_build_dir_refused_before_any_work(kind, tmp_path, capsys, no_w
     monkeypatch.chdir(tmp_path)  # an empty path must not mean the current folder
     paths = _paths(tmp_path)
     before = sorted(tmp_path.rglob("*"))
-    _refused(["rtl", "test", "--build-dir", paths[kind]], capsys, "--build-dir")
+    refused(["rtl", "test", "--build-dir", paths[kind]], capsys, "--build-dir")
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -139,7 +132,7 @@ def test_rtl_stats_json_refused_before_any_work(kind, tmp_path, capsys, no_work,
     monkeypatch.chdir(tmp_path)
     paths = _paths(tmp_path)
     before = sorted(tmp_path.rglob("*"))
-    err = _refused(["rtl", "stats", "--json", paths[kind]], capsys, "--json")
+    err = refused(["rtl", "stats", "--json", paths[kind]], capsys, "--json")
     if kind == "folder":
         assert "is a folder" in err
     assert sorted(tmp_path.rglob("*")) == before

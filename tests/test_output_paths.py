@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _cli_util import refused
 
 from npukit.cli import main
 from npukit.sim import ConfigError
@@ -33,17 +34,6 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}
 
 
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:  # argparse
-        rc = exc.code
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +78,7 @@ def test_empty_output_path_is_refused_and_nothing_is_written(argv, ws, capsys) -
     ledger = next((ws / "led").glob("*.ledger.json"))
     argv = [str(ledger) if a == "LEDGER" else a for a in argv]
     before = _tree(ws)
-    _refused(argv, capsys, "is empty")
+    refused(argv, capsys, "is empty")
     assert _tree(ws) == before
 
 
@@ -107,7 +97,7 @@ def test_folder_where_a_file_is_expected_says_so(ws, capsys, tmp_path) -> None:
     ]
     before = _tree(ws)
     for argv in cases:
-        err = _refused(argv, capsys, "folder")
+        err = refused(argv, capsys, "folder")
         assert "does not exist" not in err, err
         assert _tree(ws) == before, argv
 
@@ -152,9 +142,9 @@ def test_foreign_database_is_read_only_refused_and_untouched(kind, ws, capsys) -
     theirs = ws / "theirs.sqlite"
     _foreign(kind, theirs, ws / "done" / "sweep.sqlite")
     before = _tree(ws)
-    _refused(["sweep", "export", "theirs.sqlite"], capsys, "theirs.sqlite")
+    refused(["sweep", "export", "theirs.sqlite"], capsys, "theirs.sqlite")
     assert _tree(ws) == before  # same bytes, no -wal/-shm, no CSV
-    _refused(["sweep", "s.toml", "--out", "new", "--db", "theirs.sqlite", "--no-progress"], capsys, "theirs.sqlite")
+    refused(["sweep", "s.toml", "--out", "new", "--db", "theirs.sqlite", "--no-progress"], capsys, "theirs.sqlite")
     assert _tree(ws) == before  # and no output folder either
 
 

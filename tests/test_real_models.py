@@ -205,15 +205,6 @@ def test_steps_multiply_batch_after_the_cache(tmp_path, monkeypatch):
     assert many.meta["steps"] == 28 and many.meta["options"]["steps"] == 28 and one.meta["steps"] == 1
 
 
-def test_sim_builtins_import_no_model_library(tmp_path):
-    code = (
-        "import sys; from npukit.cli import main; "
-        f"assert main(['sim', '--workload', 'resnet18', '--quiet', '--out', {str(tmp_path)!r}]) == 0; "
-        "bad = {'torch', 'transformers', 'diffusers'} & set(sys.modules); assert not bad, bad"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-
-
 # ---------------------------------------------------------------------------- slow: tiny random models
 @pytest.mark.slow
 def test_tiny_llama_prefill_block_by_hand(tmp_path):
