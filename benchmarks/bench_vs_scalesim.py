@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _peers import peer_python
 
 from npukit.sim import (
     format_table,
@@ -98,17 +98,8 @@ FIELDS = (  # (SCALE-Sim report column, npukit LayerCounts field)
 
 
 def scalesim_python(args: argparse.Namespace) -> str | None:
-    """The SCALE-Sim virtualenv's python (created with ``--install``), or None when absent."""
-    exe = args.scalesim_python or os.environ.get("NPUKIT_SCALESIM_PYTHON") or str(DEFAULT_VENV / "bin" / "python")
-    if args.install and not Path(exe).exists():
-        print(f"installing {' '.join(PIN)} into {DEFAULT_VENV}")
-        subprocess.run([sys.executable, "-m", "venv", str(DEFAULT_VENV)], check=True)
-        subprocess.run([str(DEFAULT_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", *PIN], check=True)
-        exe = str(DEFAULT_VENV / "bin" / "python")
-    if not Path(exe).exists():
-        return None
-    ok = subprocess.run([exe, "-c", "import scalesim"], capture_output=True).returncode == 0
-    return exe if ok else None
+    """The peer's virtualenv python (created with ``--install``), or None when absent."""
+    return peer_python(args.scalesim_python, "NPUKIT_SCALESIM_PYTHON", DEFAULT_VENV, PIN, "import scalesim", args.install)
 
 
 def topology_rows(n_layers: int) -> list[tuple]:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _peers import peer_python
 
 from npukit.sim import format_table, load_arch, load_table, prepare_out_dir, resnet18, simulate, write_csv
 
@@ -69,17 +70,8 @@ print(json.dumps({"energy_pj": energy, "latency_cycles": latency, "wall_s": wall
 
 
 def zigzag_python(args: argparse.Namespace) -> str | None:
-    """The ZigZag virtualenv's python (created with ``--install``), or None when absent."""
-    exe = args.zigzag_python or os.environ.get("NPUKIT_ZIGZAG_PYTHON") or str(DEFAULT_VENV / "bin" / "python")
-    if args.install and not Path(exe).exists():
-        print(f"installing {' '.join(PIN)} into {DEFAULT_VENV}")
-        subprocess.run([sys.executable, "-m", "venv", str(DEFAULT_VENV)], check=True)
-        subprocess.run([str(DEFAULT_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", *PIN], check=True)
-        exe = str(DEFAULT_VENV / "bin" / "python")
-    if not Path(exe).exists():
-        return None
-    ok = subprocess.run([exe, "-c", "import zigzag.api, six"], capture_output=True).returncode == 0
-    return exe if ok else None
+    """The peer's virtualenv python (created with ``--install``), or None when absent."""
+    return peer_python(args.zigzag_python, "NPUKIT_ZIGZAG_PYTHON", DEFAULT_VENV, PIN, "import zigzag.api, six", args.install)
 
 
 def layer_name(onnx_name: str) -> str:
