@@ -140,14 +140,16 @@ def area_bits(row: dict[str, Any]) -> float | None:
 
 
 def pareto(points: list[Point], key: Any) -> list[Point]:
-    """Points no other point dominates on the two values of ``key(point)`` (both minimised), by the first."""
+    """Points no other point dominates on the two values of ``key(point)`` (both minimised), by the first;
+    points with equal values are all on the front."""
     vals = sorted(((key(p), p) for p in points), key=lambda t: (t[0][0], t[0][1]))
     front: list[Point] = []
     best = math.inf
-    for (_, b), p in vals:
-        if b < best:
+    last: tuple[float, float] | None = None
+    for ab, p in vals:
+        if ab[1] < best or ab == last:
             front.append(p)
-            best = b
+            best, last = ab[1], ab
     return front
 
 
