@@ -229,7 +229,7 @@ def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[byte
         rows.append([
             layer.scope or "(root)", str(layer.facts.get("kind", "-")), str(layer.facts.get("mapping", "-")),
             fmt_cycles(layer.total_cycles), fmt_cycles(layer.cycles.get("stall", 0.0)),
-            fmt_pct(run.utilization(layer)), fmt_pct(run.mapping_efficiency(layer)),
+            *((fmt_pct(run.utilization(layer)), fmt_pct(run.mapping_efficiency(layer))) if layer.macs > 0 else ("-", "-")),
             "-" if ai is None else f"{ai:,.1f}", run.bound(layer), fmt_uj(tot),
             fmt_pct(layer.energy_pj.get("dram", 0.0) / tot) if tot > 0 else "-", top,
         ])
@@ -239,7 +239,7 @@ def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[byte
         doc.append(("p", "Same in every layer: " + "; ".join(constant) + "."))
     doc.append(("p", "Utilization = MACs / (PEs x compute cycles); mapping efficiency = the share of the PEs a "
                      "fold covers; ops/byte = 2 x MACs / DRAM bytes; bound = the roof that limits the layer "
-                     "(compute or memory, see the roofline)."))
+                     "(compute or memory, see the roofline); '-': not applicable (no MACs), 'n/a': not in the ledger."))
     for name in (f"energy_per_layer_{i}.png", f"latency_per_layer_{i}.png", f"utilization_per_layer_{i}.png"):
         _figure(doc, figures, name)
 

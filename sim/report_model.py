@@ -173,7 +173,7 @@ def resolve_labels(ledgers: list[Ledger], labels: list[str] | None, sources: lis
         if len(set(labels)) != len(labels):
             raise ConfigError(f"labels must be distinct, got {', '.join(labels)}; rename the duplicates")
         return labels
-    stems = [Path(s).stem for s in sources]
+    stems = [Path(s).stem.removesuffix(".ledger") for s in sources]  # npukit sim writes NAME.ledger.json
     if all(stems) and len(set(stems)) == len(stems):
         return stems
     base = [_auto_label(led, i) for i, led in enumerate(ledgers)]

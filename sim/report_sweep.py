@@ -230,7 +230,7 @@ def _workload_section(doc: list[Block], figs: dict[str, tuple[bytes, str]], i: i
     front = pareto(pts, lambda p: (p.latency_s, p.energy_pj))
     name = f"sweep_{i}_pareto_latency.png"
     figs[name] = (_pareto_fig(wl, pts, front, swept, cpar, "latency"),
-                  f"Energy vs latency of {wl}: {len(pts)} points, the Pareto front ({len(front)} points) joined and "
+                  f"Energy vs latency of {wl}: {len(pts)} points, the Pareto front ({len(front)} point(s)) joined and "
                   f"labelled by config; colour: {cpar or 'none'}.")
     doc.append(("h3", "Pareto front: energy vs latency"))
     doc.append(("figure", name, figs[name][1]))
@@ -241,7 +241,7 @@ def _workload_section(doc: list[Block], figs: dict[str, tuple[bytes, str]], i: i
         front_a = pareto(with_area, lambda p: (p.area_bits, p.energy_pj))
         name = f"sweep_{i}_pareto_area.png"
         figs[name] = (_pareto_fig(wl, with_area, front_a, swept, cpar, "area"),
-                      f"Energy vs area proxy (bits) of {wl}: the Pareto front ({len(front_a)} points) labelled by config.")
+                      f"Energy vs area proxy (bits) of {wl}: the Pareto front ({len(front_a)} point(s)) labelled by config.")
         doc.append(("h3", "Pareto front: energy vs area proxy"))
         doc.append(("figure", name, figs[name][1]))
         doc.append(("table", ["config", "area proxy (Mbit)", "energy (uJ)", "latency (us)"],
