@@ -249,11 +249,18 @@ def _layer_deltas(runs: list[Run]) -> dict[str, tuple[bytes, str]]:
     for i, run in enumerate(runs[1:], 2):
         b = {layer.scope: layer for layer in base.layers}
         r = {layer.scope: layer for layer in run.layers}
-        scopes = list(dict.fromkeys([*b, *r]))
-        names = short_names(scopes)
-        de = [((r[s].total_energy_pj if s in r else 0.0) - (b[s].total_energy_pj if s in b else 0.0)) / PJ_PER_UJ
-              for s in scopes]
-        dc = [(r[s].total_cycles if s in r else 0.0) - (b[s].total_cycles if s in b else 0.0) for s in scopes]
+        every = list(dict.fromkeys([*b, *r]))
+        names_all = short_names(every)
+
+        def delta(s: str, r: dict = r, b: dict = b) -> tuple[float, float]:
+            e = ((r[s].total_energy_pj if s in r else 0.0) - (b[s].total_energy_pj if s in b else 0.0)) / PJ_PER_UJ
+            return e, (r[s].total_cycles if s in r else 0.0) - (b[s].total_cycles if s in b else 0.0)
+
+        keep = [k for k, s in enumerate(every) if any(delta(s))] or list(range(len(every)))
+        scopes, names = [every[k] for k in keep], [names_all[k] for k in keep]
+        de = [delta(s)[0] for s in scopes]
+        dc = [delta(s)[1] for s in scopes]
+        same = len(every) - len(scopes)
         width = max(7.0, 0.38 * len(names) + 2.5)
         fig = Figure(figsize=(width, 7.0), layout="constrained")
         ax1, ax2 = fig.subplots(2, 1, sharex=True)
@@ -263,7 +270,7 @@ def _layer_deltas(runs: list[Run]) -> dict[str, tuple[bytes, str]]:
             ax.axhline(0, color="black", lw=0.8)
             ax.set_ylabel(f"difference in {unit}")
             if not any(vals):
-                ax.text(0.5, 0.5, f"no layer differs in {unit}", transform=ax.transAxes, ha="center", color="#555")
+                ax.text(0.5, 0.7, f"no layer differs in {unit}", transform=ax.transAxes, ha="center", color="#555")
             ax.grid(axis="y", alpha=0.3)
             ax.margins(x=0.01)
         ax1.set_title(fig_text(f"Per layer: {run.label} minus {base.label} (green: lower, red: higher)"))
@@ -272,6 +279,7 @@ def _layer_deltas(runs: list[Run]) -> dict[str, tuple[bytes, str]]:
         out[f"layer_delta_{i}.png"] = (
             png(fig),
             f"Per-layer difference {run.label} minus baseline {base.label}: energy (uJ, top) and clock cycles "
-            f"(bottom); {run.label}: {run.caption_tail}; {base.label}: {base.caption_tail}.",
+            f"(bottom)" + (f", {same} layer(s) equal in both left out" if same else "")
+            + f"; {run.label}: {run.caption_tail}; {base.label}: {base.caption_tail}.",
         )
     return out

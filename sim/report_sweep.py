@@ -302,18 +302,24 @@ def _pareto_fig(wl: str, pts: list[Point], front: list[Point], swept: list[str],
         ax.scatter([xval(p) for p in pts], [p.energy_pj / PJ_PER_UJ for p in pts], s=18, color="#999")
     ax.plot([xval(p) for p in front], [p.energy_pj / PJ_PER_UJ for p in front], color="black", lw=1.2, marker="o",
             markersize=6, markerfacecolor="none", label="Pareto front", zorder=4)
-    step = max(1, math.ceil(len(front) / MAX_LABELLED))
-    for k, p in enumerate(front):
-        if k % step == 0 or k == len(front) - 1:
-            ax.annotate(fig_text(p.label(swept)), (xval(p), p.energy_pj / PJ_PER_UJ), fontsize=7,
-                        xytext=(6, 4 + 8 * (k % 2)), textcoords="offset points", color="#222")
+    # equal points share one label: the values that differ between them joined by '|'
+    groups: dict[tuple[float, float], list[Point]] = {}
+    for p in front:
+        groups.setdefault((xval(p), p.energy_pj / PJ_PER_UJ), []).append(p)
+    step = max(1, math.ceil(len(groups) / MAX_LABELLED))
+    for k, (xy, same) in enumerate(groups.items()):
+        if k % step == 0 or k == len(groups) - 1:
+            text = " ".join(f"{_short(n)}={'|'.join(_fmt_value(v) for v in _values([p.params for p in same], n))}"
+                            for n in swept)
+            ax.annotate(fig_text(text), xy, fontsize=7, xytext=(6, 6) if k % 2 == 0 else (6, -12), textcoords="offset points",
+                        color="#222")
     _scale(ax, [xval(p) for p in pts], "x")
     _scale(ax, [p.energy_pj for p in pts], "y")
     ax.set_xlabel("latency (us)" if against == "latency" else "area proxy (Mbit: PE register bits + SRAM bits)")
     ax.set_ylabel("energy (uJ)")
     ax.set_title(fig_text(f"{wl}: energy vs {'latency' if against == 'latency' else 'area proxy'}"))
     ax.grid(which="both", alpha=0.2)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="best")
     return png(fig)
 
 

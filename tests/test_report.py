@@ -256,3 +256,47 @@ def test_bad_input_exit_2_one_line_nothing_written(
     assert cap.out == ""
     assert not out.exists() or not any(out.iterdir())
     assert (tmp_path / "plain.txt").read_text() == "x"
+
+
+def test_ledgers_without_layer_facts_still_report(sims: dict, tmp_path: Path) -> None:
+    import json
+
+    data = json.loads(Path(sims["a"]).read_text())
+    assert data["layers"]["resnet18/conv1"]["mapping_efficiency"] == sims["r32"].layers[0].mapping_efficiency
+    assert Ledger.from_dict(data) == Ledger.load(sims["a"])  # the facts round-trip
+    del data["layers"]  # a ledger written before per-layer facts existed
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    paths = write_report([Ledger.load(old)], tmp_path / "r", sources=[old])
+    md = paths["md"].read_text()
+    rows = _md_records_after(md, "## Per layer: old")
+    assert "mapping efficiency" not in rows[0]  # n/a in every row: stated once instead
+    assert re.search(r"Same in every layer: kind -; mapping -; mapping efficiency n/a", md)
+    assert all(r["utilization"].endswith("%") for r in rows)  # still from MACs, cycles and the arch
+
+
+def test_malformed_layer_facts_exit_2(sims: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from _cli_util import refused
+
+    data = json.loads(Path(sims["a"]).read_text())
+    data["layers"] = {"resnet18/conv1": [1, 2]}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    refused(["report", str(bad), "--out", str(tmp_path / "o")], capsys, "malformed ledger", "layer 'resnet18/conv1'")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_example_sweep_then_report_draws_the_pareto_plot(tmp_path: Path) -> None:
+    """The README's path: npukit sweep examples/sweep.toml, then npukit report on its database."""
+    spec = Path(__file__).resolve().parents[1] / "examples" / "sweep.toml"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["sweep", str(spec), "--out", str(tmp_path / "s"), "--workers", "1", "--no-progress"]) == 0
+        assert main(["report", str(tmp_path / "s" / "sweep.sqlite"), "--out", str(tmp_path / "r")]) == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "swept parameters: rows, cols, dataflow, bits_psum" in md
+    for i in (1, 2):  # resnet18 and the GEMM
+        assert (tmp_path / "r" / f"sweep_{i}_pareto_latency.png").read_bytes().startswith(PNG_MAGIC)
+    assert md.count("### Pareto front: energy vs latency") == 2
