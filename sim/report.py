@@ -29,7 +29,7 @@ from .energy import EnergyTable
 from .errors import ConfigError, LedgerError
 from .ledger import Ledger
 from .output import check_out_dir, write_files_atomically
-from .report_figures import component_order, render_figures
+from .report_figures import component_order, render_figures, short_names
 from .report_model import DEFAULT_TABLE, Run, resolve_labels, resolve_table, summarise
 from .report_render import (
     Block,
@@ -213,10 +213,14 @@ def _comparison(doc: list[Block], runs: list[Run], figures: dict[str, tuple[byte
 
 def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[bytes, str]]) -> None:
     doc.append(("h2", f"Per layer: {run.label}"))
+    heads = {layer.scope.split("/", 1)[0] for layer in run.layers}
+    if len(heads) == 1 and all("/" in layer.scope for layer in run.layers):
+        doc.append(("p", ["Layers of ", code(next(iter(heads))), " (scopes under it)."]))
     headers = ["layer", "kind", "mapping", "total cycles", "stall cycles", "utilization", "mapping efficiency",
-               "ops/byte", "bound", "energy (uJ)", "DRAM share", "top on-chip component (share of on-chip)"]
+               "ops/byte", "bound", "energy (uJ)", "DRAM share", "top on-chip (share of on-chip)"]
     rows = []
-    for layer in run.layers:
+    names = short_names([layer.scope for layer in run.layers])  # the workload said once, in the heading's line
+    for name, layer in zip(names, run.layers, strict=True):
         tot = layer.total_energy_pj
         onchip = {k: v for k, v in layer.energy_pj.items() if k != "dram"}
         on_tot = sum(onchip.values())
@@ -227,7 +231,7 @@ def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[byte
             top = "-"
         ai = layer.intensity
         rows.append([
-            layer.scope or "(root)", str(layer.facts.get("kind", "-")), str(layer.facts.get("mapping", "-")),
+            name, str(layer.facts.get("kind", "-")), str(layer.facts.get("mapping", "-")),
             fmt_cycles(layer.total_cycles), fmt_cycles(layer.cycles.get("stall", 0.0)),
             *((fmt_pct(run.utilization(layer)), fmt_pct(run.mapping_efficiency(layer))) if layer.macs > 0 else ("-", "-")),
             "-" if ai is None else f"{ai:,.1f}", run.bound(layer), fmt_uj(tot),

@@ -116,10 +116,10 @@ def to_markdown(doc: list[Block]) -> str:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1300px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:0.8em 0;font-size:0.9em}
-th,td{border:1px solid #ccc;padding:0.25em 0.6em}th{background:#f2f2f2}td.n{text-align:right;
+table{border-collapse:collapse;margin:0.8em 0;font-size:0.85em;display:block;overflow-x:auto;max-width:100%}
+th,td{border:1px solid #ccc;padding:0.2em 0.45em}th{background:#f2f2f2}td.n{text-align:right;
 font-variant-numeric:tabular-nums}
 figure{margin:1.2em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:0.9em;color:#444}code{background:#f5f5f5;padding:0 0.2em}
@@ -128,8 +128,9 @@ _NUMERIC = re.compile(r"^[+-]?[\d,]*\.?\d+(e[+-]?\d+)?%?$|^n/a")
 
 
 def numeric_columns(headers: list[str], rows: list[list[Any]]) -> list[bool]:
-    """Columns whose every cell is a number (right-aligned)."""
-    return [bool(rows) and all(_NUMERIC.match(str(r[i])) for r in rows) for i in range(len(headers))]
+    """Columns whose every cell is a number or ``-`` (not applicable), at least one a number (right-aligned)."""
+    return [bool(rows) and all(str(r[i]) == "-" or _NUMERIC.match(str(r[i])) for r in rows)
+            and any(str(r[i]) != "-" for r in rows) for i in range(len(headers))]
 
 
 def _inline_html(text: Text) -> str:
