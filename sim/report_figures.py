@@ -144,22 +144,25 @@ def _per_run(runs: list[Run], figs: dict[str, tuple[bytes, str]]) -> None:
             f"Latency per layer of {run.label} (clock cycles, {' vs '.join(run.kinds)} stacked; {clk}); {run.caption_tail}.",
         )
 
-        util = [run.utilization(layer) for layer in run.layers]
-        meff = [run.mapping_efficiency(layer) for layer in run.layers]
+        mac_layers = [(n, layer) for n, layer in zip(names, run.layers, strict=True) if layer.macs > 0]
+        util = [run.utilization(layer) for _, layer in mac_layers]
+        meff = [run.mapping_efficiency(layer) for _, layer in mac_layers]
         if any(u is not None for u in util + meff):
-            fig = Figure(figsize=(width, 4.2), layout="constrained")
+            x = list(range(len(mac_layers)))
+            fig = Figure(figsize=(max(7.0, 0.38 * len(x) + 2.5), 4.2), layout="constrained")
             ax = fig.add_subplot()
             w = 0.4
             ax.bar([k - w / 2 for k in x], [100 * (m or 0.0) for m in meff], width=w, color="#55a868",
                    label="mapping efficiency")
             ax.bar([k + w / 2 for k in x], [100 * (u or 0.0) for u in util], width=w, color="#4c72b0",
                    label="utilization")
-            _layer_axes(ax, x, names, "% of the PEs", f"Utilization and mapping efficiency: {run.label}", 105)
+            _layer_axes(ax, x, [n for n, _ in mac_layers], "% of the PEs",
+                        f"Utilization and mapping efficiency: {run.label}", 105)
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
             figs[f"utilization_per_layer_{i}.png"] = (
                 png(fig),
                 f"Utilization (MACs / (PEs x compute cycles)) and mapping efficiency (PEs a fold covers) per layer "
-                f"of {run.label}, %; {run.caption_tail}.",
+                f"with MACs of {run.label}, %; {run.caption_tail}.",
             )
 
 
