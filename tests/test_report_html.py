@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npukit.sim import load_arch, resnet18, simulate
+from npukit.sim import load_arch, parse_workload_spec, simulate
 from npukit.sim.report import write_report
 from npukit.sim.report_sweep import write_sweep_report
 
@@ -69,8 +69,8 @@ def _fast_figures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ledger_report_html_is_self_contained(tmp_path: Path) -> None:
-    arch = load_arch("npu32")
-    a, b = simulate(resnet18(), arch).ledger, simulate(resnet18(), arch.with_(**{"bits.psum": 8})).ledger
+    arch, w = load_arch("npu32"), parse_workload_spec("gemm:M=256,N=128,K=512")
+    a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum": 8})).ledger
     paths = write_report([a, b], tmp_path / "r", labels=[EVIL, "plain"], title=EVIL)
     pngs = [p for k, p in paths.items() if k.endswith(".png")]
     page = _check_self_contained(paths["html"], pngs)
