@@ -247,7 +247,9 @@ def _workload_section(doc: list[Block], figs: dict[str, tuple[bytes, str]], i: i
         doc.append(("table", ["config", "area proxy (Mbit)", "energy (uJ)", "latency (us)"],
                     [[p.label(swept) or "-", f"{(p.area_bits or 0) / 1e6:,.3f}", f"{p.energy_pj / PJ_PER_UJ:,.3f}",
                       f"{p.latency_s * 1e6:,.3f}"] for p in front_a]))
-    if hx and hy:
+    if not (hx and hy):
+        doc.append(("p", f"No heat map: it needs two swept parameters, this sweep has {len(swept)}."))
+    else:
         name = f"sweep_{i}_heatmap.png"
         figs[name] = (_heatmap(wl, pts, hx, hy), f"Best energy (uJ, left) and latency (us, right) of {wl} for each "
                       f"{hx} (columns) x {hy} (rows), over the other swept parameters.")
