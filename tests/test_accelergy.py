@@ -89,3 +89,26 @@ def test_bad_ert_exit_2_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         load_ert(bad)
     refused(["sim", "--workload", "gemm:M=8,N=8,K=8", "--table", str(bad), "--out", str(tmp_path / "o")], capsys, needle)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_accelergy_itself_prices_the_counts_like_npukit(tmp_path: Path) -> None:
+    """Accelergy (its own virtualenv, never an npukit dependency; set NPUKIT_ACCELERGY to its ``accelergy``
+    executable) reads the example ERT and the written action counts and gives npukit's energies."""
+    import os
+    import subprocess
+
+    exe = os.environ.get("NPUKIT_ACCELERGY")
+    if not exe or not Path(exe).is_file():
+        pytest.skip("set NPUKIT_ACCELERGY to an accelergy executable (pip install Accelergy 0.4 into its own venv)")
+    out = tmp_path / "o"
+    assert main(["sim", "--workload", "resnet18", "--table", str(EXAMPLE), "--format", "accelergy", "--out", str(out),
+                 "--quiet"]) == 0
+    subprocess.run([exe, str(EXAMPLE), str(out / "action_counts.yaml"), "-o", str(tmp_path / "acc"),
+                    "-f", "energy_estimation"], check=True, capture_output=True)
+    est = yaml.safe_load((tmp_path / "acc" / "energy_estimation.yaml").read_text())["energy_estimation"]
+    led = Ledger.load(next(out.glob("*.ledger.json")))
+    own = led.energy_by(load_ert(EXAMPLE), "component")
+    for item in est["components"]:
+        assert item["energy"] == pytest.approx(own[component_of(item["name"])], rel=1e-9)
+    assert est["Total"] == pytest.approx(sum(own.values()), rel=1e-9)
