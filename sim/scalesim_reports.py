@@ -18,11 +18,12 @@ CALC bandwidth mode, i.e. an arch read from a SCALE-Sim .cfg or ``npukit sim --m
   Reads``, ``DRAM OFMAP Writes`` (equal in SCALE-Sim's memory mode; npukit's own accounting otherwise,
   where OFMAP writes are final outputs, not every fold's partial sums), and the SRAM bandwidths = those
   counts / Total Cycles (SCALE-Sim's formula; equal).
-* Estimates (npukit keeps no per-cycle trace): ``Compute Util %`` = MACs x 100 / (PEs x compute
-  cycles) (SCALE-Sim averages per fold); start and stop cycles: SRAM from 0 to Total Cycles - 1, DRAM
-  from 0 to Total Cycles (incl. prefetch) - 1; ``Total Cycles (incl. prefetch)`` = Total Cycles + the
-  first fold's DRAM reads at the arch's DRAM bytes per cycle; the DRAM bandwidths = DRAM counts / that
-  window (SCALE-Sim's formula on the estimated window).
+* ``Compute Util %``: SCALE-Sim's per-fold definition (:func:`compute_util`; equal).
+* Estimates (npukit keeps no per-cycle trace): start and stop cycles: SRAM from 0 to Total Cycles - 1,
+  DRAM from 0 to Total Cycles (incl. prefetch) - 1; ``Total Cycles (incl. prefetch)`` = Total Cycles +
+  the first fold's DRAM reads at the arch's DRAM bytes per cycle (SCALE-Sim also counts its prefetch
+  and the last ofmap drain: on an 8x4 array, 5,349 here vs SCALE-Sim's 6,335 for ws); the DRAM
+  bandwidths = DRAM counts / that window (SCALE-Sim's formula on the estimated window).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def scalesim_reports(workload: Workload, result: SimResult, table: EnergyTable |
         overall = total + first
         compute.append(_line(lid, [
             overall, total, res.stall_cycles, res.macs * 100 / (total * pes), res.mapping_efficiency * 100,
-            res.macs * 100 / (max(res.compute_cycles, 1) * pes),
+            compute_util(layer, arch, res.mapping_efficiency) * 100,
         ]))
         bandwidth.append(_line(lid, [
             ifmap_sram / total, filter_sram / total, ofmap_sram / total,
@@ -91,6 +92,22 @@ def scalesim_reports(workload: Workload, result: SimResult, table: EnergyTable |
             0, overall - 1, ifmap_dram, 0, overall - 1, filter_dram, 0, overall - 1, ofmap_dram,
         ]))
     return {COMPUTE_REPORT: "".join(compute), BANDWIDTH_REPORT: "".join(bandwidth), DETAILED_ACCESS_REPORT: "".join(detail)}
+
+
+def compute_util(layer: Layer, arch: Arch, mapping_efficiency: float) -> float:
+    """SCALE-Sim's compute utilization (a fraction): the per-fold mean of used PEs x T / (PEs x fold cycles),
+    where a fold streams T rows (ws: M, is: N, os: K, in SCALE-Sim's shape of the layer) and takes T + 2R + C + 1
+    cycles (ws, is) or T + R + C - 2 (os), as SCALE-Sim 3.0.0's systolic_compute_* count them; every fold's
+    cycles are equal, so the mean is mapping efficiency x T / fold cycles."""
+    if arch.memory == "scalesim":
+        from ._scalesim_memory import scalesim_shape
+
+        m, n, k = scalesim_shape(layer)
+    else:
+        m, n, k = layer.M, layer.N, layer.K
+    r, c = arch.rows, arch.cols
+    t, extra = {"ws": (m, 2 * r + c + 1), "is": (n, 2 * r + c + 1), "os": (k, r + c - 2)}[arch.dataflow]
+    return mapping_efficiency * t / (t + extra)
 
 
 def _counts(layer: Layer, arch: Arch, table: EnergyTable | str | None, memo: dict[tuple, object]):  # -> LayerCounts

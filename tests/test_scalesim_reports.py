@@ -85,3 +85,29 @@ def test_npukit_memory_mode_counts_and_vector_ops_left_out() -> None:
     detail = texts["DETAILED_ACCESS_REPORT.csv"].splitlines()[1].split(", ")
     r0 = gemm_rows[0]
     assert int(detail[12]) * arch.bits.input / 8 == r0.traffic_bytes["dram_ifmap_read_bytes"]
+
+
+# COMPUTE_REPORT.csv of SCALE-Sim 3.0.0 itself (own virtualenv, CALC mode) on the 8x4 array of the fourth case
+# above (2/2/8 kB SRAMs) and its two layers, per dataflow: (Total Cycles, Mapping Efficiency %, Compute Util %)
+SCALESIM_COMPUTE = {
+    "ws": [(5345, 91.66666666666666, 14.666666666666645), (4299, 62.5, 33.967391304347814)],
+    "os": [(2033, 45.83333333333333, 43.80530973451327), (3279, 48.828125, 47.63719512195122)],
+    "is": [(1376, 100.0, 61.111111111111086), (8049, 89.28571428571429, 17.170329670329686)],
+}
+
+
+@pytest.mark.parametrize("df", ["ws", "os", "is"])
+def test_compute_report_equals_scalesim_per_dataflow(tmp_path: Path, df: str) -> None:
+    (rows, cols, _, ifmap, filt, ofmap), layers = CASES[3]
+    cfg = tmp_path / "g.cfg"
+    cfg.write_text(CFG.format(rows=rows, cols=cols, df=df, ifmap=ifmap, filt=filt, ofmap=ofmap))
+    topo = tmp_path / "topo.csv"
+    topo.write_text(TOPO_HEAD + "".join(", ".join(map(str, t)) + ",\n" for t, _ in layers))
+    w = load_topology_csv(topo)
+    text = scalesim_reports(w, simulate(w, load_scalesim_cfg(cfg)))["COMPUTE_REPORT.csv"]
+    got = [dict(zip(SCALESIM_COLUMNS["COMPUTE_REPORT.csv"], ln.rstrip(",").split(", "), strict=True))
+           for ln in text.splitlines()[1:]]
+    for row, (cycles, meff, cutil) in zip(got, SCALESIM_COMPUTE[df], strict=True):
+        assert int(row["Total Cycles"]) == cycles
+        assert float(row["Mapping Efficiency %"]) == pytest.approx(meff, rel=1e-12)
+        assert float(row["Compute Util %"]) == pytest.approx(cutil, rel=1e-12)  # SCALE-Sim sums per fold: last digits
