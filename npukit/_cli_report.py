@@ -1,4 +1,6 @@
-"""``npukit report``: ledgers -> report.md, a self-contained report.html and PNG figures."""
+"""``npukit report``: ledgers -> report.md, a self-contained report.html and PNG figures; a sweep
+database (SQLite or its CSV export) -> the same, with energy/latency vs each swept parameter, Pareto
+fronts and a heat map."""
 
 from __future__ import annotations
 
@@ -9,25 +11,60 @@ from typing import Any
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "report",
-        help="write a Markdown + self-contained HTML report (energy and latency figures) from ledgers",
+        help="write a Markdown + self-contained HTML report from ledgers or from a sweep database",
         description=(
-            "Write report.md, report.html (figures embedded) and the PNG figures from one or more ledger "
-            "JSON files; with two or more, compare each with the first (the baseline) in percent."
+            "Write report.md, report.html (figures embedded) and the PNG figures. From one or more ledger "
+            "JSON files: totals, per-layer utilization, mapping efficiency, roofline and energy; with two or more, "
+            "compare each with the first (the baseline). From one sweep database (SQLite from npukit sweep, or "
+            "its CSV export): energy and latency vs each swept parameter, Pareto fronts (energy vs latency and vs "
+            "an area proxy) and a heat map of two swept parameters."
         ),
     )
-    p.add_argument("ledgers", nargs="+", metavar="LEDGER.json", help="ledger files written by npukit sim (first = baseline)")
-    p.add_argument("--labels", help="comma-separated names, one per ledger (default: file names)")
+    p.add_argument("ledgers", nargs="+", metavar="FILE",
+                   help="ledger .json files written by npukit sim (first = baseline), or one sweep .sqlite/.csv")
+    p.add_argument("--labels", help="ledgers: comma-separated names, one per ledger (default: file names)")
     p.add_argument(
         "--table",
-        help="energy table: horowitz45, aladdin40 or a .toml path (default: the ledger's own, else horowitz45)",
+        help="ledgers: energy table: horowitz45, aladdin40, a .toml or an Accelergy ERT.yaml "
+        "(default: the ledger's own, else horowitz45)",
     )
     p.add_argument("--out", default="out/report", help="output folder (default: out/report)")
-    p.add_argument("--depth", type=int, default=2, help="scope path components per layer (default: 2 = per layer)")
+    p.add_argument("--depth", type=int, default=2, help="ledgers: scope path components per layer (default: 2 = per layer)")
     p.add_argument("--title", help="report title")
+    p.add_argument("--x", help="sweep: swept parameter for the heat map's columns (e.g. rows, bits.psum)")
+    p.add_argument("--y", help="sweep: swept parameter for the heat map's rows")
+    p.add_argument("--color", help="sweep: swept parameter that colours the Pareto plots' points")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from npukit.sim.errors import ConfigError
+    from npukit.sim.report_sweep import is_sweep_file
+
+    sweeps = [is_sweep_file(f) for f in args.ledgers]
+    if any(sweeps):
+        if len(args.ledgers) != 1:
+            raise ConfigError("a sweep report takes one sweep database (.sqlite or .csv) and no ledgers; "
+                              "run npukit report once per sweep")
+        for flag, value in (("--labels", args.labels), ("--table", args.table)):
+            if value is not None:
+                raise ConfigError(f"{flag} applies to ledger reports, not to a sweep database; drop it")
+        if args.depth != 2:
+            raise ConfigError("--depth applies to ledger reports, not to a sweep database; drop it")
+        from npukit.sim.report_sweep import write_sweep_report
+
+        written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=args.title)
+    else:
+        for flag, value in (("--x", args.x), ("--y", args.y), ("--color", args.color)):
+            if value is not None:
+                raise ConfigError(f"{flag} applies to a sweep report (npukit report SWEEP.sqlite); drop it for ledgers")
+        written = _ledger_report(args)
+    for path in written.values():
+        print(f"wrote {path}")
+    return 0
+
+
+def _ledger_report(args: argparse.Namespace) -> dict:
     from npukit.sim.errors import LedgerError
     from npukit.sim.ledger import Ledger
     from npukit.sim.report import write_report
@@ -42,9 +79,6 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:  # e.g. a "meta" that is not an object
             raise LedgerError(f"{path} is a malformed ledger ({exc}); regenerate it with npukit sim") from None
     labels = [s.strip() for s in args.labels.split(",")] if args.labels is not None else None
-    written = write_report(
+    return write_report(
         ledgers, args.out, labels=labels, table=args.table, depth=args.depth, title=args.title, sources=args.ledgers
     )
-    for path in written.values():
-        print(f"wrote {path}")
-    return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npukit.sim import path_inside, prepare_out_dir, render_result, safe_filename, write_csv
+from npukit.sim import path_inside, prepare_out_dir, render_result, safe_filename, write_csv, write_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mapping", choices=("search", "fixed"),
                    help="per-layer tiling and loop order: searched under --objective, or SCALE-Sim's fixed order")
     p.add_argument("--objective", choices=("edp", "energy", "latency"), help="what the mapping search minimises")
-    p.add_argument("--table", help="energy table: horowitz45, aladdin40 or a .toml path (default: the arch's)")
+    p.add_argument("--table", help="energy table: horowitz45, aladdin40, a .toml path or an Accelergy ERT.yaml "
+                   "(default: the arch's)")
+    p.add_argument("--format", choices=("npukit", "scalesim", "accelergy"), default="npukit",
+                   help="also write SCALE-Sim v3's COMPUTE/BANDWIDTH/DETAILED_ACCESS_REPORT.csv (scalesim) or "
+                   "Accelergy action counts, action_counts.yaml (accelergy); the ledger JSON and CSV are always written")
     p.add_argument("--out", default="out/sim", help="output folder (default out/sim)")
     p.add_argument("--quiet", action="store_true", help="print totals only")
     p.set_defaults(func=run)
@@ -100,6 +104,15 @@ def run(args: argparse.Namespace) -> int:
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
     print(f"wrote {ledger_path}")
     print(f"wrote {csv_path}")
+    if args.format == "scalesim":
+        from npukit.sim.scalesim_reports import write_scalesim_reports
+
+        for path in write_scalesim_reports(out, workload, result, table):
+            print(f"wrote {path}")
+    elif args.format == "accelergy":
+        from npukit.sim.accelergy import action_counts_yaml
+
+        print(f"wrote {write_text(path_inside(out, 'action_counts.yaml'), action_counts_yaml(result.ledger))}")
     return 0
 
 

@@ -39,6 +39,12 @@ ZigZag memory gives each instance its own access energy)::
 
 Allowed actions there: ``reg_write``, ``reg_read``, ``sram_read``, ``sram_write``, ``dram_read``,
 ``dram_write``.
+
+**Accelergy ERTs.** A ``.yaml``/``.yml`` path is read as an Accelergy energy reference table
+(``ERT.yaml``: per-component action energies in pJ per action; :mod:`npukit.sim.accelergy`). Its
+components price every action of the npukit component with the same name (the ERT name's last dotted
+part, ``[..]`` ranges dropped: ``system.npu.psum_buffer[0..3]`` prices ``psum_buffer``); components
+it does not list fall back to ``horowitz45``.
 """
 
 from __future__ import annotations
@@ -99,11 +105,18 @@ class EnergyTable:
     technology_nm: float | None = None
     description: str = ""
     path: str = ""
+    # Accelergy ERT: component -> ERT action name -> [(bits argument or None, pJ per action)]
+    actions: dict[str, dict[str, list[tuple[Any, float]]]] = field(default_factory=dict, repr=False)
+    action_sources: dict[str, str] = field(default_factory=dict, repr=False)  # component -> where its ERT entry is
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, name_or_path: str | Path) -> EnergyTable:
         """Load a built-in table by name or a user table from a TOML path."""
+        if Path(str(name_or_path)).suffix.lower() in (".yaml", ".yml"):
+            from .accelergy import load_ert
+
+            return load_ert(name_or_path)
         text, origin = _read_table_text(name_or_path)
         try:
             data = tomllib.loads(text)
@@ -228,6 +241,11 @@ class EnergyTable:
         """Energy of one ``action`` at ``bits`` (pJ); ``attrs`` are the component's attributes,
         ``component`` its name (for the table's per-component energies)."""
         attrs = attrs or {}
+        ert = self.actions.get(component or "")
+        if ert is not None:
+            e = ert_energy(ert, action, bits)
+            if e is not None:
+                return e
         own = self.components.get(component or "")
         if own is not None and action in own:
             if len(bits) != 1:
@@ -274,7 +292,44 @@ class EnergyTable:
         """Section name (``components.NAME`` for per-component energies) -> literature source."""
         out = {sec: vals["source"] for sec, vals in self.sections.items()}
         out.update({f"components.{name}": vals["source"] for name, vals in self.components.items()})
+        out.update({f"ERT {name}": src for name, src in self.action_sources.items()})
         return out
+
+
+# npukit action -> Accelergy action names that price it, in order of preference (after its own name)
+ERT_ACTIONS: dict[str, tuple[str, ...]] = {
+    "mac": ("mac_random", "mac"), "fp_mac": ("mac_random", "mac"),
+    "sram_read": ("read",), "dram_read": ("read",), "reg_read": ("read",),
+    "sram_write": ("write",), "dram_write": ("write",), "reg_write": ("write",),
+    "int_add": ("add",), "fp_add": ("add",), "int_mult": ("multiply", "mult"), "fp_mult": ("multiply", "mult"),
+}
+
+
+def bits_argument(bits: tuple[int, ...]) -> int | list[int]:
+    """The ``bits`` argument an ERT entry or an Accelergy action count carries for ``bits``."""
+    return bits[0] if len(bits) == 1 else list(bits)
+
+
+def ert_energy(entries: dict[str, list[tuple[Any, float]]], action: str, bits: tuple[int, ...]) -> float | None:
+    """pJ of one ``action`` at ``bits`` from one component's ERT entries (None when none prices it): the
+    first of the action's names present; among its entries the one whose ``bits`` argument equals
+    ``bits``, else the first without a ``bits`` argument (EnergyTableError when every entry has
+    another width)."""
+    for name in (action, *ERT_ACTIONS.get(action, ())):
+        rows = entries.get(name)
+        if not rows:
+            continue
+        want = bits_argument(bits)
+        for arg, e in rows:
+            if arg == want:
+                return e
+        for arg, e in rows:
+            if arg is None:
+                return e
+        widths = ", ".join(str(a) for a, _ in rows)
+        raise EnergyTableError(f"the ERT prices action '{name}' at bits {widths} only, not {want}; "
+                               f"add an entry with arguments: {{bits: {want}}}")
+    return None
 
 
 def _components(raw: Any, origin: str) -> dict[str, dict[str, Any]]:

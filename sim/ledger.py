@@ -58,6 +58,7 @@ class Ledger:
         self.cycles: dict[tuple[str, str], int | float] = defaultdict(int)
         self.components: dict[str, dict[str, Any]] = {}
         self.meta: dict[str, Any] = dict(meta or {})
+        self.layers: dict[str, dict[str, Any]] = {}  # scope -> facts about it (see describe)
         self._stack: list[str] = []
 
     # ------------------------------------------------------------------ recording
@@ -84,6 +85,15 @@ class Ledger:
             raise LedgerError(f"component '{component}' declared twice with different attributes: {old} vs {attrs}")
         self.components[component] = dict(attrs)
 
+    def describe(self, scope: str | None = None, **facts: Any) -> None:
+        """Attach facts to a scope (JSON scalars: e.g. ``kind='conv'``, ``mapping_efficiency=0.75``
+        (fraction of the PEs a fold covers), ``mapping='NMK M/1'``); later facts update earlier ones.
+        Reports show them per layer; ledgers without them stay valid."""
+        for key, value in facts.items():
+            if value is not None and not isinstance(value, str | int | float | bool):
+                raise LedgerError(f"fact '{key}' of scope '{self._scope(scope)}' must be a string or number, got {value!r}")
+        self.layers.setdefault(self._scope(scope), {}).update(facts)
+
     def record(
         self, component: str, action: str, bits: int | tuple[int, ...], count: float, scope: str | None = None
     ) -> None:
@@ -109,6 +119,8 @@ class Ledger:
             self.counts[(_join(prefix, sc), comp, act, bits)] += n
         for (sc, kind), c in other.cycles.items():
             self.cycles[(_join(prefix, sc), kind)] += c
+        for sc, facts in other.layers.items():
+            self.layers.setdefault(_join(prefix, sc), {}).update(facts)
         for k, v in other.meta.items():
             self.meta.setdefault(k, v)
         return self
@@ -185,7 +197,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": FORMAT,
             "meta": self.meta,
             "components": self.components,
@@ -195,13 +207,16 @@ class Ledger:
             ],
             "cycles": [{"scope": sc, "kind": k, "cycles": c} for (sc, k), c in self.cycles.items()],
         }
+        if self.layers:  # optional: ledgers written before it, or by producers without layer facts, lack it
+            out["layers"] = self.layers
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> Ledger:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LedgerError(f"{origin} is not an npukit ledger (expected \"format\": \"{FORMAT}\")")
         for key, typ, what in (("meta", dict, "an object"), ("components", dict, "an object"),
-                               ("counts", list, "a list"), ("cycles", list, "a list")):
+                               ("counts", list, "a list"), ("cycles", list, "a list"), ("layers", dict, "an object")):
             if key in data and not isinstance(data[key], typ):
                 raise LedgerError(f"{origin} is a malformed ledger ('{key}' must be {what}, got "
                                   f"{type(data[key]).__name__}); regenerate it with npukit sim")
@@ -213,6 +228,10 @@ class Ledger:
                 led.counts[(row["scope"], row["component"], row["action"], _norm_bits(row["bits"]))] += _amount(row["count"])
             for row in data["cycles"]:
                 led.cycles[(row["scope"], row["kind"])] += _amount(row["cycles"])
+            for sc, facts in data.get("layers", {}).items():
+                if not isinstance(facts, dict):
+                    raise TypeError(f"the facts of layer '{sc}' are not an object")
+                led.describe(sc, **facts)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise LedgerError(f"{origin} is a malformed ledger ({exc!r}); regenerate it with npukit sim") from None
         return led
@@ -253,6 +272,7 @@ class Ledger:
             and dict(self.cycles) == dict(other.cycles)
             and self.components == other.components
             and self.meta == other.meta
+            and self.layers == other.layers
         )
 
     def __repr__(self) -> str:

@@ -259,6 +259,10 @@ def simulate(
         if arch.vector.overlap == "serial":
             hide = 0
         res.energy_pj = one.energy_by(tab, "component")
+        facts = {"kind": res.kind, "mapping": res.mapping}
+        if res.kind != "vector":
+            facts.update(M=res.M, N=res.N, K=res.K, mapping_efficiency=res.mapping_efficiency)
+        one.describe(scope, **facts)
         ledger.merge(one)
         results.append(res)
     return SimResult(workload.name, arch, results, ledger)

@@ -1,0 +1,136 @@
+"""``npukit report SWEEP.sqlite`` (and the CSV of ``npukit sweep export``): energy and latency vs each swept
+parameter, Pareto fronts labelled by config, a heat map; ``--x``/``--y``/``--color``; bad names exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+from _cli_util import refused
+
+from npukit.cli import main
+from npukit.sim.sweep import read_rows
+
+SPEC = """[sweep]
+name = "tiny"
+arch = "npu32"
+workloads = ["gemm:M=256,N=256,K=256"]
+[grid]
+rows = [16, 32]
+dataflow = ["ws", "os"]
+"bits.psum" = [8, 32]
+"""
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(argv)
+    return rc, buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "spec.toml").write_text(SPEC)
+    rc, _ = _run(["sweep", str(d / "spec.toml"), "--out", str(d / "s"), "--workers", "1", "--no-progress"])
+    assert rc == 0
+    db = d / "s" / "sweep.sqlite"
+    rc, out = _run(["report", str(db), "--out", str(d / "r")])
+    assert rc == 0
+    return {"dir": d, "db": db, "csv": d / "s" / "sweep.csv", "out": out, "md": (d / "r" / "report.md").read_text()}
+
+
+def _front(points: list[tuple[float, float, str]]) -> list[str]:
+    """Brute force: configs no other point dominates (both values at most as large, one smaller)."""
+    return [c for x, y, c in points
+            if not any(x2 <= x and y2 <= y and (x2 < x or y2 < y) for x2, y2, _ in points)]
+
+
+def _table_after(md: str, heading: str) -> list[list[str]]:
+    lines = md.splitlines()
+    i = lines.index(heading)
+    rows = []
+    for line in lines[i + 1:]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows[2:]
+
+
+def test_report_draws_every_view(sweep: dict) -> None:
+    printed = [Path(ln.removeprefix("wrote ")) for ln in sweep["out"].splitlines()]
+    names = {p.name for p in printed}
+    assert names == {"report.md", "report.html", "sweep_1_vs_parameters.png", "sweep_1_pareto_latency.png",
+                     "sweep_1_pareto_area.png", "sweep_1_heatmap.png"}
+    for p in printed:
+        assert p.is_file() and p.stat().st_size > 0
+    md = sweep["md"]
+    assert "swept parameters: rows, dataflow, bits_psum" in md
+    assert "### Heat map: rows x dataflow" in md  # the first two swept parameters by default
+
+
+def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
+    rows = read_rows(sweep["db"])
+    assert len(rows) == 8
+
+    def cfg(r: dict) -> str:
+        return f"rows={r['rows']} dataflow={r['dataflow']} psum={r['bits_psum']}"
+
+    want = _front([(r["latency_s"], r["energy_total_pj"], cfg(r)) for r in rows])
+    got = _table_after(sweep["md"], "### Pareto front: energy vs latency")
+    assert sorted(r[0] for r in got) == sorted(want)
+    for r in got:
+        row = next(x for x in rows if cfg(x) == r[0])
+        assert float(r[1].replace(",", "")) == pytest.approx(row["latency_s"] * 1e6, abs=5e-4)
+        assert float(r[2].replace(",", "")) == pytest.approx(row["energy_total_pj"] / 1e6, abs=5e-4)
+    # area proxy: PEs x (input + weight + accumulator bits) + SRAM bits
+    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_accumulator"])
+            + 8192 * (r["sram_kib_ifmap"] + r["sram_kib_filter"] + r["sram_kib_psum"] + r["sram_kib_ofmap"])
+            for r in rows}
+    want_a = _front([(area[cfg(r)], r["energy_total_pj"], cfg(r)) for r in rows])
+    got_a = _table_after(sweep["md"], "### Pareto front: energy vs area proxy")
+    assert sorted(r[0] for r in got_a) == sorted(want_a)
+    for r in got_a:
+        assert float(r[1].replace(",", "")) == pytest.approx(area[r[0]] / 1e6, abs=5e-4)
+
+
+def test_csv_export_gives_the_same_report_and_overrides_apply(sweep: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.figure import Figure
+
+    # the figures are drawn by the fixture; here only the tables matter (drawing takes a second)
+    monkeypatch.setattr(Figure, "savefig", lambda self, buf, **kw: buf.write(b"\x89PNG\r\n\x1a\n"))
+    out = sweep["dir"] / "rc"
+    rc, _ = _run(["report", str(sweep["csv"]), "--out", str(out), "--x", "bits.psum", "--y", "rows",
+                  "--color", "dataflow"])
+    assert rc == 0
+    md = (out / "report.md").read_text()
+    assert "### Heat map: bits_psum x rows" in md
+    tables = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert tables == [ln for ln in sweep["md"].splitlines() if ln.startswith("|")]  # the database's numbers
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--x", "nosuch"], "--x 'nosuch' is not a swept parameter of this sweep; choose one of: rows, dataflow, bits_psum"),
+    (["--color", "cols"], "--color 'cols' is not a swept parameter"),
+    (["--x", "rows", "--y", "rows"], "--x and --y are both 'rows'"),
+    (["--labels", "a"], "--labels applies to ledger reports"),
+])
+def test_bad_sweep_options_exit_2_one_line(sweep: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           extra: list[str], needle: str) -> None:
+    refused(["report", str(sweep["db"]), "--out", str(tmp_path / "o"), *extra], capsys, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_sweep_options_refused_for_ledgers_and_mixed_inputs(sweep: dict, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    led = tmp_path / "a.ledger.json"
+    assert main(["sim", "--workload", "gemm:M=8,N=8,K=8", "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    led = next((tmp_path / "s").glob("*.ledger.json"))
+    capsys.readouterr()
+    refused(["report", str(led), "--x", "rows", "--out", str(tmp_path / "o")], capsys, "--x applies to a sweep report")
+    refused(["report", str(led), str(sweep["db"]), "--out", str(tmp_path / "o")], capsys, "one sweep database")
+    assert not (tmp_path / "o").exists()
