@@ -4,19 +4,10 @@ import argparse
 import csv
 
 import pytest
-import torch
 
 from npukit.cli import main
 
-pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]  # end-to-end runs
 
 
 def test_bench_omnimoe_prints_table_speedup_and_writes_csv(tmp_path, capsys):

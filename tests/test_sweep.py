@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -347,6 +349,39 @@ def wait_for_points(proc: subprocess.Popen, db: Path, n: int, timeout: float) ->
     return got
 
 
+@contextlib.contextmanager
+def killed_midway(cmd: list[str], db: Path, n: int, timeout: float) -> Iterator[subprocess.Popen]:
+    """Start the sweep command ``cmd`` in a session of its own, SIGKILL it once ``db`` holds ``n`` points (or
+    ``timeout`` s passed) and yield the dead process; afterwards whatever is left of its session is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for_points(proc, db, n, timeout=timeout)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:  # a pool's workers, if any outlived their parent
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def kept_keys(db: Path) -> set[str]:
+    """The keys in a killed sweep's database, after checking that it is intact and has no NULL column."""
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert null_count(con) == 0
+        return {r[0] for r in con.execute("SELECT key FROM points")}
+    finally:
+        con.close()
+
+
 def live_in_session(sid: int) -> list[int]:
     """Pids of live (not zombie) processes of session ``sid`` (Linux /proc)."""
     out = []
@@ -368,29 +403,13 @@ def test_kill_9_mid_sweep_then_resume(tmp_path):
     expected = {p.key for p in expand_points(load_sweep_spec(spec))}
     db = tmp_path / "out" / "sweep.sqlite"
     cmd = [sys.executable, "-m", "npukit", "sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2", "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        wait_for_points(proc, db, 40, timeout=30)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    with killed_midway(cmd, db, 40, timeout=30) as proc:
         if Path("/proc/self/stat").exists():  # the orphaned pool workers notice and exit by themselves
             deadline = time.monotonic() + 5
             while live_in_session(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert live_in_session(proc.pid) == []
-    finally:
-        try:  # the pool's workers, if any outlived their parent
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if proc.stderr:
-            proc.stderr.close()
-    con = sqlite3.connect(db)
-    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    kept = {r[0] for r in con.execute("SELECT key FROM points")}
-    assert null_count(con) == 0
-    con.close()
+    kept = kept_keys(db)
     assert 40 <= len(kept) < len(expected) and kept <= expected
     summary = run_sweep(spec, db, workers=2)
     assert (summary.present, summary.computed) == (len(kept), len(expected) - len(kept))
