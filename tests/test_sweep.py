@@ -277,6 +277,13 @@ def test_sweep_run_and_export_are_subcommands_with_their_own_help(capsys):
     assert "SPEC.toml" in helps["run"] and "--workers" in helps["run"] and "[grid]" in helps["run"]
     assert "usage: npukit sweep export [-h] [--csv OUT.csv] DB" in helps["export"]
     assert "--workers" not in helps["export"] and "--out" not in helps["export"]
+    from npukit.cli import build_parser
+
+    for argv in (["sweep", "s.toml", "--workers", "1"], ["sweep", "--workers", "1", "s.toml"], ["sweep", "run", "s.toml"]):
+        args = build_parser("sweep").parse_args(argv)  # options may come before the spec; run is the default
+        assert (args.sweep_command, args.spec, args.func.__name__) == ("run", "s.toml", "run")
+    args = build_parser("sweep").parse_args(["sweep", "export", "d.sqlite"])
+    assert (args.sweep_command, args.db, args.csv, args.func.__name__) == ("export", "d.sqlite", None, "export")
 
 
 @pytest.mark.parametrize("argv,needle", [
