@@ -44,7 +44,7 @@ def _default_to_run(parser_cls: type[argparse.ArgumentParser]) -> type[argparse.
             if not args:
                 self.error("needs a sweep spec or a command: npukit sweep SPEC.toml [options] | "
                            "npukit sweep export DB [--csv OUT.csv]")
-            if args and args[0] not in (*_COMMANDS, "-h", "--help"):
+            if args[0] not in (*_COMMANDS, "-h", "--help"):
                 args.insert(0, "run")
             return super().parse_known_args(args, namespace)
 
