@@ -175,19 +175,19 @@ def main() -> int:
             for layer, lr, c, comp, acc in zip(work.layers, res.layers, counts, gold["compute"], gold["access"], strict=True):
                 ss_stall = int(comp["Stall Cycles"])
                 row = {"dataflow": df, "layer": layer.name,
-                       "cycles_scalesim": int(comp["Total Cycles"]) - ss_stall, "cycles_npukit": c.compute_cycles,
-                       "stall_scalesim": ss_stall, "stall_npukit": lr.stall_cycles}
-                equal = row["cycles_scalesim"] == row["cycles_npukit"]
+                       "compute_cycles_scalesim": int(comp["Total Cycles"]) - ss_stall, "compute_cycles_npukit": c.compute_cycles,
+                       "stall_cycles_scalesim": ss_stall, "stall_cycles_npukit": lr.stall_cycles}
+                equal = row["compute_cycles_scalesim"] == row["compute_cycles_npukit"]
                 for col, fld in FIELDS:
                     key = col.lower().replace(" ", "_")
                     row[f"{key}_scalesim"], row[f"{key}_npukit"] = int(float(acc[col])), getattr(c, fld)
                     equal &= row[f"{key}_scalesim"] == row[f"{key}_npukit"]
                 if args.bandwidth_mode == "calc":
-                    equal &= row["stall_scalesim"] == row["stall_npukit"]
+                    equal &= row["stall_cycles_scalesim"] == row["stall_cycles_npukit"]
                 row["equal"] = "yes" if equal else "NO"
                 rows.append(row)
-    short = ["dataflow", "layer", "cycles_scalesim", "cycles_npukit", "stall_scalesim", "stall_npukit",
-             "dram_ifmap_reads_scalesim", "dram_ifmap_reads_npukit", "dram_ofmap_writes_scalesim",
+    short = ["dataflow", "layer", "compute_cycles_scalesim", "compute_cycles_npukit", "stall_cycles_scalesim",
+             "stall_cycles_npukit", "dram_ifmap_reads_scalesim", "dram_ifmap_reads_npukit", "dram_ofmap_writes_scalesim",
              "dram_ofmap_writes_npukit", "equal"]
     print(f"{what} on {args.array}x{args.array}, SRAM {args.sram_kb}/{args.sram_kb}/"
           f"{args.ofmap_kb} kB, {args.bandwidth_mode.upper()} mode: SCALE-Sim 3.0.0 vs npukit memory=scalesim")

@@ -122,7 +122,7 @@ def compare(zz: dict, res, table) -> tuple[list[dict], list[dict], bool]:
         layer_rows.append({"layer": lr.name, "M": lr.M, "N": lr.N, "K": lr.K,
                            "zigzag_uJ": round(zt / 1e6, 3), "npukit_uJ": round(nt / 1e6, 3),
                            "diff_pct": round(100 * (nt - zt) / zt, 1),
-                           "zigzag_cycles": int(z["latency_cycles"]), "npukit_cycles": lr.total_cycles,
+                           "total_cycles_zigzag": int(z["latency_cycles"]), "total_cycles_npukit": lr.total_cycles,
                            "zigzag_w_loops": z["w_mapping"], "npukit_mapping": lr.mapping})
     zt, nt = sum(zsum.values()), sum(nsum.values())
     assert abs(nt - res.energy_pj()) <= 1e-9 * nt, "the level split must add up to the total"
@@ -185,12 +185,12 @@ def main() -> int:
     t_nk = time.perf_counter() - t0
     layer_rows, level_rows, ok = compare(zz, res, table)
     print("\nResNet-18 on ZigZag's tpu_like (32x32 ws, 8-bit data, 16-bit psums), energy-optimised mapping on each side\n")
-    print(table_text(layer_rows, ["layer", "M", "N", "K", "zigzag_uJ", "npukit_uJ", "diff_pct", "zigzag_cycles",
-                                  "npukit_cycles", "zigzag_w_loops", "npukit_mapping"]))
+    print(table_text(layer_rows, ["layer", "M", "N", "K", "zigzag_uJ", "npukit_uJ", "diff_pct", "total_cycles_zigzag",
+                                  "total_cycles_npukit", "zigzag_w_loops", "npukit_mapping"]))
     print()
     print(table_text(level_rows, ["what", "zigzag_uJ", "npukit_uJ", "zigzag_share_pct", "npukit_share_pct",
                                   "share_diff_pts"]))
-    zcyc = sum(r["zigzag_cycles"] for r in layer_rows)
+    zcyc = sum(r["total_cycles_zigzag"] for r in layer_rows)
     print(f"\nlatency: ZigZag {zcyc:,} cycles, npukit {res.total_cycles:,} cycles ({res.compute_cycles:,} compute + "
           f"{res.stall_cycles:,} stall); wall: ZigZag {zz['wall_s']:.1f} s, npukit {t_nk * 1e3:.1f} ms "
           f"({zz['wall_s'] / t_nk:,.0f}x)")

@@ -72,7 +72,7 @@ def install(model: nn.Module) -> int:
     """Put :class:`Matmul` slots on every attention module of every transformers model in ``model`` and
     select the ``"npukit_psum"`` attention implementation; returns the number of attention modules.
     Raises ``PsumQuantError`` for a transformers model that cannot switch its attention implementation."""
-    from .psumquant import PsumQuantError
+    from ._psum_config import PsumQuantError
 
     roots = hf_roots(model)
     if not roots:
@@ -113,7 +113,7 @@ def psum_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, va
     """transformers' eager attention with ``QK^T`` and ``PV`` through ``module.psum_qk`` / ``psum_pv``
     (plain matmuls when the module has no slots). ``query``: (B, heads, Lq, D); ``key`` / ``value``:
     (B, kv_heads, Lk, D); returns (output (B, Lq, heads, D), attention weights (B, heads, Lq, Lk))."""
-    from .psumquant import PsumQuantError
+    from ._psum_config import PsumQuantError
 
     if kwargs.get("s_aux") is not None:
         raise PsumQuantError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the npukit_psum attention")

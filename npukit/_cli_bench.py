@@ -1,18 +1,18 @@
 """``npukit bench NAME``: microbenchmarks (print a table, write CSV). ``omnimoe`` is the first.
 
-Each benchmark is a module with ``add_arguments(parser)`` and ``run(args) -> int`` that keeps its
-heavy imports (torch, triton) inside ``run``; register new ones in :data:`BENCHMARKS`.
+Each benchmark is a module of ``benchmarks/`` (``npukit.benchmarks``) with a plain-text docstring (its
+``--help``), ``add_arguments(parser)`` and ``run(args) -> int`` that keeps its heavy imports (torch, triton)
+inside ``run``; register new ones in :data:`BENCHMARKS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import re
 
 # name -> (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "omnimoe": ("npukit.experiments.omnimoe.bench",
+    "omnimoe": ("npukit.benchmarks.omnimoe",
                 "OmniMoE router/scheduler/expert kernels vs PEER and the torch reference, plus the NPU model"),
 }
 
@@ -23,16 +23,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", parser_class=type(p))
     sub.required = True
     for name, (module, help_text) in BENCHMARKS.items():
-        bp = sub.add_parser(name, help=help_text, description=_plain(importlib.import_module(module).__doc__ or ""),
+        mod = importlib.import_module(module)
+        bp = sub.add_parser(name, help=help_text, description=mod.__doc__ or "",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        importlib.import_module(module).add_arguments(bp)
+        mod.add_arguments(bp)
         bp.set_defaults(func=run, bench_module=module)
-
-
-def _plain(doc: str) -> str:
-    """A module docstring as terminal text: reST roles and literals (``:mod:`x```, ````x````) as plain words."""
-    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
-    return doc.replace("``", "")
 
 
 def run(args: argparse.Namespace) -> int:

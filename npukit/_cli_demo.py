@@ -37,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     from npukit.models.trace import trace_workload
     from npukit.sim.report import write_report
 
-
     out = prepare_out_dir(args.out)
     import torch
 
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     print("PsumQuant on real data: a digits CNN at 32-bit vs 8-bit psumquant psums (trained once, cached) ...")
     print(digits_demo_summary(out))
-    for key in ("md", "html"):
-        print(f"wrote {paths[key]}")
+    for path in paths.values():  # report.md, report.html, the figures
+        print(f"wrote {path}")
     print(f"report: {paths['html']}")
     return 0

@@ -12,7 +12,7 @@ from npukit.sim import add_executor_arguments, executor_from_args
 if TYPE_CHECKING:
     from npukit.sim.sweep import Executor, SweepPoint, SweepSpec
 
-_EPILOG = """\
+_SPEC_HELP = """\
 spec file (TOML):
   [sweep]
   name = "psum-study"                 # optional
@@ -30,45 +30,74 @@ backends (same spec, same results, same database; the database stays on this mac
   --workers N                local process pool (default: CPU count; 1 = in-process)
   --dask-local N             a Dask LocalCluster of N worker processes on this machine
   --scheduler tcp://H:P      an existing Dask cluster; its workers need the same npukit version
-
-export:
-  npukit sweep export DB [--csv OUT.csv]   write every row of a sweep database to CSV
-                                           (default: DB with a .csv suffix)
 """
+_COMMANDS = ("run", "export")
+
+
+def _default_to_run(parser_cls: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
+    """``parser_cls`` whose argument list gets ``run`` in front when it starts with neither a subcommand nor
+    ``-h``: ``npukit sweep SPEC.toml ...`` is ``npukit sweep run SPEC.toml ...``."""
+
+    class SweepParser(parser_cls):  # type: ignore[valid-type,misc]
+        def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+            args = list(args or [])
+            if not args:
+                self.error("needs a sweep spec or a command: npukit sweep SPEC.toml [options] | "
+                           "npukit sweep export DB [--csv OUT.csv]")
+            if args[0] not in (*_COMMANDS, "-h", "--help"):
+                args.insert(0, "run")
+            return super().parse_known_args(args, namespace)
+
+    return SweepParser
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "sweep",
-        help="run a design-space sweep (grid x workloads) into SQLite; 'sweep export DB' writes CSV",
-        description="Run every point of a sweep spec (arch grid x workloads) on a process pool; each point\n"
-        "becomes one SQLite row (cycles, utilization, energy per component in pJ, latency in s).\n"
-        "Usage: npukit sweep SPEC.toml [options]  |  npukit sweep export DB [--csv OUT.csv]",
-        epilog=_EPILOG,
+        help="run a design-space sweep (grid x workloads) into SQLite ('sweep export DB' writes CSV)",
+        description="Design-space sweeps into SQLite.\n"
+        "  npukit sweep [run] SPEC.toml [options]     run every point of a spec (run is the default)\n"
+        "  npukit sweep export DB [--csv OUT.csv]     write every row of a sweep database to CSV\n"
+        "See npukit sweep run --help and npukit sweep export --help.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("spec", metavar="SPEC.toml", help="sweep spec file (or the word 'export' followed by DB)")
-    p.add_argument("export_db", nargs="?", metavar="DB", help=argparse.SUPPRESS)
-    p.add_argument("--out", default="out/sweep", metavar="DIR", help="output folder for the defaults below (default out/sweep)")
-    p.add_argument("--db", metavar="PATH", help="SQLite database (default DIR/sweep.sqlite); reused across runs")
-    p.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("--max-points", type=int, default=None, metavar="N",
+    base = type(p)  # the CLI's one-line-error parser: the subcommands get it as it is
+    p.__class__ = _default_to_run(base)
+    sub = p.add_subparsers(dest="sweep_command", metavar="COMMAND", parser_class=base)
+    sub.required = True
+    r = sub.add_parser(
+        "run",
+        help="run a sweep spec into SQLite and CSV (the default command)",
+        description="Run every point of a sweep spec (arch grid x workloads) on a process pool; each point\n"
+        "becomes one SQLite row (compute_cycles, stall_cycles, total_cycles, utilization, energy per\n"
+        "component in pJ, latency in s). 'npukit sweep SPEC.toml' is the same as 'npukit sweep run SPEC.toml'.",
+        epilog=_SPEC_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("spec", metavar="SPEC.toml", help="sweep spec file")
+    r.add_argument("--out", default="out/sweep", metavar="DIR", help="output folder for the defaults below (default out/sweep)")
+    r.add_argument("--db", metavar="PATH", help="SQLite database (default DIR/sweep.sqlite); reused across runs")
+    r.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
+    r.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
-    add_executor_arguments(p)
-    p.set_defaults(func=run)
+    add_executor_arguments(r)
+    r.set_defaults(func=run)
+    e = sub.add_parser(
+        "export",
+        help="write every row of a sweep database to CSV",
+        description="Write every row of a sweep database (every spec run into it) to one CSV file.",
+    )
+    e.add_argument("db", metavar="DB", help="the .sqlite file npukit sweep wrote")
+    e.add_argument("--csv", metavar="OUT.csv", help="CSV to write (default: DB with a .csv suffix)")
+    e.set_defaults(func=export)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``npukit sweep [run] SPEC.toml``: every point of the spec into the database, then the CSV."""
     from npukit.sim.errors import ConfigError
 
-    if args.spec == "export" and args.export_db is not None:
-        return _export(args)
-    if args.spec == "export" and not Path("export").exists():
-        raise ConfigError("npukit sweep export needs a database: npukit sweep export DB [--csv OUT.csv]")
-    if args.export_db is not None:
-        raise ConfigError(f"unexpected argument '{args.export_db}'; use npukit sweep SPEC.toml or npukit sweep export DB")
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
 
@@ -128,12 +157,13 @@ def _run(
     return 0
 
 
-def _export(args: argparse.Namespace) -> int:
+def export(args: argparse.Namespace) -> int:
+    """``npukit sweep export DB``: every row of the database into one CSV file."""
     from npukit.sim import check_writable_file
     from npukit.sim.errors import ConfigError
     from npukit.sim.sweep import export_csv
 
-    db = Path(args.export_db)
+    db = Path(args.db)
     if db.is_dir():
         raise ConfigError(f"sweep database '{db}' is a folder; pass the .sqlite file npukit sweep wrote")
     if not db.is_file():

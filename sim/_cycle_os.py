@@ -28,6 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._cycle_ws import fold_tables, ovf_bounds
+
 N_MAC, N_A_W, N_B_W, N_ACC_W, N_A_READ, N_B_READ, LAST_CYCLE, LAST_OUT, N_COUNTERS = range(9)
 
 
@@ -56,30 +58,15 @@ def run_os(A, B, R, C, period, nbanks, P, sat, out, out_cycle, counts):
     counts: int64[N_COUNTERS], written."""
     M, K = A.shape
     N = B.shape[1]
-    mf = (M + R - 1) // R
-    nf = (N + C - 1) // C
-    F = mf * nf
-    fi = np.empty(F, np.int64)
-    fj = np.empty(F, np.int64)
-    fmu = np.empty(F, np.int64)
-    fnu = np.empty(F, np.int64)
-    for f in range(F):
-        i = f // nf
-        j = f - i * nf
-        fi[f] = i
-        fj[f] = j
-        fmu[f] = min(R, M - i * R)
-        fnu[f] = min(C, N - j * C)
+    # fold f = i * nf + j (row fold i outer)
+    fi, fj, fmu, fnu = fold_tables(M, R, N, C)
+    F = fi.shape[0]
 
     a = np.zeros((R, C), np.int32)
     b = np.zeros((R, C), np.int32)
     acc = np.zeros((nbanks, R, C), np.int64)
 
-    one = np.int64(1)
-    plo = -(one << (P - 1))
-    phi = (one << (P - 1)) - 1
-    phalf = one << (P - 1)
-    pmask = (one << (P - 1)) - 1 + (one << (P - 1))
+    plo, phi, phalf, pmask = ovf_bounds(P)
 
     n_mac = 0
     n_a_read = 0

@@ -58,6 +58,35 @@ def ovf(s: int, lo: int, hi: int, half: int, mask: int, sat: bool) -> int:
 
 
 @njit(cache=True, inline="always")
+def ovf_bounds(bits: int) -> tuple[int, int, int, int]:
+    """(lo, hi, half, mask) of a ``bits``-bit two's-complement value, the arguments :func:`ovf` takes."""
+    one = np.int64(1)
+    half = one << (bits - 1)
+    return -half, half - 1, half, half - 1 + half
+
+
+@njit(cache=True)
+def fold_tables(n_out: int, t_out: int, n_in: int, t_in: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per fold ``f = o * fin + q`` (outer tile o of ``n_out`` in tiles of ``t_out``, inner tile q of ``n_in``
+    in tiles of ``t_in``, ``fin`` inner tiles): int64 arrays of o, q and the used extents of both tiles."""
+    fo = (n_out + t_out - 1) // t_out
+    fin = (n_in + t_in - 1) // t_in
+    F = fo * fin
+    io = np.empty(F, np.int64)
+    ii = np.empty(F, np.int64)
+    uo = np.empty(F, np.int64)
+    ui = np.empty(F, np.int64)
+    for f in range(F):
+        o = f // fin
+        q = f - o * fin
+        io[f] = o
+        ii[f] = q
+        uo[f] = min(t_out, n_out - o * t_out)
+        ui[f] = min(t_in, n_in - q * t_in)
+    return io, ii, uo, ui
+
+
+@njit(cache=True, inline="always")
 def quant_acc(x: int, has_q: bool, mult: int, shift: int, qlo: int, qhi: int) -> int:
     """The psum quantizer (npukit.sim.quant.quantize) on one int64 psum; identity when not has_q."""
     if not has_q:
@@ -109,35 +138,16 @@ def run_ws(A, B, R, C, period, nbanks, P, sat, Bbits, has_q, mult, shift, want_f
     ``want_fp``. counts: int64[N_COUNTERS], written. Returns nothing."""
     M, K = A.shape
     N = B.shape[1]
-    kf = (K + R - 1) // R
-    nf = (N + C - 1) // C
-    F = kf * nf
-    # per-fold tables
-    fi = np.empty(F, np.int64)
-    fj = np.empty(F, np.int64)
-    fku = np.empty(F, np.int64)
-    fnu = np.empty(F, np.int64)
-    for f in range(F):
-        j = f // kf
-        i = f - j * kf
-        fi[f] = i
-        fj[f] = j
-        fku[f] = min(R, K - i * R)
-        fnu[f] = min(C, N - j * C)
+    # per-fold tables: fold f = j * kf + i (column fold j outer, K-fold i inner)
+    fj, fi, fnu, fku = fold_tables(N, C, K, R)
+    F = fi.shape[0]
 
     act = np.zeros((R, C), np.int32)
     w = np.zeros((nbanks, R, C), np.int32)
     ps = np.zeros((R, C), np.int64)
 
-    one = np.int64(1)
-    plo = -(one << (P - 1))
-    phi = (one << (P - 1)) - 1
-    phalf = one << (P - 1)
-    pmask = (one << (P - 1)) - 1 + (one << (P - 1))
-    blo = -(one << (Bbits - 1))
-    bhi = (one << (Bbits - 1)) - 1
-    bhalf = one << (Bbits - 1)
-    bmask = (one << (Bbits - 1)) - 1 + (one << (Bbits - 1))
+    plo, phi, phalf, pmask = ovf_bounds(P)
+    blo, bhi, bhalf, bmask = ovf_bounds(Bbits)
 
     n_mac = 0
     n_act = 0

@@ -11,7 +11,7 @@ when there is no ``-wal`` file (a read-only connection to a WAL-mode file would 
 
 Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
 field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum``, ``sram_kib_psum``, ...),
-``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``cycles`` (clock cycles),
+``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``total_cycles`` (their sum; clock cycles),
 ``utilization`` (macs / (compute_cycles x rows x cols), at most 1), ``energy_total_pj``, one
 ``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the
 simulation took), ``npukit_version``, ``created_at`` (ISO 8601 UTC).
@@ -48,7 +48,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("macs", "INTEGER"),
     ("compute_cycles", "INTEGER"),
     ("stall_cycles", "INTEGER"),
-    ("cycles", "INTEGER"),
+    ("total_cycles", "INTEGER"),
     ("utilization", "REAL"),
     ("energy_total_pj", "REAL"),
     ("energy_onchip_pj", "REAL"),
@@ -141,6 +141,9 @@ class SweepStore:
             return [c for c, _ in base_columns()]
         if "key" not in have or "config" not in have:
             raise sqlite3.DatabaseError("its 'points' table has no key/config columns")
+        if "cycles" in have and "total_cycles" not in have:  # the name before compute + stall was total_cycles
+            self.con.execute("ALTER TABLE points RENAME COLUMN cycles TO total_cycles")
+            have[have.index("cycles")] = "total_cycles"
         for c, t in base_columns():  # a newer npukit added a column: old rows get NULL there
             if c not in have:
                 self.con.execute(f"ALTER TABLE points ADD COLUMN {c} {t}")

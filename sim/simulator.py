@@ -44,8 +44,24 @@ from .workload import Layer, VectorOp, Workload
 __all__ = ["COMPONENTS", "LayerResult", "SimResult", "TRAFFIC_COLUMNS", "map_layer", "simulate", "simulate_layer"]
 
 
+class _CycleTotals:
+    """``total_cycles`` = ``compute_cycles`` + ``stall_cycles`` (clock cycles) of a layer or a workload."""
+
+    compute_cycles: int
+    stall_cycles: int
+
+    @property
+    def total_cycles(self) -> int:
+        return self.compute_cycles + self.stall_cycles
+
+    @property
+    def cycles(self) -> int:
+        """Alias of :attr:`total_cycles` (compute + stall)."""
+        return self.total_cycles
+
+
 @dataclass
-class LayerResult:
+class LayerResult(_CycleTotals):
     """One layer's figures (cycles in clock cycles, traffic in bytes, energy in pJ)."""
 
     name: str
@@ -67,15 +83,6 @@ class LayerResult:
     energy_pj: dict[str, float] = field(default_factory=dict)
     traffic_bytes: dict[str, float] = field(default_factory=dict)  # TRAFFIC_COLUMNS -> bytes
 
-    @property
-    def total_cycles(self) -> int:
-        return self.compute_cycles + self.stall_cycles
-
-    @property
-    def cycles(self) -> int:
-        """Alias of :attr:`total_cycles` (compute + stall)."""
-        return self.total_cycles
-
     def energy_total_pj(self) -> float:
         return sum(self.energy_pj.values())
 
@@ -84,7 +91,7 @@ class LayerResult:
 
 
 @dataclass
-class SimResult:
+class SimResult(_CycleTotals):
     """A simulated workload: per-layer results, the ledger, and totals."""
 
     workload: str
@@ -99,15 +106,6 @@ class SimResult:
     @property
     def stall_cycles(self) -> int:
         return sum(r.stall_cycles for r in self.layers)
-
-    @property
-    def total_cycles(self) -> int:
-        return self.compute_cycles + self.stall_cycles
-
-    @property
-    def cycles(self) -> int:
-        """Alias of :attr:`total_cycles`."""
-        return self.total_cycles
 
     @property
     def macs(self) -> int:

@@ -87,7 +87,7 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
         "macs": result.macs,
         "compute_cycles": compute,
         "stall_cycles": result.stall_cycles,
-        "cycles": result.cycles,
+        "total_cycles": result.total_cycles,
         "utilization": result.utilization,
         "energy_total_pj": result.energy_pj(),
         "energy_onchip_pj": result.energy_onchip_pj(),

@@ -21,3 +21,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name.startswith(_ML_FILES):
             item.add_marker(pytest.mark.ml)
+
+
+@pytest.fixture
+def one_torch_thread():  # type: ignore[no-untyped-def]
+    """torch on one thread for the test (the machine is shared), the previous count restored after."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

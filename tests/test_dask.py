@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from npukit.sim._sweep_dask import DaskExecutor, VersionMismatchError, version_p
 from npukit.sim.sweep import Executor, expand_points, load_sweep_spec, make_executor, read_rows, run_points, run_sweep  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_sweep import BIG, wait_for_points, write_spec  # noqa: E402
+from test_sweep import BIG, kept_keys, killed_midway, write_spec  # noqa: E402
 
 pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
 
@@ -127,21 +126,9 @@ def test_client_killed_then_rerun_computes_only_missing(cluster, tmp_path):
     db = out / "sweep.sqlite"
     cmd = [sys.executable, "-m", "npukit", "sweep", str(spec), "--out", str(out), "--scheduler", cluster.scheduler_address,
            "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        wait_for_points(proc, db, 40, timeout=60)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if proc.stderr:
-            proc.stderr.close()
-    con = sqlite3.connect(db)
-    kept = {r[0] for r in con.execute("SELECT key FROM points")}
-    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    con.close()
+    with killed_midway(cmd, db, 40, timeout=60):
+        pass
+    kept = kept_keys(db)
     assert 40 <= len(kept) < len(expected) and kept <= expected
     with DaskExecutor(scheduler=cluster.scheduler_address) as ex:
         summary = run_sweep(spec, db, executor=ex)

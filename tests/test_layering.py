@@ -1,4 +1,4 @@
-"""The dependency rules, read from the source: CLI -> experiments -> models/kernels -> sim, nothing but the
+"""The dependency rules, read from the source: CLI -> benchmarks -> experiments -> models/kernels -> sim, nothing but the
 CLI dispatcher imports a ``_cli_*`` module, and no package reaches into another's private modules."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # top-level folder -> the npukit package it is (setup.cfg's package_dir)
 PACKAGES = {"sim": "npukit.sim", "models": "npukit.models", "kernels": "npukit.kernels", "rtl": "npukit.rtl",
-            "experiments": "npukit.experiments", "npukit": "npukit"}
+            "experiments": "npukit.experiments", "benchmarks": "npukit.benchmarks", "npukit": "npukit"}
 # what each package may import from the others
 ALLOWED = {
     "npukit.sim": set(),
@@ -17,6 +17,7 @@ ALLOWED = {
     "npukit.models": {"npukit.sim", "npukit.kernels"},
     "npukit.rtl": {"npukit.sim"},
     "npukit.experiments": {"npukit.sim", "npukit.kernels", "npukit.models", "npukit.rtl"},
+    "npukit.benchmarks": {"npukit.sim", "npukit.kernels", "npukit.models", "npukit.rtl", "npukit.experiments"},
 }
 
 
@@ -38,7 +39,10 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 
 
 def _files() -> list[Path]:
-    return sorted(p for top in PACKAGES for p in (ROOT / top).rglob("*.py"))
+    """Every module of the packages; in benchmarks/ only the ``npukit bench`` modules (the bench_*.py scripts
+    beside them run stand-alone and are imported by nothing)."""
+    return sorted(p for top in PACKAGES for p in (ROOT / top).rglob("*.py")
+                  if top != "benchmarks" or not p.name.startswith(("bench_", "_peers")))
 
 
 def _package_of(module: str) -> str:

@@ -4,19 +4,10 @@ import argparse
 import csv
 
 import pytest
-import torch
 
 from npukit.cli import main
 
-pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]  # end-to-end runs
 
 
 def test_bench_omnimoe_prints_table_speedup_and_writes_csv(tmp_path, capsys):
@@ -35,6 +26,17 @@ def test_bench_omnimoe_prints_table_speedup_and_writes_csv(tmp_path, capsys):
     for r in rows:
         if r["path"] != "PEER-pytorch fwd" or r["note"].startswith("1 head"):
             assert float(r["median_ms"]) > 0 and float(r["hbm_mb"]) > 0
+    # triton.testing.perf_report ran the grid: its CSV (one row per point, one column per path) and plot
+    grid = list(csv.DictReader((out / "omnimoe_ms.csv").open()))
+    assert [g["point"] for g in grid] == ["T=32 N=64 H=16 k=4", "T=32 N=256 H=16 k=4"]
+    by = {(r["experts"], r["path"]): float(r["median_ms"]) for r in rows}
+    for g in grid:
+        n = g["point"].split()[1][2:]
+        assert float(g["expert fwd (ms)"]) == pytest.approx(by[(n, "expert fwd")], rel=1e-5)
+    assert (out / "omnimoe_ms.png").stat().st_size > 0
+    for name in ("omnimoe_ms.csv", "omnimoe_ms.png", "bench_omnimoe.csv", "npu_cost.csv", "summary.txt"):
+        assert f"wrote {out / name}" in text
+    assert all(float(r["low_ms"]) <= float(r["median_ms"]) <= float(r["high_ms"]) for r in rows if r["median_ms"] != "nan")
     npu = list(csv.DictReader((out / "npu_cost.csv").open()))
     assert {r["path"] for r in npu} == {"expert_centric", "token_centric"}
     tot = {r["path"]: r for r in npu if r["part"] == "total"}
@@ -48,12 +50,24 @@ def test_bench_omnimoe_prints_table_speedup_and_writes_csv(tmp_path, capsys):
     (["--experts", "10"], "perfect squares"),
     (["--experts", "16", "--topk", "32"], "exceeds --experts"),
     (["--npu-point", "1,2"], "four integers"),
+    (["--seed", "-1"], "--seed"),
 ])
 def test_bench_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, msg):
     out = tmp_path / "b"
     assert main(["bench", "omnimoe", "--no-router-target", "--out", str(out), *argv]) == 2
     assert msg in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["bench", "omnimoe", "--help"]])
+def test_bench_help_is_plain_text_and_every_option_has_help(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "triton.testing.perf_report" in text and "--seed S" in text
+    assert "``" not in text and ":mod:" not in text and ":func:" not in text
+    assert "seed of the random inputs" in text
 
 
 def test_bench_bad_list_is_a_usage_error(capsys):

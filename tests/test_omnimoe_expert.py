@@ -10,13 +10,7 @@ from npukit.kernels.omnimoe.token import token_centric, token_forward_torch
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # torch on one thread (conftest)
 
 
 def _problem(T=12, H=40, N=25, k=4, seed=0, dtype=torch.float32):

@@ -8,13 +8,7 @@ from npukit.models.omnimoe import PEER, OmniMoE
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # torch on one thread (conftest)
 
 
 REF_KEYS = {"gate_proj.weight", "up_proj.weight", "down_proj.weight", "router_gate_x.weight", "router_gate_y.weight",

@@ -11,13 +11,7 @@ from npukit.kernels.omnimoe.router import (
 )
 from npukit.sim.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # torch on one thread (conftest)
 
 
 def _lp(T, n, seed, dtype=torch.float32):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -9,9 +10,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _cli_util import refused
 
 from npukit.cli import main
 from npukit.sim import ConfigError, load_arch, parse_workload_spec, simulate
@@ -145,7 +148,8 @@ def test_rows_equal_direct_simulate(tmp_path):
         res = simulate(parse_workload_spec(str(tmp_path / wl) if wl.endswith(".csv") else wl), arch)
         row = rows[(wl, r, df, bp, sp)]
         assert (row["layers"], row["macs"]) == (len(res.layers), res.macs)
-        assert (row["compute_cycles"], row["stall_cycles"], row["cycles"]) == (res.compute_cycles, res.stall_cycles, res.cycles)
+        assert (row["compute_cycles"], row["stall_cycles"], row["total_cycles"]) == (res.compute_cycles, res.stall_cycles,
+                                                                                  res.total_cycles)
         assert row["utilization"] == res.macs / (res.compute_cycles * r * arch.cols)
         assert row["energy_total_pj"] == pytest.approx(res.energy_pj(), rel=1e-12)
         for comp, pj in res.energy_by_component().items():
@@ -188,8 +192,8 @@ def test_custom_executor_backend(tmp_path):
     s = run_sweep(spec, tmp_path / "c.sqlite", executor=ex)
     assert s.computed == 72 and ex.calls > 1
     ref = run_sweep(spec, tmp_path / "r.sqlite", executor=SerialExecutor())
-    assert {r["key"]: r["cycles"] for r in read_rows(tmp_path / "c.sqlite")} == {
-        r["key"]: r["cycles"] for r in read_rows(tmp_path / "r.sqlite")
+    assert {r["key"]: r["total_cycles"] for r in read_rows(tmp_path / "c.sqlite")} == {
+        r["key"]: r["total_cycles"] for r in read_rows(tmp_path / "r.sqlite")
     }
     assert ref.computed == 72
 
@@ -224,7 +228,7 @@ def test_rerun_computes_only_missing_points(tmp_path):
     assert set(after) == set(before)
     for k in before:  # untouched rows were not rewritten; recomputed ones got new rows with equal numbers
         if k in gone:
-            assert after[k]["created_at"] >= before[k]["created_at"] and after[k]["cycles"] == before[k]["cycles"]
+            assert after[k]["created_at"] >= before[k]["created_at"] and after[k]["total_cycles"] == before[k]["total_cycles"]
         else:
             assert after[k] == before[k]
     assert run_sweep(spec, db, workers=2).computed == 0
@@ -252,7 +256,7 @@ def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
     header = lines[0].split(",")
     assert len(lines) == 73 and {"bits_psum", "sram_kib_psum", "rows", "dataflow", "workload", "energy_total_pj"} <= set(header)
     assert {f"energy_{c}_pj" for c in COMPONENTS} <= set(header)
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert main(["sweep", "run", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0  # run: the default
     assert "0 computed now, 72 already present" in capsys.readouterr().out
     exported = tmp_path / "all.csv"
     assert main(["sweep", "export", str(db), "--csv", str(exported)]) == 0
@@ -260,6 +264,50 @@ def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
     assert sorted(exported.read_text().splitlines()) == sorted(lines)
     assert main(["sweep", "export", str(tmp_path / "nope.sqlite"), "--csv", str(tmp_path / "n.csv")]) == 2
     assert not (tmp_path / "n.csv").exists()
+
+
+def test_sweep_run_and_export_are_subcommands_with_their_own_help(capsys):
+    helps = {}
+    for argv in (["sweep", "--help"], ["sweep", "run", "--help"], ["sweep", "export", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+        helps[" ".join(argv[1:-1])] = capsys.readouterr().out
+    assert "run" in helps[""] and "export" in helps[""] and "--workers" not in helps[""]
+    assert "SPEC.toml" in helps["run"] and "--workers" in helps["run"] and "[grid]" in helps["run"]
+    assert "usage: npukit sweep export [-h] [--csv OUT.csv] DB" in helps["export"]
+    assert "--workers" not in helps["export"] and "--out" not in helps["export"]
+    from npukit.cli import build_parser
+
+    for argv in (["sweep", "s.toml", "--workers", "1"], ["sweep", "--workers", "1", "s.toml"], ["sweep", "run", "s.toml"]):
+        args = build_parser("sweep").parse_args(argv)  # options may come before the spec; run is the default
+        assert (args.sweep_command, args.spec, args.func.__name__) == ("run", "s.toml", "run")
+    args = build_parser("sweep").parse_args(["sweep", "export", "d.sqlite"])
+    assert (args.sweep_command, args.db, args.csv, args.func.__name__) == ("export", "d.sqlite", None, "export")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["sweep"], "npukit sweep SPEC.toml"),
+    (["sweep", "export"], "DB"),
+    (["sweep", "run"], "SPEC.toml"),
+    (["sweep", "export", "a.sqlite", "--workers", "2"], "--workers"),
+])
+def test_sweep_command_line_errors_are_one_line(argv, needle, capsys):
+    refused(argv, capsys, needle)
+
+
+def test_database_of_the_old_cycles_column_is_resumed(tmp_path):
+    spec = write_spec(tmp_path, '[sweep]\narch = "npu128"\nworkloads = ["gemm:M=64,N=64,K=64"]\n[grid]\nrows = [8, 16]\n')
+    db = tmp_path / "old.sqlite"
+    run_sweep(spec, db, workers=1)
+    want = {r["key"]: r["total_cycles"] for r in read_rows(db)}
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("ALTER TABLE points RENAME COLUMN total_cycles TO cycles")
+        con.execute("DELETE FROM points WHERE rowid = (SELECT min(rowid) FROM points)")
+    con.close()
+    assert run_sweep(spec, db, workers=1).computed == 1
+    assert {r["key"]: r["total_cycles"] for r in read_rows(db)} == want
 
 
 def test_sweep_path_imports_no_torch_or_dask(tmp_path):
@@ -308,6 +356,39 @@ def wait_for_points(proc: subprocess.Popen, db: Path, n: int, timeout: float) ->
     return got
 
 
+@contextlib.contextmanager
+def killed_midway(cmd: list[str], db: Path, n: int, timeout: float) -> Iterator[subprocess.Popen]:
+    """Start the sweep command ``cmd`` in a session of its own, SIGKILL it once ``db`` holds ``n`` points (or
+    ``timeout`` s passed) and yield the dead process; afterwards whatever is left of its session is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for_points(proc, db, n, timeout=timeout)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:  # a pool's workers, if any outlived their parent
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def kept_keys(db: Path) -> set[str]:
+    """The keys in a killed sweep's database, after checking that it is intact and has no NULL column."""
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert null_count(con) == 0
+        return {r[0] for r in con.execute("SELECT key FROM points")}
+    finally:
+        con.close()
+
+
 def live_in_session(sid: int) -> list[int]:
     """Pids of live (not zombie) processes of session ``sid`` (Linux /proc)."""
     out = []
@@ -329,29 +410,13 @@ def test_kill_9_mid_sweep_then_resume(tmp_path):
     expected = {p.key for p in expand_points(load_sweep_spec(spec))}
     db = tmp_path / "out" / "sweep.sqlite"
     cmd = [sys.executable, "-m", "npukit", "sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2", "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        wait_for_points(proc, db, 40, timeout=30)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    with killed_midway(cmd, db, 40, timeout=30) as proc:
         if Path("/proc/self/stat").exists():  # the orphaned pool workers notice and exit by themselves
             deadline = time.monotonic() + 5
             while live_in_session(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert live_in_session(proc.pid) == []
-    finally:
-        try:  # the pool's workers, if any outlived their parent
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if proc.stderr:
-            proc.stderr.close()
-    con = sqlite3.connect(db)
-    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    kept = {r[0] for r in con.execute("SELECT key FROM points")}
-    assert null_count(con) == 0
-    con.close()
+    kept = kept_keys(db)
     assert 40 <= len(kept) < len(expected) and kept <= expected
     summary = run_sweep(spec, db, workers=2)
     assert (summary.present, summary.computed) == (len(kept), len(expected) - len(kept))

@@ -414,7 +414,7 @@ def test_meta_device_trace_equals_cpu_trace():
     ],
 )
 def test_fast_meta_outputs_match_torch(name, make):
-    from npukit.models.trace import _fast_meta
+    from npukit.models._trace_meta import _fast_meta
 
     func, args, kwargs = make()
     args = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)

@@ -19,12 +19,12 @@ import torch
 
 from npukit.kernels.omnimoe import accounting as acc
 from npukit.kernels.omnimoe.expert import omni_expert
-from npukit.kernels.omnimoe.router import cartesian_router
+from npukit.kernels.omnimoe.router import cartesian_router, dense_router
 from npukit.kernels.omnimoe.token import token_centric
+from npukit.kernels.timing import median_timer
 from npukit.sim.ledger import Ledger
 from npukit.sim.sweep import Executor, SerialExecutor
 
-from .bench import _timer, dense_router
 from .npu_cost import npu_cost, uniform_counts
 
 
@@ -39,7 +39,7 @@ def loglog_slope(xs: list[float], ys: list[float]) -> float:
 
 def router_sweep(experts: list[int], tokens: int, hidden: int, k: int, reps: int = 3) -> list[dict[str, Any]]:
     """Rows (router, N, ms, gflop) for the Cartesian and the dense router at each N."""
-    timer = _timer(False, reps)
+    timer = median_timer(False, reps)
     rows = []
     torch.manual_seed(0)
     x = torch.randn(tokens, hidden)
@@ -68,7 +68,7 @@ def router_sweep(experts: list[int], tokens: int, hidden: int, k: int, reps: int
 def centric_time_sweep(experts: list[int], tokens: list[int], hidden: int, k: int, reps: int = 3
                        ) -> list[dict[str, Any]]:
     """Measured CPU forward time of both schedules at uniform-random routing."""
-    timer = _timer(False, reps)
+    timer = median_timer(False, reps)
     rows = []
     for T in tokens:
         for N in experts:

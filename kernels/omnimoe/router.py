@@ -9,8 +9,9 @@ with int64 expert indices, exactly the ``OmniMoE_Pytorch`` reference semantics (
 per axis first: same result, more work).
 
 Paths: :func:`cartesian_topk_torch` (reference), :func:`dense_topk_torch` (brute force over all N,
-for tests), a Triton kernel (one program per token; bitonic ``tl.topk`` on keys that pack the
-score with the index), and :func:`cartesian_router`, differentiable in ``lp_x`` and ``lp_y``.
+for tests), :func:`dense_router` (the dense N-way router baseline, chunked over tokens), a Triton
+kernel (one program per token; bitonic ``tl.topk`` on keys that pack the score with the index), and
+:func:`cartesian_router`, differentiable in ``lp_x`` and ``lp_y``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def dense_topk_torch(lp_x: torch.Tensor, lp_y: torch.Tensor, k: int) -> tuple[to
     _check(lp_x, lp_y, k)
     full = (lp_x.unsqueeze(-1) + lp_y.unsqueeze(-2)).flatten(-2)
     return full.topk(k, dim=-1)
+
+
+DENSE_CHUNK = 128  # tokens per chunk of :func:`dense_router`
+
+
+def dense_router(x: torch.Tensor, w: torch.Tensor, k: int, chunk: int = DENSE_CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """A dense N-way router, the baseline the Cartesian router replaces: logits ``x @ w.T`` (x: (T, H),
+    w: (N, H)), top-k, log-softmax normaliser (logsumexp over all N); ``chunk`` tokens at a time so the (T, N)
+    logits never exist at once. Returns (scores (T, k), indices (T, k) int64), scores descending."""
+    scores, idx = [], []
+    for c in range(0, x.shape[0], chunk):
+        logits = x[c:c + chunk] @ w.t()
+        s, i = logits.topk(k, dim=-1)
+        scores.append(s - torch.logsumexp(logits, dim=-1, keepdim=True))
+        idx.append(i)
+    return torch.cat(scores), torch.cat(idx)
 
 
 def router_backward_torch(

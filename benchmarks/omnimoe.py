@@ -1,36 +1,38 @@
-"""``npukit bench omnimoe``: microbenchmarks of the OmniMoE paths, PEER and the torch reference.
+"""npukit bench omnimoe: microbenchmarks of the OmniMoE paths, PEER and the torch reference.
 
 For every (tokens, experts, topk) point at the given hidden size it times the Cartesian router, a
 dense N-way router, the scheduler, the expert-centric forward and backward, the token-centric
 (PEER-style) forward and backward, the whole OmniMoE layer (forward; forward+backward), the npukit
-PEER layer, the public PEER-pytorch layer and the OmniMoE_Pytorch-style torch reference. Medians in
-ms (``triton.testing.do_bench`` on CUDA, ``time.perf_counter`` on CPU), FLOPs and DRAM bytes counted
-from shapes in a Ledger (:mod:`npukit.kernels.omnimoe.accounting`), achieved GFLOP/s and GB/s
-against ceilings measured on the device (a large copy and a large matmul).
+PEER layer, the public PEER-pytorch layer and the OmniMoE_Pytorch-style torch reference. The grid is
+run by triton.testing.perf_report, which also writes omnimoe_ms.csv and omnimoe_ms.png (median ms per
+path and point, the band between the 20th and 80th percentile on CUDA, min and max on CPU). Times are
+triton.testing.do_bench medians on CUDA and time.perf_counter medians of --reps calls on CPU. FLOPs and
+DRAM bytes are counted from shapes in a Ledger (npukit.kernels.omnimoe.accounting) and give achieved
+GFLOP/s and GB/s against ceilings measured on the device (a large copy and a large matmul).
 
-It then measures the CPU router target (N = 1,048,576, tokens 4,096, hidden 1,024, k = 32:
-Cartesian vs dense router; the dense logits, 16 GiB in fp32, are computed in chunks of tokens)
-and prints ``router speedup: NNx``, and maps one point onto the 128x128 NPU model (expert-centric
-vs token-centric, :mod:`.npu_cost`). Writes ``bench_omnimoe.csv``, ``npu_cost.csv`` and
-``summary.txt`` to ``--out``. This module imports torch only inside :func:`run`.
+It then measures the router target point (N = 1,048,576, tokens 4,096, hidden 1,024, k = 32:
+Cartesian vs dense router; the dense logits, 16 GiB in fp32, are computed in chunks of tokens) and
+prints "router speedup: NNx", and maps one point onto the 128x128 NPU model (expert-centric vs
+token-centric, npukit.experiments.omnimoe.npu_cost). Writes bench_omnimoe.csv (every path and point
+with its counts), npu_cost.csv and summary.txt to --out, and gpu_figures.md on CUDA.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from npukit.kernels.timing import band_timer
 
 DEFAULT_OUT = "out/bench/omnimoe"
 GPU_GRID = dict(tokens=[1024, 4096], experts=[4096, 65536, 1048576], hidden=1024, topk=[16, 32])
 CPU_GRID = dict(tokens=[256, 1024], experts=[4096, 65536], hidden=256, topk=[16, 32])
 TARGET = dict(tokens=4096, experts=1048576, hidden=1024, topk=32)
 CPU_MEM_BUDGET = 6 * 2**30  # bytes a CPU point may allocate; bigger points are skipped with a note
-DENSE_CHUNK = 128  # tokens per chunk of the dense router
 
 
 def _int_list(text: str) -> list[int]:
@@ -52,34 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=int, metavar="H", help="hidden size (default CUDA 1024; CPU 256)")
     p.add_argument("--topk", type=_int_list, metavar="K[,K..]", help="experts per token (default 16,32)")
     p.add_argument("--reps", type=int, default=3, metavar="R", help="CPU timing repetitions, median (default 3)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the random inputs and layer weights of every point (default 0)")
     p.add_argument("--no-router-target", dest="router_target", action="store_false",
                    help="skip the CPU router target point (N=1,048,576, 4,096 tokens, hidden 1,024, k=32; ~2 min, ~5 GiB)")
     p.add_argument("--npu-point", type=_int_list, metavar="T,N,H,K", default=None,
                    help="point mapped onto the NPU model (default: the largest benchmarked point)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
-
-
-# ---------------------------------------------------------------------------------------------- timing
-def _timer(cuda: bool, reps: int) -> Callable[[Callable[[], Any]], float]:
-    if cuda:
-        import triton.testing
-
-        return lambda fn: float(triton.testing.do_bench(fn, return_mode="median"))
-
-    def cpu(fn: Callable[[], Any]) -> float:
-        t0 = time.perf_counter()
-        fn()  # warm-up; a call over 2 s is its own (single) measurement
-        first = time.perf_counter() - t0
-        if first > 2.0:
-            return 1e3 * first
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return 1e3 * statistics.median(times)
-
-    return cpu
 
 
 def measure_ceilings(cuda: bool) -> dict[str, float]:
@@ -90,42 +71,30 @@ def measure_ceilings(cuda: bool) -> dict[str, float]:
     nbytes = (1 << 30) if cuda else (1 << 27)
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    timer = _timer(cuda, 3)
-    ms = timer(lambda: dst.copy_(src))
+    timer = band_timer(cuda, 3)
+    ms = timer(lambda: dst.copy_(src))[0]
     n = 8192 if cuda else 1024
     dt = torch.bfloat16 if cuda else torch.float32
     a = torch.randn(n, n, device=dev, dtype=dt)
     b = torch.randn(n, n, device=dev, dtype=dt)
-    ms_mm = timer(lambda: a @ b)
+    ms_mm = timer(lambda: a @ b)[0]
     return {"gbps": 2 * nbytes / ms / 1e6, "gflops": 2 * n**3 / ms_mm / 1e6}
 
 
 # ---------------------------------------------------------------------------------------------- paths
-def dense_router(x: Any, w: Any, k: int, chunk: int = DENSE_CHUNK) -> tuple[Any, Any]:
-    """A dense N-way router: logits x @ w.T, top-k, log-softmax normaliser (logsumexp over N);
-    computed ``chunk`` tokens at a time so the (T, N) logits never exist at once."""
-    import torch
-
-    scores, idx = [], []
-    for c in range(0, x.shape[0], chunk):
-        logits = x[c:c + chunk] @ w.t()
-        s, i = logits.topk(k, dim=-1)
-        scores.append(s - torch.logsumexp(logits, dim=-1, keepdim=True))
-        idx.append(i)
-    return torch.cat(scores), torch.cat(idx)
-
-
 def _mem_estimate(T: int, N: int, H: int, k: int) -> float:
     """Bytes a CPU point allocates (fp32): expert tables x2 layers (OmniMoE, PEER x2) and dense grads."""
     return 4.0 * (2 * N * H * 3 + 2 * N * H + 6 * T * k * H)
 
 
-def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok: bool = True) -> list[dict[str, Any]]:
-    """Time every path at one point; returns CSV rows (median_ms, gflop, hbm_mb, ...)."""
+def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok: bool = True,
+                seed: int = 0) -> list[dict[str, Any]]:
+    """Time every path at one point; returns CSV rows (median_ms, low_ms, high_ms, gflop, hbm_mb, ...)."""
     import torch
 
     from npukit.kernels.omnimoe import accounting as acc
     from npukit.kernels.omnimoe.expert import omni_expert
+    from npukit.kernels.omnimoe.router import DENSE_CHUNK, dense_router
     from npukit.kernels.omnimoe.scheduler import build_schedule
     from npukit.kernels.omnimoe.token import token_centric
     from npukit.models.omnimoe import PEER, OmniMoE, reference_forward
@@ -134,8 +103,8 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     dev = "cuda" if cuda else "cpu"
     dt = torch.bfloat16 if cuda else torch.float32
     bits = 16 if cuda else 32
-    torch.manual_seed(0)
-    timer = _timer(cuda, reps)
+    torch.manual_seed(seed)
+    timer = band_timer(cuda, reps)
     n = math.isqrt(N)
     layer = OmniMoE(H, 4 * H, N, k).to(dev, dt).eval()
     x = torch.randn(T, H, device=dev, dtype=dt)
@@ -150,9 +119,9 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     def add(path: str, fn: Callable[[], Any] | None, record: Callable[[Ledger], None], note: str = "") -> None:
         led = Ledger()
         record(led)
-        ms = timer(fn) if fn is not None else float("nan")
+        ms, lo, hi = timer(fn) if fn is not None else (float("nan"),) * 3
         rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
-                         topk=k, active=A, reuse=round(T * k / N, 4), median_ms=ms,
+                         topk=k, active=A, reuse=round(T * k / N, 4), median_ms=ms, low_ms=lo, high_ms=hi,
                          gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6, note=note))
 
     with torch.no_grad():
@@ -213,12 +182,12 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     return rows
 
 
-def router_target(cuda: bool, reps: int) -> list[dict[str, Any]]:
+def router_target(cuda: bool, reps: int, seed: int = 0) -> list[dict[str, Any]]:
     """Cartesian vs dense router at the target point (router only)."""
     import torch
 
     from npukit.kernels.omnimoe import accounting as acc
-    from npukit.kernels.omnimoe.router import cartesian_router
+    from npukit.kernels.omnimoe.router import DENSE_CHUNK, cartesian_router, dense_router
     from npukit.sim.ledger import Ledger
 
     T, N, H, k = TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"]
@@ -226,7 +195,7 @@ def router_target(cuda: bool, reps: int) -> list[dict[str, Any]]:
     dev = "cuda" if cuda else "cpu"
     dt = torch.bfloat16 if cuda else torch.float32
     bits = 16 if cuda else 32
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     gx = torch.nn.Linear(H, n, bias=False).to(dev, dt)
     gy = torch.nn.Linear(H, n, bias=False).to(dev, dt)
     nx = torch.nn.BatchNorm1d(n, affine=False).to(dev, dt).eval()
@@ -239,7 +208,7 @@ def router_target(cuda: bool, reps: int) -> list[dict[str, Any]]:
         ly = torch.log_softmax(ny(gy(x)), -1)
         return cartesian_router(lx, ly, k)
 
-    timer = _timer(cuda, reps)
+    timer = band_timer(cuda, reps)
     rows = []
     with torch.no_grad():
         for path, fn, dense in (("router (cartesian) [target]", cart, False), ("router (dense N-way) [target]", None, True)):
@@ -248,9 +217,9 @@ def router_target(cuda: bool, reps: int) -> list[dict[str, Any]]:
                 fn = lambda w=w: dense_router(x, w, k)  # noqa: E731
             led = Ledger()
             acc.record_router(led, T, H, n, k, bits, dense=dense)
-            ms = timer(fn)
+            ms, lo, hi = timer(fn)
             rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
-                             topk=k, active=float("nan"), reuse=round(T * k / N, 4), median_ms=ms,
+                             topk=k, active=float("nan"), reuse=round(T * k / N, 4), median_ms=ms, low_ms=lo, high_ms=hi,
                              gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6,
                              note=f"dense logits in chunks of {DENSE_CHUNK} tokens" if dense else ""))
             if dense:
@@ -298,15 +267,66 @@ def cuda_selfcheck() -> list[str]:
             f"expert fwd rel err {max(out):.1e}, bwd {bwd:.1e}, token-centric fwd {tok:.1e} (limit 1e-4)"]
 
 
+# ---------------------------------------------------------------------------------------------- grid
+PATHS = ("router (cartesian)", "router (dense N-way)", "scheduler", "expert fwd", "token-centric fwd", "layer fwd",
+         "torch reference fwd", "expert bwd", "token-centric bwd", "layer fwd+bwd", "PEER fwd (npukit)", "PEER-pytorch fwd")
+PLOT_NAME = "omnimoe_ms"  # perf_report's CSV and plot: PLOT_NAME.csv, PLOT_NAME.png
+
+
+def _point_label(T: int, N: int, H: int, k: int) -> str:
+    return f"T={T} N={N} H={H} k={k}"
+
+
+def _run_grid(points: list[tuple[int, int, int, int]], cuda: bool, reps: int, seed: int,
+              out: Path) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Every path at every point through ``triton.testing.perf_report`` (x: the point, one line per path), which
+    writes ``omnimoe_ms.csv`` / ``.png`` to ``out``; returns the CSV rows of :func:`bench_point` and those files.
+    Each point is set up and timed once (:func:`bench_point`); perf_report reads its paths' times."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import triton.testing
+
+    done: dict[str, dict[str, dict[str, Any]]] = {}  # point label -> path -> row
+    rows: list[dict[str, Any]] = []
+
+    def timed(point: str, path: str) -> tuple[float, float, float]:
+        if point not in done:
+            T, N, H, k = next(p for p in points if _point_label(*p) == point)
+            dense_ok = cuda or (N * H * 4 <= 2**30 and T * N * H <= 2e11)
+            print(f"point {point} ...", flush=True)
+            new = bench_point(T, N, H, k, cuda, reps, dense_ok, seed)
+            rows.extend(new)
+            done[point] = {r["path"]: r for r in new}
+        r = done[point].get(path)
+        return (r["median_ms"], r["low_ms"], r["high_ms"]) if r else (float("nan"),) * 3
+
+    bench = triton.testing.Benchmark(
+        x_names=["point"], x_vals=[_point_label(*p) for p in points], line_arg="path", line_vals=list(PATHS),
+        line_names=list(PATHS), ylabel="ms", plot_name=PLOT_NAME, args={}, y_log=True,
+        styles=[(f"C{i % 10}", "-" if i < 10 else "--") for i in range(len(PATHS))])
+    if points:
+        with matplotlib.rc_context({"lines.marker": "o", "figure.figsize": (10, 6)}):  # a one-point grid shows too
+            triton.testing.perf_report(bench)(timed).run(save_path=str(out), print_data=False)
+            fig = plt.gcf()  # perf_report plots the points at 0, 1, ...: name them and save the figure again
+            fig.axes[0].set_xticks(range(len(points)), bench.x_vals, rotation=15, ha="right")
+            fig.axes[0].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+            fig.tight_layout()
+            fig.savefig(out / f"{PLOT_NAME}.png")
+        plt.close("all")
+    files = [out / f"{PLOT_NAME}.csv", out / f"{PLOT_NAME}.png", out / "results.html"]
+    return rows, [f for f in files if f.is_file()]
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark; prints tables and writes CSVs to ``args.out``."""
     import torch
 
+    from npukit.experiments.omnimoe.npu_cost import npu_cost
     from npukit.sim import format_table, prepare_out_dir, write_csv, write_text
     from npukit.sim.errors import ConfigError
-
-    from .npu_cost import npu_cost
 
     cuda = torch.cuda.is_available()
     grid = GPU_GRID if cuda else CPU_GRID
@@ -326,6 +346,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--topk {k} exceeds --experts {N}; lower --topk")
     if args.npu_point is not None and len(args.npu_point) != 4:
         raise ConfigError("--npu-point takes four integers T,N,H,K")
+    if not 0 <= args.seed < 2**63:
+        raise ConfigError(f"--seed must be an integer in 0..2^63-1, got {args.seed}")
     out = prepare_out_dir(args.out)
     device = torch.cuda.get_device_name() if cuda else "CPU (torch paths; no CUDA device)"
     print(f"npukit bench omnimoe on {device}, {torch.get_num_threads()} threads")
@@ -334,19 +356,18 @@ def run(args: argparse.Namespace) -> int:
         print(ln)
     ceil = measure_ceilings(cuda)
     print(f"measured ceilings: copy {ceil['gbps']:.1f} GB/s, matmul {ceil['gflops']:.1f} GFLOP/s")
-    rows: list[dict[str, Any]] = []
+    points = []
     for T in tokens:
         for N in experts:
             for k in topks:
                 if not cuda and _mem_estimate(T, N, hidden, k) > CPU_MEM_BUDGET:
                     print(f"skip T={T} N={N} H={hidden} k={k}: needs ~{_mem_estimate(T, N, hidden, k) / 2**30:.1f} GiB on CPU")
                     continue
-                dense_ok = cuda or (N * hidden * 4 <= 2**30 and T * N * hidden <= 2e11)
-                print(f"point T={T} N={N} H={hidden} k={k} ...", flush=True)
-                rows.extend(bench_point(T, N, hidden, k, cuda, args.reps, dense_ok))
+                points.append((T, N, hidden, k))
+    rows, report_files = _run_grid(points, cuda, args.reps, args.seed, out)
     if args.router_target:
         print("router target point T=4096 N=1,048,576 H=1024 k=32 (dense router chunked over tokens) ...", flush=True)
-        rows.extend(router_target(cuda, args.reps))
+        rows.extend(router_target(cuda, args.reps, args.seed))
     for r in rows:
         s = r["median_ms"] / 1e3
         r["gflops_per_s"] = r["gflop"] / s if s == s and s > 0 else float("nan")
@@ -381,11 +402,13 @@ def run(args: argparse.Namespace) -> int:
     npu = npu_cost(T, H, N, k)
     print(f"\nNPU model ({npu['arch']}, table {npu['table']}) at T={T} N={N} H={H} k={k}, "
           f"reuse {npu['reuse']:.3g}, {npu['active']} active experts:")
-    print(format_table(["path", "part", "cycles", "DRAM MB", "energy uJ", "DRAM uJ"], [
+    print(format_table(["path", "part", "total_cycles", "DRAM MB", "energy uJ", "DRAM uJ"], [
         [r["path"], r["part"], r["cycles"], r["dram_bytes"] / 1e6, r["energy_total_pj"] / 1e6, r["energy_dram_pj"] / 1e6]
         for r in npu["rows"]]))
     for r in npu["rows"]:
         r.update(tokens=T, experts=N, hidden=H, topk=k)
+    for f in report_files:
+        print(f"wrote {f}")
     print(f"wrote {write_csv(Path(out) / 'bench_omnimoe.csv', rows)}")
     print(f"wrote {write_csv(Path(out) / 'npu_cost.csv', npu['rows'])}")
     print(f"wrote {write_text(Path(out) / 'summary.txt', chr(10).join(lines) + chr(10) + table + chr(10))}")
