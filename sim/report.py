@@ -117,7 +117,7 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
     # -- totals
     doc.append(("h2", "Totals"))
     kinds = list(dict.fromkeys(k for run in runs for k in run.kinds))
-    headers = ["ledger", "total energy (uJ)", "on-chip energy (uJ)", "total cycles", *(f"{k} cycles" for k in kinds),
+    headers = ["ledger", "total energy (uJ)", "on-chip energy (uJ)", "total_cycles", *(f"{k}_cycles" for k in kinds),
                "latency (us)", "arch"]
     rows = [
         [run.label, fmt_uj(run.energy_pj), fmt_uj(run.energy_onchip_pj), fmt_cycles(run.cycles),
@@ -181,7 +181,7 @@ def _comparison(doc: list[Block], runs: list[Run], figures: dict[str, tuple[byte
     metrics: list[tuple[str, Any, Any]] = [
         ("total energy (uJ)", lambda r: r.energy_pj, fmt_uj),
         ("on-chip energy (uJ)", lambda r: r.energy_onchip_pj, fmt_uj),
-        ("total cycles", lambda r: r.cycles, fmt_cycles),
+        ("total_cycles", lambda r: r.cycles, fmt_cycles),
     ]
     comps = component_order(runs)
     for comp in comps:
@@ -216,7 +216,7 @@ def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[byte
     heads = {layer.scope.split("/", 1)[0] for layer in run.layers}
     if len(heads) == 1 and all("/" in layer.scope for layer in run.layers):
         doc.append(("p", ["Layers of ", code(next(iter(heads))), " (scopes under it)."]))
-    headers = ["layer", "kind", "mapping", "total cycles", "stall cycles", "utilization", "mapping efficiency",
+    headers = ["layer", "kind", "mapping", "total_cycles", "stall_cycles", "utilization", "mapping efficiency",
                "ops/byte", "bound", "energy (uJ)", "DRAM share", "top on-chip (share of on-chip)"]
     rows = []
     names = short_names([layer.scope for layer in run.layers])  # the workload said once, in the heading's line

@@ -139,8 +139,8 @@ def test_totals_and_per_layer_tables_match_simulation(report: dict, sims: dict) 
         assert [r["layer"] for r in layer_rows] == names
         arch = res.arch
         for row, lr in zip(layer_rows, res.layers, strict=True):
-            assert _num(row["total cycles"]) == lr.cycles
-            assert _num(row["stall cycles"]) == lr.stall_cycles
+            assert _num(row["total_cycles"]) == lr.cycles
+            assert _num(row["stall_cycles"]) == lr.stall_cycles
             assert _num(row["energy (uJ)"]) == pytest.approx(sum(lr.energy_pj.values()) / 1e6, abs=5e-4)
             # the simulator's own per-layer figures, read back from the ledger
             assert _num(row["utilization"]) == pytest.approx(100 * lr.utilization, abs=0.05)
@@ -196,7 +196,7 @@ def test_api_single_ledger_unknown_arch_and_depth(tmp_path: Path) -> None:
     md = paths["md"].read_text()
     assert "arch: unknown" in md and "Comparison" not in md and "Roofline" not in md
     (row,) = _md_records_after(md, "## Per layer: mine")
-    assert row["layer"] == "net" and _num(row["total cycles"]) == 100 and _num(row["stall cycles"]) == 60
+    assert row["layer"] == "net" and _num(row["total_cycles"]) == 100 and _num(row["stall_cycles"]) == 60
     assert row["mapping efficiency"] == "n/a" and row["utilization"] == "n/a"
     assert _num(row["energy (uJ)"]) == pytest.approx(led.energy("horowitz45") / 1e6, rel=1e-3)
 
