@@ -19,7 +19,8 @@ DATAFLOWS = {"ws": 0, "os": 1, "is": 0}
 OVERFLOWS = {"saturate": 0, "wrap": 1}
 #: Verilog sources of the design, leaves first; the top is ``npu_top``.
 DESIGN_FILES = ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v")
-#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports.
+#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports, ws/is
+#: (os adds the drain tree's :attr:`RtlConfig.drain_latency`; see :attr:`RtlConfig.out_latency`).
 OUT_LAT = 2
 SHIFT_BITS = 6
 
@@ -122,6 +123,16 @@ class RtlConfig:
     def out_width(self) -> int:
         """Bits of one output lane of npu_top: B (ws/is) or max(P, B) (os)."""
         return max(self.psum_bits, self.acc_width) if self.dataflow == "os" else self.acc_width
+
+    @property
+    def drain_latency(self) -> int:
+        """Cycles of the os drain tree (registered 2:1 mux levels, ceil(log2(rows))); 0 for ws/is."""
+        return (self.rows - 1).bit_length() if self.hw_dataflow == "os" else 0
+
+    @property
+    def out_latency(self) -> int:
+        """Periods from contract cycle t (a psum leaving the array) to the output on npu_top's ports."""
+        return OUT_LAT + self.drain_latency
 
     def hw_dims(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """(M, N, K) of the GEMM the hardware runs (is swaps M and N: out^T = B^T A^T)."""

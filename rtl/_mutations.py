@@ -37,13 +37,13 @@ class Mutation:
 
 FOLD_CATCHERS = ("single_fold", "many_folds")
 MUTATIONS = (
-    Mutation("last_j >= -> >", "npu_top.v", "wire last_j   = (nb + COLS >= n_q);", "wire last_j   = (nb + COLS > n_q);",
+    Mutation("last_j >= -> >", "npu_top.v", "wire last_j   = (nb + C_X >= n_x);", "wire last_j   = (nb + C_X > n_x);",
              "ws", FOLD_CATCHERS),
-    Mutation("last_i (ws) >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib + ROWS >= k_q)", "(DATAFLOW == 0) ? (ib + ROWS > k_q)",
+    Mutation("last_i (ws) >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib + R_X >= k_x)", "(DATAFLOW == 0) ? (ib + R_X > k_x)",
              "ws", FOLD_CATCHERS),
-    Mutation("last_i (os) >= -> >", "npu_top.v", ": (ib + ROWS >= m_q);", ": (ib + ROWS > m_q);", "os", FOLD_CATCHERS),
-    Mutation("acc_last >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib_eff + ROWS >= k_q)",
-             "(DATAFLOW == 0) ? (ib_eff + ROWS > k_q)", "ws", FOLD_CATCHERS),
+    Mutation("last_i (os) >= -> >", "npu_top.v", ": (ib + R_X >= m_x);", ": (ib + R_X > m_x);", "os", FOLD_CATCHERS),
+    Mutation("acc_last >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib_eff + R_X >= k_x)",
+             "(DATAFLOW == 0) ? (ib_eff + R_X > k_x)", "ws", FOLD_CATCHERS),
     Mutation("round half up", "psum_quantizer.v", "((rem > half) || ((rem == half) && shifted[0]))", "(rem >= half)",
              "ws", ("many_folds",)),
     Mutation("ties to odd", "psum_quantizer.v", "((rem == half) && shifted[0])", "((rem == half) && !shifted[0])",

@@ -9,9 +9,10 @@ edge that samples ``start = 1`` begins RTL period 0; period p is the clock perio
 at the p-th rising edge after it. The PEs perform contract cycle t's MACs in period t (their
 registers update at the edge that ends it). The testbench samples npu_top's outputs at the
 falling edge inside each period; an output seen in period p left the array in contract cycle
-p - OUT_LAT (OUT_LAT = 2: the array's bottom psum register / os drain, then the accumulator's
-output register). That cycle must equal the model's ``out_cycle``, ``cycles`` must equal the
-model's ``cycles`` and ``done`` must be seen in period cycles + OUT_LAT.
+p - L with L = ``cfg.out_latency`` (ws/is: 2, the array's bottom psum register and the
+accumulator's output register; os: 2 + ceil(log2(R)), the PE's register, the registered drain
+tree's levels and the output register). That cycle must equal the model's ``out_cycle``,
+``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in period cycles + L.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
-from ._config import OUT_LAT, RtlConfig
+from ._config import RtlConfig
 from ._layout import operand_words, unpack_lanes
 
 
@@ -64,8 +65,9 @@ def compare(cfg: RtlConfig, got: dict, rtl_cycles: int | None, done_period: int,
     msgs = [p[1] for p in problems]
     if rtl_cycles != int(ref.cycles):
         msgs.append(f"RTL cycles {rtl_cycles} != model cycles {int(ref.cycles)}")
-    elif done_period != rtl_cycles + OUT_LAT:
-        msgs.append(f"done seen in period {done_period}, expected cycles + {OUT_LAT} = {rtl_cycles + OUT_LAT}")
+    elif done_period != rtl_cycles + cfg.out_latency:
+        lat = cfg.out_latency
+        msgs.append(f"done seen in period {done_period}, expected cycles + {lat} = {rtl_cycles + lat}")
     return [f"[{name}, seed {seed}] {s}" for s in msgs]
 
 
@@ -114,11 +116,12 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
     problems: list[tuple[int, str]] = []
     out_w, cols = cfg.out_width, cfg.cols
     swap = cfg.dataflow == "is"  # the hardware computes out^T: its (row, col) is our (col, row)
+    lat = cfg.out_latency  # periods from a contract cycle to the output ports
     period = 0
     while True:
         vbits = _uint(dut.out_vld.value)
         if vbits is None:
-            problems.append((period - OUT_LAT, f"out_vld is {dut.out_vld.value} at cycle {period - OUT_LAT}"))
+            problems.append((period - lat, f"out_vld is {dut.out_vld.value} at cycle {period - lat}"))
             break
         if vbits:
             lanes = [c for c in range(cols) if vbits >> c & 1]
@@ -127,19 +130,19 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
             folds = unpack_lanes(str(dut.out_fold.value), dim_w, lanes, signed=False)
             for c in lanes:
                 if rows[c] is None or folds[c] is None:
-                    problems.append((period - OUT_LAT, f"lane {c} has an x/z index at cycle {period - OUT_LAT}"))
+                    problems.append((period - lat, f"lane {c} has an x/z index at cycle {period - lat}"))
                     continue
                 col = folds[c] * cols + c
                 key = (col, rows[c]) if swap else (rows[c], col)
                 if key in got:
-                    problems.append((period - OUT_LAT, f"output {key} emitted twice (cycles {got[key][1]} and "
-                                                       f"{period - OUT_LAT})"))
-                got[key] = (vals[c], period - OUT_LAT)
+                    problems.append((period - lat, f"output {key} emitted twice (cycles {got[key][1]} and "
+                                                       f"{period - lat})"))
+                got[key] = (vals[c], period - lat)
         if _uint(dut.done.value) == 1:
             break
         period += 1
         if period > limit:
-            problems.append((period - OUT_LAT, f"npu_top did not finish within {limit} cycles"))
+            problems.append((period - lat, f"npu_top did not finish within {limit} cycles"))
             break
         await FallingEdge(dut.clk)
     return got, _uint(dut.cycles.value), period, problems, time.perf_counter() - t0

@@ -18,9 +18,12 @@ module accumulator #(
     input  wire                    clk,
     input  wire                    rst,
     input  wire                    in_vld,
+    // USE_MEM = 0 (os) has no K-folds and no buffer: it reads neither in_first, in_last nor in_addr
+    /* verilator lint_off UNUSEDSIGNAL */
     input  wire                    in_first,
     input  wire                    in_last,
     input  wire [AW-1:0]           in_addr,
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire signed [IN_W-1:0]  in_data,
     output reg                     out_vld,
     output reg signed [ACC_W-1:0]  out_data
@@ -28,7 +31,10 @@ module accumulator #(
     localparam SUM_W = ((IN_W > ACC_W) ? IN_W : ACC_W) + 1;
 
     wire signed [ACC_W-1:0] old;
+    // wrap (OVERFLOW = 1) keeps the low ACC_W bits of the sum: its carry bit is unread by design
+    /* verilator lint_off UNUSEDSIGNAL */
     wire signed [SUM_W-1:0] sum;
+    /* verilator lint_on UNUSEDSIGNAL */
     wire signed [ACC_W-1:0] nxt;
     wire                    emit;
 

@@ -18,12 +18,15 @@ module pe #(
     parameter OVERFLOW = 0
 ) (
     input  wire                     clk,
+    // one port list for both dataflows: ws reads neither rst, the tag nor b_vld_in; os never reads load
+    /* verilator lint_off UNUSEDSIGNAL */
     input  wire                     rst,
     input  wire                     load,
     input  wire signed [DATA_W-1:0] a_in,
     input  wire [2:0]               a_tag_in,
     input  wire signed [DATA_W-1:0] b_in,
     input  wire                     b_vld_in,
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire signed [PSUM_W-1:0] psum_in,
     output wire signed [DATA_W-1:0] a_out,
     output wire [2:0]               a_tag_out,
@@ -46,7 +49,8 @@ module pe #(
     // ws multiplies by the stationary weight, os by the streaming b operand
     assign prod = (DATAFLOW == 0) ? a_in * b_q : a_in * b_in;
     assign addend = (DATAFLOW == 0) ? psum_in : (a_tag_in[1] ? {PSUM_W{1'b0}} : p_q);
-    assign sum = addend + prod;
+    // both operands sign-extended to SUM_W bits explicitly
+    assign sum = {{(SUM_W-PSUM_W){addend[PSUM_W-1]}}, addend} + {{(SUM_W-PROD_W){prod[PROD_W-1]}}, prod};
 
     // saturate: clamp when the bits above the sign differ from it; wrap: keep the low PSUM_W bits
     wire fits = (sum[SUM_W-1:PSUM_W-1] == {(SUM_W-PSUM_W+1){sum[SUM_W-1]}});
