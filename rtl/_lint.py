@@ -10,6 +10,7 @@ loops fail it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -102,8 +103,6 @@ def longest_comb_path(top: str, params: dict[str, int], sources: list[Path] | No
                       timeout_s: float = 300) -> int:
     """Cells on the longest combinational path of ``top`` at ``params`` after yosys ``synth -flatten``
     (``ltp -noff``: flip-flops end paths), a technology-free depth measure."""
-    import re
-
     from ._runner import RtlSimError
 
     exe = shutil.which("yosys")

@@ -38,7 +38,10 @@ module accumulator #(
     wire signed [ACC_W-1:0] nxt;
     wire                    emit;
 
-    assign sum = old + in_data;
+    // both operands sign-extended to SUM_W bits explicitly (SUM_W exceeds both widths)
+    wire signed [SUM_W-1:0] old_x = {{(SUM_W-ACC_W){old[ACC_W-1]}}, old};
+    wire signed [SUM_W-1:0] in_x  = {{(SUM_W-IN_W){in_data[IN_W-1]}}, in_data};
+    assign sum = old_x + in_x;
 
     generate
         if (OVERFLOW == 0) begin : g_sat

@@ -138,7 +138,7 @@ def _mutated(tmp_path, file, old, new):
 
 def test_wrong_rtl_values_fail_with_first_mismatch_cycle_and_seed(build_root, tmp_path):
     # the accumulator subtracts later K-folds' psums instead of adding them
-    srcs = _mutated(tmp_path, "accumulator.v", "assign sum = old + in_data;", "assign sum = old - in_data;")
+    srcs = _mutated(tmp_path, "accumulator.v", "assign sum = old_x + in_x;", "assign sum = old_x - in_x;")
     cfg = _cfg(4, 4, "ws", "saturate", 32)
     res = run_gemm_suite(cfg, standard_cases(cfg, SEED)[:1], build_root, sources=srcs)
     c = res.cases[0]
