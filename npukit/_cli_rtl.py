@@ -29,6 +29,9 @@ def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
     p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
                    help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
     p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
+    p.add_argument("--timing", choices=("scalesim", "double-buffered"), default="scalesim",
+                   help="cycle-contract timing the RTL is built for: scalesim (default) or double-buffered "
+                   "(ws and is: two weight banks per PE; checked against the cycle model's double-buffered mode)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -88,7 +91,8 @@ def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
     from npukit.rtl import RtlConfig
 
     return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, psum_bits=args.psum_bits,
-                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k)
+                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k,
+                     timing=args.timing)
 
 
 def _params_text(params: dict) -> str:
@@ -161,7 +165,7 @@ def run_test(args: argparse.Namespace) -> int:
     given = (args.m, args.n, args.k) != (None, None, None) or max(suite_dims(probe)) > MAX_GEMM_DIM
     cfg: RtlConfig = _config(args, m, n, k) if given else _config(args, *suite_dims(probe))  # the size limits
     build_dir = prepare_out_dir(args.build_dir, "--build-dir")
-    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} {cfg.timing} D={cfg.data_bits} P={cfg.psum_bits} "
           f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
           f"{args.sim}", flush=True)
     t0 = time.perf_counter()

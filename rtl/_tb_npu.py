@@ -37,7 +37,7 @@ def model_result(cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant: tuple[int,
 
     return run_gemm(
         a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, psum_bits=cfg.psum_bits,
-        overflow=cfg.overflow, timing="scalesim", acc_bits=cfg.acc_bits, quant=quant,
+        overflow=cfg.overflow, timing=cfg.timing, acc_bits=cfg.acc_bits, quant=quant,
     )
 
 

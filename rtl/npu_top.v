@@ -1,7 +1,7 @@
 `timescale 1ns/1ps
 // npu_top: streams one tiled GEMM out = A (M x K) @ B (K x N) through systolic_array,
 // psum_quantizer and accumulator with the fold order and timing of the cycle contract
-// (timing = scalesim), plain Verilog-2005.
+// (TIMING = 0: scalesim; 1: double-buffered, ws only), plain Verilog-2005.
 //
 // Operand buffers (written through a_we/b_we before start; asynchronous read):
 //   ws: amem[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
@@ -16,6 +16,10 @@
 //       A[m, i*R + r] enters row r at local R + m + r; psum (m, c) leaves at local 2R - 1 + m + c.
 //   os: T = R + C + K - 2, folds i outer, j inner; A[i*R + r, k] enters row r and B[k, j*C + c]
 //       enters column c at local k + r / k + c; PE(r, c) is final at local K - 1 + r + c.
+//   ws double-buffered (TIMING = 1): T = R + C + M - 2, the same local times: fold f + 1 loads its
+//       weights into the other bank (bank (f + 1) % 2) while fold f's last activations and psums
+//       are still in the array (the activations carry their fold's bank); after the last fold R
+//       more cycles run, so cycles = R + F*T - 1, the contract's count.
 // A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
 // t + 1, or (os) in its PE's register in period t + 1 and at the root of the column's registered
 // drain tree in period t + 1 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
@@ -24,7 +28,7 @@
 // out_vld[c], out_row[c] (the output's row), out_fold[c] (its column fold j: column j*COLS + c),
 // out_data[c] (OUT_W bits: ws the B-bit accumulator; os max(P, B) bits, the final P-bit value or,
 // with cfg_qen, its quantized B-bit value). `cycles` = index of the last run cycle = F*T - 1
-// (SCALE-Sim's count); `done` is high for the one period cycles + OUT_LAT.
+// (SCALE-Sim's count; double-buffered R + F*T - 1); `done` is high for the one period cycles + OUT_LAT.
 // The is dataflow runs on this ws hardware with A' = B^T, B' = A^T (it then emits out^T).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
 // DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the buffers hold 2**A_AW, 2**B_AW words and the
@@ -39,6 +43,7 @@ module npu_top #(
     parameter SHIFT_W  = 6,
     parameter DATAFLOW = 0,
     parameter OVERFLOW = 0,
+    parameter TIMING   = 0,
     parameter DIM_W    = 12,
     parameter A_AW     = 6,
     parameter B_AW     = 6,
@@ -86,8 +91,13 @@ module npu_top #(
     localparam [DIM_W-1:0] R_D  = ROWS[DIM_W-1:0];
     localparam [DIM_W-1:0] C_D  = COLS[DIM_W-1:0];
     localparam [DIM_W-1:0] DL_D = DRAIN_LAT;
+    // local cycles of a fold that still see the previous fold's psums arrive (ws double-buffered:
+    // R, os: the drain tree's latency), and the cycles that run after the last fold (ws
+    // double-buffered: R, counted by tail_run); the drain after the last fold lasts PREV_W + 1 periods
+    localparam [DIM_W-1:0] PREV_W = (DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D;
     localparam [DIM_W-1:0] TWO  = 2;
-    localparam [DIM_W-1:0] T_WS = R_D + R_D + C_D - TWO;  // ws fold length T = T_WS + M
+    localparam [DIM_W-1:0] T_WS = (TIMING != 0) ? R_D + C_D - TWO     // ws fold length T = T_WS + M
+                                                : R_D + R_D + C_D - TWO;
     localparam [DIM_W-1:0] T_OS = R_D + C_D - TWO;        // os fold length T = T_OS + K
 
     // ---------------- operand buffers ----------------
@@ -137,6 +147,7 @@ module npu_top #(
     wire last_fold = last_i && last_j;
 
     assign busy = run_q | drain_q;
+    wire tail_run = (DATAFLOW == 0 && TIMING != 0) && (lt + 1'b1 < R_D);  // the drain's first R cycles count
     assign cycles = cyc;
 
     always @(posedge clk) begin
@@ -146,9 +157,9 @@ module npu_top #(
             done <= 1'b0;
             p_have <= 1'b0;
         end else begin
-            // the drain (after the last fold) lasts DRAIN_LAT + 1 periods; lt counts them
-            done <= drain_q && (lt == DL_D);
-            if (drain_q && (lt == DL_D)) drain_q <= 1'b0;
+            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them
+            done <= drain_q && (lt == PREV_W);
+            if (drain_q && (lt == PREV_W)) drain_q <= 1'b0;
             if (!run_q && !drain_q && start) begin
                 run_q <= 1'b1;
                 p_have <= 1'b0;
@@ -178,6 +189,7 @@ module npu_top #(
             b_base <= {B_AW{1'b0}};
         end else if (drain_q) begin
             lt <= lt + 1'b1;
+            if (tail_run) cyc <= cyc + 1'b1;  // double-buffered: the last fold's R extra cycles
         end else if (run_q) begin
             if (DATAFLOW == 0 && lt < R_D) b_base <= b_base + 1'b1;
             if (!fold_end) begin
@@ -185,7 +197,7 @@ module npu_top #(
                 cyc <= cyc + 1'b1;
             end else begin
                 lt <= {DIM_W{1'b0}};
-                if (!last_fold) cyc <= cyc + 1'b1;
+                if (!last_fold || (DATAFLOW == 0 && TIMING != 0)) cyc <= cyc + 1'b1;
                 p_fi <= fi;
                 p_fj <= fj;
                 if (DATAFLOW == 0) begin
@@ -212,6 +224,26 @@ module npu_top #(
         end
     end
 
+    // ---------------- double buffering (ws): the weight bank of the fold, the previous fold's A base ----
+    wire             bank;     // the bank the current fold loads and computes with (fold index % 2)
+    wire [A_AW-1:0]  pa_base;  // the previous fold's A base (its last activation may enter at local 0)
+    generate
+        if (DATAFLOW == 0 && TIMING != 0) begin : g_dbuf
+            reg             bank_q;
+            reg [A_AW-1:0]  pa_q;
+            always @(posedge clk) begin
+                if (!run_q && !drain_q && start) bank_q <= 1'b0;
+                else if (fold_end) bank_q <= ~bank_q;
+                if (fold_end) pa_q <= a_base;
+            end
+            assign bank = bank_q;
+            assign pa_base = pa_q;
+        end else begin : g_no_dbuf
+            assign bank = 1'b0;
+            assign pa_base = {A_AW{1'b0}};
+        end
+    endgenerate
+
     // ---------------- array edge feeds ----------------
     wire                    load;
     wire [ROWS*DATA_W-1:0]  a_word;
@@ -221,6 +253,10 @@ module npu_top #(
     wire [COLS*DATA_W-1:0]  b_north;
     wire [COLS-1:0]         b_vld_north;
     wire                    a_win;
+    // ws double-buffered: the bank of the activation read now (unread otherwise)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire                    a_bank;
+    /* verilator lint_on UNUSEDSIGNAL */
     // b_win gates the os B stream; ws drives it (= load) but reads it nowhere
     /* verilator lint_off UNUSEDSIGNAL */
     wire                    b_win;
@@ -230,12 +266,18 @@ module npu_top #(
         if (DATAFLOW == 0) begin : g_feed_ws
             // (gated so that no tool folds the pointer register into a synchronous read port)
             wire [B_AW-1:0] w_raddr = load ? b_base : {B_AW{1'b0}};
+            // double-buffered with C = 1 (T = R + M - 1) the previous fold's last activation is
+            // read at local 0 of the next fold (or of the drain): a_prev
+            wire [IX_W-1:0] t_x = {{(IX_W-DIM_W){1'b0}}, t_len};
+            wire [IX_W-1:0] pb_x = {{(IX_W-A_AW){1'b0}}, pa_base};
+            wire a_prev = (TIMING != 0) && p_have && (run_q || drain_q) && (lt_x + t_x < R_X + m_x);
             /* verilator lint_off UNUSEDSIGNAL */
-            wire [IX_W-1:0] a_rx = ab_x + lt_x - R_X;  // (cut to the address width)
+            wire [IX_W-1:0] a_rx = a_prev ? pb_x + lt_x + t_x - R_X : ab_x + lt_x - R_X;  // (cut to the address width)
             /* verilator lint_on UNUSEDSIGNAL */
             wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
             assign load = run_q && (lt < R_D);
-            assign a_win = run_q && (lt >= R_D) && (lt < R_D + m_q);
+            assign a_win = a_prev || (run_q && (lt >= R_D) && (lt < R_D + m_q));
+            assign a_bank = a_prev ? ~bank : bank;
             assign b_win = load;
             assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
             assign b_word = bmem[w_raddr];
@@ -250,6 +292,7 @@ module npu_top #(
             wire [B_AW-1:0] b_raddr = b_rx[B_AW-1:0];
             assign load = 1'b0;
             assign a_win = run_q && (lt < k_q);
+            assign a_bank = 1'b0;
             assign b_win = a_win;
             assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
             assign b_word = b_win ? bmem[b_raddr] : {COLS*DATA_W{1'b0}};
@@ -269,13 +312,32 @@ module npu_top #(
                 end
             end
         end
+        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew
+        if (DATAFLOW == 0 && TIMING != 0 && ROWS > 1) begin : g_bankline
+            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+                reg q;
+                always @(posedge clk) begin
+                    if (rst) q <= 1'b0;
+                    else q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
+                end
+            end
+        end
         // row skew: lane r of the A word reaches row r after r cycles
         for (r = 0; r < ROWS; r = r + 1) begin : g_askew
             wire [AS_W-1:0] lane_in;
             wire [AS_W-1:0] lane_out;
-            if (DATAFLOW == 0) begin : g_ws_lane
+            if (DATAFLOW == 0 && TIMING == 0) begin : g_ws_lane
                 assign lane_in = a_word[r*DATA_W +: DATA_W];
                 assign a_tag_west[r*3 +: 3] = 3'b000;
+            end else if (DATAFLOW == 0) begin : g_ws_db_lane
+                // the activation's weight bank travels with it (the bank of the fold it belongs to);
+                // the bank is the same for every row, so one shared delay line carries it (g_bankline)
+                assign lane_in = a_word[r*DATA_W +: DATA_W];
+                if (r == 0) begin : g_bank0
+                    assign a_tag_west[r*3 +: 3] = {2'b00, a_bank};
+                end else begin : g_bankr
+                    assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r-1].q};
+                end
             end else begin : g_os_lane
                 // tag {last, first, valid}; rows past M stay invalid (no output)
                 wire [1:0] last_first;
@@ -334,11 +396,13 @@ module npu_top #(
     /* verilator lint_on UNUSEDSIGNAL */
 
     systolic_array #(
-        .ROWS(ROWS), .COLS(COLS), .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW)
+        .ROWS(ROWS), .COLS(COLS), .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW),
+        .TIMING(TIMING)
     ) u_array (
         .clk(clk),
         .rst(rst),
         .load(load),
+        .load_bank(bank),
         .a_west(a_west),
         .a_tag_west(a_tag_west),
         .b_north(b_north),
@@ -348,9 +412,9 @@ module npu_top #(
     );
 
     // ---------------- psum path: quantizer + accumulator per column ----------------
-    // psums visible in local cycles [0, DRAIN_LAT] belong to the previous fold (arrivals of a fold
-    // span local [lo, T + DRAIN_LAT], lo >= DRAIN_LAT + 1: ws 2R, os K + DRAIN_LAT)
-    wire             sel_prev = drain_q || (run_q && (lt <= DL_D));
+    // psums visible in local cycles [0, PREV_W] belong to the previous fold (arrivals of a fold
+    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT)
+    wire             sel_prev = drain_q || (run_q && (lt <= PREV_W));
     wire [DIM_W-1:0] lt_eff = sel_prev ? lt + t_len : lt;
     wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};
     wire [DIM_W-1:0] fi_eff = sel_prev ? p_fi : fi;

@@ -3,7 +3,7 @@
 //
 // Edges (packed 1-D buses, lane i = [i*W +: W]):
 //   a_west[r]    operand entering row r at column 0 (moves one column right per cycle),
-//   a_tag_west[r] its os tag {last, first, valid} (ignored by ws),
+//   a_tag_west[r] its os tag {last, first, valid} (ws: bit 0 = the weight bank when double-buffered),
 //   b_north[c]   ws: weight shifted into column c while `load` is high; os: B operand entering column c,
 //   b_vld_north[c] os: B operand valid (ignored by ws).
 // Outputs, one lane per column:
@@ -17,17 +17,21 @@
 //       nothing; every PE reaches the root in DRAIN_LAT = ceil(log2(ROWS)) cycles, the same for
 //       every row, and the longest combinational path is one 2:1 mux (no chain as deep as the array).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
+// TIMING: 0 = scalesim, 1 = double-buffered (ws: two weight banks per PE, see pe; load_bank names
+// the bank `load` fills, a_tag_west[r*3] the bank of row r's activation).
 module systolic_array #(
     parameter ROWS     = 4,
     parameter COLS     = 4,
     parameter DATA_W   = 8,
     parameter PSUM_W   = 32,
     parameter DATAFLOW = 0,
-    parameter OVERFLOW = 0
+    parameter OVERFLOW = 0,
+    parameter TIMING   = 0
 ) (
     input  wire                        clk,
     input  wire                        rst,
     input  wire                        load,
+    input  wire                        load_bank,
     input  wire [ROWS*DATA_W-1:0]      a_west,
     input  wire [ROWS*3-1:0]           a_tag_west,
     input  wire [COLS*DATA_W-1:0]      b_north,
@@ -71,11 +75,12 @@ module systolic_array #(
         for (r = 0; r < ROWS; r = r + 1) begin : g_row
             for (c = 0; c < COLS; c = c + 1) begin : g_col
                 pe #(
-                    .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW)
+                    .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW), .TIMING(TIMING)
                 ) u_pe (
                     .clk(clk),
                     .rst(rst),
                     .load(load),
+                    .load_bank(load_bank),
                     .a_in(a_h[r*(COLS+1)+c]),
                     .a_tag_in(t_h[r*(COLS+1)+c]),
                     .b_in(b_v[r*COLS+c]),

@@ -30,11 +30,11 @@ needs_lint = pytest.mark.skipif(not verilator_tools() or shutil.which("yosys") i
 slow_rtl = [pytest.mark.slow, pytest.mark.rtl]
 
 
-def _cfg(rows, cols, dataflow, overflow, p, b=None):
+def _cfg(rows, cols, dataflow, overflow, p, b=None, timing="scalesim"):
     probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
     m, n, k = suite_dims(probe)
     return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
-                     max_m=m, max_n=n, max_k=k)
+                     max_m=m, max_n=n, max_k=k, timing=timing)
 
 
 def _copy_with(tmp_path, file, old, new):
@@ -77,10 +77,15 @@ def test_cli_refuses_missing_verilator_and_bad_waves_out(capsys, tmp_path, monke
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_lint_clean_with_every_verilator_and_yosys(tmp_path):
-    for rows, cols, df, ov, p, b in ((4, 4, "ws", "saturate", 32, None), (1, 3, "os", "wrap", 12, 8),
-                                     (5, 2, "os", "saturate", 16, None), (3, 5, "ws", "wrap", 16, 10),
-                                     (16, 8, "os", "wrap", 20, None), (2, 2, "is", "saturate", 62, 62)):
-        cfg = RtlConfig(rows=rows, cols=cols, dataflow=df, overflow=ov, psum_bits=p, acc_bits=b)
+    for rows, cols, df, ov, p, b, tm in ((4, 4, "ws", "saturate", 32, None, "scalesim"),
+                                         (1, 3, "os", "wrap", 12, 8, "scalesim"),
+                                         (5, 2, "os", "saturate", 16, None, "scalesim"),
+                                         (3, 5, "ws", "wrap", 16, 10, "scalesim"),
+                                         (16, 8, "os", "wrap", 20, None, "scalesim"),
+                                         (2, 2, "is", "saturate", 62, 62, "scalesim"),
+                                         (4, 4, "ws", "wrap", 16, None, "double-buffered"),
+                                         (3, 1, "is", "saturate", 32, 12, "double-buffered")):
+        cfg = RtlConfig(rows=rows, cols=cols, dataflow=df, overflow=ov, psum_bits=p, acc_bits=b, timing=tm)
         results = lint_all(cfg)
         assert len(results) == 2 * (len(verilator_tools()) + 1)
         assert all(not found for _, _, found in results), (cfg.tag(), [r for r in results if r[2]])
@@ -114,8 +119,9 @@ def test_os_drain_depth_does_not_grow_with_rows():
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_verilator_and_icarus_pass_the_same_suite(tmp_path_factory):
+    # ws in double-buffered timing here; the CLI test below runs os in scalesim timing on Verilator
     root = tmp_path_factory.mktemp("vl_build")
-    cfg = _cfg(4, 4, "ws", "wrap", 16, 12)
+    cfg = _cfg(4, 4, "ws", "wrap", 16, 12, timing="double-buffered")
     cases = standard_cases(cfg, SEED)
     res = {sim: run_gemm_suite(cfg, cases, root, sim=sim) for sim in ("icarus", "verilator")}
     for sim, r in res.items():
