@@ -76,6 +76,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--waves", nargs="?", const="failing", choices=("failing", "always"),
                    help="write a waveform into --out (Icarus: FST, Verilator: VCD): 'failing' (the default when "
                    "--waves is given alone) reruns the failing GEMM cases traced; 'always' traces the whole GEMM suite")
+    t.add_argument("--stall-prob", type=float, default=0.0,
+                   help="probability in [0, 1) that the testbench holds out_ready low in a period (random output "
+                   "backpressure; outputs must stay bit-exact and their cycles equal the model's plus the stalls); "
+                   "default 0")
     t.add_argument("--out", default="out/rtl", help="folder for --waves files (default out/rtl; written only with --waves)")
     t.set_defaults(func=run_test)
 
@@ -156,6 +160,8 @@ def run_test(args: argparse.Namespace) -> int:
                           "pass e.g. --quant-samples 100000")
     if args.seed < 0:
         raise ConfigError(f"--seed must be >= 0 (got {args.seed})")
+    if not 0.0 <= args.stall_prob < 1.0:
+        raise ConfigError(f"--stall-prob must be in [0, 1) (got {args.stall_prob}); pass e.g. --stall-prob 0.3")
     probe = _config(args)
     dm, dn, dk = default_dims(probe)
     m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
@@ -170,13 +176,14 @@ def run_test(args: argparse.Namespace) -> int:
           f"{args.sim}", flush=True)
     t0 = time.perf_counter()
     cases = standard_cases(cfg, args.seed, (m, n, k) if given else None)
-    suite = run_gemm_suite(cfg, cases, build_dir, sim=args.sim, waves=args.waves == "always")
+    suite = run_gemm_suite(cfg, cases, build_dir, sim=args.sim, waves=args.waves == "always", stall_prob=args.stall_prob)
     wave_files = []
     failed_names = {c["name"] for c in suite.cases if not c["passed"]}
     if args.waves == "always" and suite.waves is not None:
         wave_files.append(_keep_waves(suite.waves, args.out, f"{cfg.tag()}_{args.sim}_all"))
     elif args.waves == "failing" and failed_names:
-        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sim=args.sim, waves=True)
+        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sim=args.sim, waves=True,
+                               stall_prob=args.stall_prob)
         if rerun.waves is not None:
             wave_files.append(_keep_waves(rerun.waves, args.out, f"{cfg.tag()}_{args.sim}_failing"))
     rows = []
@@ -184,7 +191,7 @@ def run_test(args: argparse.Namespace) -> int:
     for c in suite.cases:
         q = "-" if c["quant"] is None else f"{c['quant'][0]}>>{c['quant'][1]}"
         rows.append((c["name"], f"{c['m']}x{c['k']}x{c['n']}", q, c["rtl_cycles"], c["model_cycles"], c["outputs"],
-                     "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
+                     c["stalls"], "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
         if not c["passed"]:
             failures.append(c["first_mismatch"])
     if args.quant_samples:
@@ -192,10 +199,11 @@ def run_test(args: argparse.Namespace) -> int:
                                mult_bits=cfg.mult_bits, lanes=32, sim=args.sim)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
-                     r["n"], "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
+                     r["n"], "-", "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
         if not qres.passed:
             failures.append(r["first_mismatch"])
-    print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "result", "rtl_wall_s"), rows))
+    print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "stalls", "result",
+                        "rtl_wall_s"), rows))
     print(f"\nbuild {suite.build_s:.1f} s, total {time.perf_counter() - t0:.1f} s; logs in {suite.log.parent}")
     for w in wave_files:
         print(f"wrote {w}")

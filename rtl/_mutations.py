@@ -56,7 +56,7 @@ MUTATIONS = (
     Mutation("bank tag ignored (double-buffered)", "pe.v", "assign w_use = a_tag_in[0] ? b1_q : b_q;",
              "assign w_use = b_q;", "ws", ("random", "many_folds"), "double-buffered"),
     # os drain tree: a level passes on only its left child's finish flag (odd rows never come out)
-    Mutation("drain tree valid (os)", "systolic_array.v", "else f <= tf[LI] | tf[RI];", "else f <= tf[LI];",
+    Mutation("drain tree valid (os)", "systolic_array.v", "else if (en) f <= tf[LI] | tf[RI];", "else if (en) f <= tf[LI];",
              "os", ("random", "single_fold")),
 )
 

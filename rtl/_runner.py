@@ -187,13 +187,17 @@ def run_testbench(runner, top: str, module: str, build_dir: Path, job: dict, wav
 
 
 def run_gemm_suite(cfg: RtlConfig, cases: list[GemmCase], build_root: str | os.PathLike,
-                   sources: list[Path] | None = None, sim: str = "icarus", waves: bool = False) -> SuiteResult:
+                   sources: list[Path] | None = None, sim: str = "icarus", waves: bool = False,
+                   stall_prob: float = 0.0) -> SuiteResult:
     """Build npu_top for ``cfg`` on simulator ``sim`` (icarus or verilator; cached per parameter set)
-    and run ``cases`` through it; ``waves`` traces the run (``SuiteResult.waves``: FST / VCD path).
+    and run ``cases`` through it; ``waves`` traces the run (``SuiteResult.waves``: FST / VCD path);
+    ``stall_prob`` > 0 drives out_ready low with that probability per period (random output stalls).
 
     ``sources`` replaces the shipped Verilog files (same module names), e.g. a modified copy."""
     if not cases:
         raise ConfigError("no GEMM cases to run; pass at least one")
+    if not 0.0 <= stall_prob < 1.0:
+        raise ConfigError(f"stall probability must be in [0, 1) (got {stall_prob}); pass e.g. --stall-prob 0.3")
     for c in cases:
         m, k = c.a.shape
         if c.b.shape[0] != k:
@@ -206,7 +210,7 @@ def run_gemm_suite(cfg: RtlConfig, cases: list[GemmCase], build_root: str | os.P
     wave_file = waves_path(sim, "npu_top", build_dir)
     if waves and wave_file.exists():
         wave_file.unlink()
-    job = {"config": cfg.to_dict(), "cases": [c.to_json() for c in cases]}
+    job = {"config": cfg.to_dict(), "cases": [c.to_json() for c in cases], "stall_prob": float(stall_prob)}
     res, sim_s = run_testbench(runner, "npu_top", "npukit.rtl._tb_npu", build_dir, job, waves=waves)
     return SuiteResult(config=cfg, cases=res["cases"], build_s=build_s, sim_s=sim_s, log=build_dir / "sim.log",
                        sim=sim, waves=wave_file if waves and wave_file.is_file() else None)

@@ -17,6 +17,7 @@ module accumulator #(
 ) (
     input  wire                    clk,
     input  wire                    rst,
+    input  wire                    en,       // clock enable (0: stall, every register holds)
     input  wire                    in_vld,
     // USE_MEM = 0 (os) has no K-folds and no buffer: it reads neither in_first, in_last nor in_addr
     /* verilator lint_off UNUSEDSIGNAL */
@@ -57,7 +58,7 @@ module accumulator #(
             assign old = in_first ? {ACC_W{1'b0}} : mem[in_addr];
             assign emit = in_vld & in_last;
             always @(posedge clk) begin
-                if (in_vld) mem[in_addr] <= nxt;
+                if (en && in_vld) mem[in_addr] <= nxt;
             end
         end else begin : g_no_mem
             assign old = {ACC_W{1'b0}};
@@ -67,7 +68,7 @@ module accumulator #(
 
     always @(posedge clk) begin
         if (rst) out_vld <= 1'b0;
-        else out_vld <= emit;
-        if (emit) out_data <= nxt;
+        else if (en) out_vld <= emit;
+        if (en && emit) out_data <= nxt;
     end
 endmodule

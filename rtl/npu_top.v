@@ -67,6 +67,7 @@ module npu_top #(
     input  wire [MULT_W-1:0]         cfg_mult,
     input  wire [SHIFT_W-1:0]        cfg_shift,
     input  wire                      start,
+    input  wire                      out_ready,  // output backpressure (see the header)
     output wire                      busy,
     output reg                       done,
     output wire [CYC_W-1:0]          cycles,
@@ -107,6 +108,12 @@ module npu_top #(
         if (a_we) amem[a_waddr] <= a_wdata;
         if (b_we) bmem[b_waddr] <= b_wdata;
     end
+
+    // ---------------- output backpressure ----------------
+    // The outputs are a valid/ready stream: while some out_vld lane is high and out_ready is low,
+    // en = 0 stalls every register of the design (array, skews, controller, accumulator, outputs),
+    // so the outputs hold and the run resumes unchanged: every later period shifts by one.
+    wire en = out_ready || !(|out_vld);
 
     // ---------------- controller ----------------
     reg [DIM_W-1:0]  m_q, n_q, k_q;
@@ -156,7 +163,7 @@ module npu_top #(
             drain_q <= 1'b0;
             done <= 1'b0;
             p_have <= 1'b0;
-        end else begin
+        end else if (en) begin
             // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them
             done <= drain_q && (lt == PREV_W);
             if (drain_q && (lt == PREV_W)) drain_q <= 1'b0;
@@ -174,7 +181,9 @@ module npu_top #(
     end
 
     always @(posedge clk) begin
-        if (!run_q && !drain_q && start) begin
+        if (!en) begin
+            // stalled: every register holds
+        end else if (!run_q && !drain_q && start) begin
             m_q <= cfg_m;
             n_q <= cfg_n;
             k_q <= cfg_k;
@@ -226,15 +235,18 @@ module npu_top #(
 
     // ---------------- double buffering (ws): the weight bank of the fold, the previous fold's A base ----
     wire             bank;     // the bank the current fold loads and computes with (fold index % 2)
-    wire [A_AW-1:0]  pa_base;  // the previous fold's A base (its last activation may enter at local 0)
+    // the previous fold's A base (its last activation may enter at local 0); os reads it nowhere
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [A_AW-1:0]  pa_base;
+    /* verilator lint_on UNUSEDSIGNAL */
     generate
         if (DATAFLOW == 0 && TIMING != 0) begin : g_dbuf
             reg             bank_q;
             reg [A_AW-1:0]  pa_q;
             always @(posedge clk) begin
-                if (!run_q && !drain_q && start) bank_q <= 1'b0;
-                else if (fold_end) bank_q <= ~bank_q;
-                if (fold_end) pa_q <= a_base;
+                if (en && !run_q && !drain_q && start) bank_q <= 1'b0;
+                else if (en && fold_end) bank_q <= ~bank_q;
+                if (en && fold_end) pa_q <= a_base;
             end
             assign bank = bank_q;
             assign pa_base = pa_q;
@@ -308,7 +320,7 @@ module npu_top #(
                 reg [1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= 2'b00;
-                    else q <= (s == 0) ? {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}} : g_tagline.g_st[(s == 0) ? 0 : s - 1].q;
+                    else if (en) q <= (s == 0) ? {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}} : g_tagline.g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
         end
@@ -318,7 +330,7 @@ module npu_top #(
                 reg q;
                 always @(posedge clk) begin
                     if (rst) q <= 1'b0;
-                    else q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
+                    else if (en) q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
         end
@@ -355,7 +367,7 @@ module npu_top #(
                 reg [AS_W-1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= {AS_W{1'b0}};
-                    else q <= (s == 0) ? lane_in : g_askew[r].g_st[(s == 0) ? 0 : s - 1].q;
+                    else if (en) q <= (s == 0) ? lane_in : g_askew[r].g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
             if (r == 0) begin : g_direct
@@ -374,7 +386,7 @@ module npu_top #(
                     reg [BS_W-1:0] q;
                     always @(posedge clk) begin
                         if (rst) q <= {BS_W{1'b0}};
-                        else q <= (s == 0) ? lane_in : g_bskew.g_col[c].g_st[(s == 0) ? 0 : s - 1].q;
+                        else if (en) q <= (s == 0) ? lane_in : g_bskew.g_col[c].g_st[(s == 0) ? 0 : s - 1].q;
                     end
                 end
                 if (c == 0) begin : g_direct
@@ -401,6 +413,7 @@ module npu_top #(
     ) u_array (
         .clk(clk),
         .rst(rst),
+        .en(en),
         .load(load),
         .load_bank(bank),
         .a_west(a_west),
@@ -463,6 +476,7 @@ module npu_top #(
             ) u_acc (
                 .clk(clk),
                 .rst(rst),
+                .en(en),
                 .in_vld(vld),
                 .in_first(acc_first),
                 .in_last(acc_last),
@@ -474,7 +488,7 @@ module npu_top #(
             // the output column is j*C + c: the fold index j is registered (a registered j*C + c
             // would hold constant bits whenever C is a power of two)
             always @(posedge clk) begin
-                if (vld && acc_last) begin
+                if (en && vld && acc_last) begin
                     out_row[c*DIM_W +: DIM_W] <= row[DIM_W-1:0];
                     out_fold[c*DIM_W +: DIM_W] <= fj_eff;
                 end

@@ -13,7 +13,8 @@
 //   when the a tag is valid the PE accumulates acc <= ovf_P((first ? 0 : acc) + a_in * b_in).
 //   fin_out is high for one cycle after the last k (valid & last & b_vld): psum_out is final then.
 // OVERFLOW = 0 saturates, 1 wraps every addition to PSUM_W bits (two's complement).
-// Only the tag/valid bits are reset (rst, synchronous); the datapath needs no reset.
+// Only the tag/valid bits are reset (rst, synchronous); the datapath needs no reset. en = 0 holds
+// every register (npu_top's output backpressure stalls the whole array).
 module pe #(
     parameter DATA_W   = 8,
     parameter PSUM_W   = 32,
@@ -22,6 +23,7 @@ module pe #(
     parameter TIMING   = 0
 ) (
     input  wire                     clk,
+    input  wire                     en,        // clock enable: 0 holds every register (a stall)
     // one port list for both dataflows: ws reads neither rst, the tag nor b_vld_in (double-buffered:
     // rst and tag bit 0 only); os never reads load; only double-buffered ws reads load_bank
     /* verilator lint_off UNUSEDSIGNAL */
@@ -72,9 +74,11 @@ module pe #(
     generate
         if (DATAFLOW == 0 && TIMING == 0) begin : g_ws
             always @(posedge clk) begin
-                a_q <= a_in;
-                if (load) b_q <= b_in;
-                p_q <= sum_ovf;
+                if (en) begin
+                    a_q <= a_in;
+                    if (load) b_q <= b_in;
+                    p_q <= sum_ovf;
+                end
             end
             assign w_use = b_q;
             assign b_fwd = b_q;
@@ -85,12 +89,14 @@ module pe #(
             reg signed [DATA_W-1:0] b1_q;  // weight bank 1 (b_q is bank 0)
             reg                     t_q;   // the bank tag of a_q
             always @(posedge clk) begin
-                a_q <= a_in;
-                if (load && !load_bank) b_q <= b_in;
-                if (load && load_bank) b1_q <= b_in;
-                p_q <= sum_ovf;
+                if (en) begin
+                    a_q <= a_in;
+                    if (load && !load_bank) b_q <= b_in;
+                    if (load && load_bank) b1_q <= b_in;
+                    p_q <= sum_ovf;
+                end
                 if (rst) t_q <= 1'b0;
-                else t_q <= a_tag_in[0];
+                else if (en) t_q <= a_tag_in[0];
             end
             assign w_use = a_tag_in[0] ? b1_q : b_q;
             assign b_fwd = load_bank ? b1_q : b_q;
@@ -104,14 +110,16 @@ module pe #(
             reg       bv_q;
             reg       fin_q;
             always @(posedge clk) begin
-                a_q <= a_in;
-                b_q <= b_in;
-                if (a_tag_in[0]) p_q <= sum_ovf;
+                if (en) begin
+                    a_q <= a_in;
+                    b_q <= b_in;
+                    if (a_tag_in[0]) p_q <= sum_ovf;
+                end
                 if (rst) begin
                     tag_q <= 3'b000;
                     bv_q <= 1'b0;
                     fin_q <= 1'b0;
-                end else begin
+                end else if (en) begin
                     tag_q <= a_tag_in;
                     bv_q <= b_vld_in;
                     fin_q <= a_tag_in[0] & a_tag_in[2] & b_vld_in;

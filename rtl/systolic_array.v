@@ -30,6 +30,7 @@ module systolic_array #(
 ) (
     input  wire                        clk,
     input  wire                        rst,
+    input  wire                        en,   // clock enable of every register (0: stall)
     input  wire                        load,
     input  wire                        load_bank,
     input  wire [ROWS*DATA_W-1:0]      a_west,
@@ -79,6 +80,7 @@ module systolic_array #(
                 ) u_pe (
                     .clk(clk),
                     .rst(rst),
+                    .en(en),
                     .load(load),
                     .load_bank(load_bank),
                     .a_in(a_h[r*(COLS+1)+c]),
@@ -121,9 +123,9 @@ module systolic_array #(
                         reg [PSUM_W-1:0] q;
                         reg              f;
                         always @(posedge clk) begin
-                            q <= tf[LI] ? tv[LI] : tv[RI];
+                            if (en) q <= tf[LI] ? tv[LI] : tv[RI];
                             if (rst) f <= 1'b0;
-                            else f <= tf[LI] | tf[RI];
+                            else if (en) f <= tf[LI] | tf[RI];
                         end
                         assign tv[(l*ROWS+i)*COLS+c] = q;
                         assign tf[(l*ROWS+i)*COLS+c] = f;
