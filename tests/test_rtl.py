@@ -319,10 +319,10 @@ def test_cli_rtl_test_exit_codes(capsys, tmp_path, monkeypatch):
 
     real = runner.run_gemm_suite
 
-    def broken(cfg, cases, root, sources=None):
+    def broken(cfg, cases, root, sources=None, **kw):
         srcs = _mutated(tmp_path, "accumulator.v", "assign old = in_first ? {ACC_W{1'b0}} : mem[in_addr];",
                         "assign old = mem[in_addr];")
-        return real(cfg, cases, root, sources=srcs)
+        return real(cfg, cases, root, sources=srcs, **kw)
 
     monkeypatch.setattr(runner, "run_gemm_suite", broken)
     rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--seed", "5", "--quant-samples", "0",
