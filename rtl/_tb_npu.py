@@ -9,9 +9,17 @@ edge that samples ``start = 1`` begins RTL period 0; period p is the clock perio
 at the p-th rising edge after it. The PEs perform contract cycle t's MACs in period t (their
 registers update at the edge that ends it). The testbench samples npu_top's outputs at the
 falling edge inside each period; an output seen in period p left the array in contract cycle
-p - OUT_LAT (OUT_LAT = 2: the array's bottom psum register / os drain, then the accumulator's
-output register). That cycle must equal the model's ``out_cycle``, ``cycles`` must equal the
-model's ``cycles`` and ``done`` must be seen in period cycles + OUT_LAT.
+p - L with L = ``cfg.out_latency`` (ws/is: 2, the array's bottom psum register and the
+accumulator's output register; os: 2 + ceil(log2(R)), the PE's register, the registered drain
+tree's levels and the output register). That cycle must equal the model's ``out_cycle``,
+``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in period cycles + L.
+
+Output backpressure: with the job's ``stall_prob`` > 0 the testbench drives ``out_ready`` low with that
+probability in every period (seeded by the case's seed). A period in which some ``out_vld`` lane is
+high and ``out_ready`` is low is a stall: nothing is transferred and the whole design holds. Periods
+are then counted without the stalls before them: an output transferred in period p with s stalls
+before it left the array in contract cycle p - s - L, and ``done`` must be seen in period
+cycles + L + (all stalls); values and cycles must still equal the model's.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
-from ._config import OUT_LAT, RtlConfig
+from ._config import RtlConfig
 from ._layout import operand_words, unpack_lanes
 
 
@@ -36,7 +44,7 @@ def model_result(cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant: tuple[int,
 
     return run_gemm(
         a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, psum_bits=cfg.psum_bits,
-        overflow=cfg.overflow, timing="scalesim", acc_bits=cfg.acc_bits, quant=quant,
+        overflow=cfg.overflow, timing=cfg.timing, acc_bits=cfg.acc_bits, quant=quant,
     )
 
 
@@ -64,8 +72,9 @@ def compare(cfg: RtlConfig, got: dict, rtl_cycles: int | None, done_period: int,
     msgs = [p[1] for p in problems]
     if rtl_cycles != int(ref.cycles):
         msgs.append(f"RTL cycles {rtl_cycles} != model cycles {int(ref.cycles)}")
-    elif done_period != rtl_cycles + OUT_LAT:
-        msgs.append(f"done seen in period {done_period}, expected cycles + {OUT_LAT} = {rtl_cycles + OUT_LAT}")
+    elif done_period != rtl_cycles + cfg.out_latency:
+        lat = cfg.out_latency
+        msgs.append(f"done seen in period {done_period}, expected cycles + {lat} = {rtl_cycles + lat}")
     return [f"[{name}, seed {seed}] {s}" for s in msgs]
 
 
@@ -92,10 +101,12 @@ async def _write_buffers(dut, a_words: list[int], b_words: list[int]) -> None:
 
 
 async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim_w: int,
-                   limit: int) -> tuple[dict, int | None, int, list[tuple[int, str]], float]:
+                   limit: int, stall_prob: float = 0.0,
+                   seed: int = 0) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
     """Drive one GEMM; returns ({(m, n): (value or None for x/z, contract cycle)}, RTL cycles,
-    done period, [(cycle, problem)] for protocol problems (x on out_vld, duplicates, no done),
-    wall seconds from start to done (the run without the buffer writes)."""
+    done period (without stalls), [(cycle, problem)] for protocol problems (x on out_vld, duplicates,
+    no done), wall seconds from start to done (the run without the buffer writes), stall periods."""
+    rng = np.random.default_rng([seed, 0x5A11])
     a_words, b_words = operand_words(a, b, cfg.rows, cfg.cols, cfg.dataflow, cfg.data_bits)
     await _write_buffers(dut, a_words, b_words)
     m, n, k = cfg.hw_dims(a.shape[0], b.shape[1], a.shape[1])
@@ -114,12 +125,25 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
     problems: list[tuple[int, str]] = []
     out_w, cols = cfg.out_width, cfg.cols
     swap = cfg.dataflow == "is"  # the hardware computes out^T: its (row, col) is our (col, row)
+    lat = cfg.out_latency  # periods from a contract cycle to the output ports
     period = 0
+    stalls = 0
     while True:
+        ready = int(stall_prob <= 0 or rng.random() >= stall_prob)
+        dut.out_ready.value = ready
         vbits = _uint(dut.out_vld.value)
         if vbits is None:
-            problems.append((period - OUT_LAT, f"out_vld is {dut.out_vld.value} at cycle {period - OUT_LAT}"))
+            problems.append((period - lat, f"out_vld is {dut.out_vld.value} at cycle {period - lat}"))
             break
+        if vbits and not ready:  # a stall: the design holds this period
+            stalls += 1
+            period += 1
+            if period > limit + stalls:
+                problems.append((period - lat, f"npu_top did not finish within {limit} cycles"))
+                break
+            await FallingEdge(dut.clk)
+            continue
+        period -= stalls  # the contract period of this transfer
         if vbits:
             lanes = [c for c in range(cols) if vbits >> c & 1]
             vals = unpack_lanes(str(dut.out_data.value), out_w, lanes, signed=True)
@@ -127,22 +151,23 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
             folds = unpack_lanes(str(dut.out_fold.value), dim_w, lanes, signed=False)
             for c in lanes:
                 if rows[c] is None or folds[c] is None:
-                    problems.append((period - OUT_LAT, f"lane {c} has an x/z index at cycle {period - OUT_LAT}"))
+                    problems.append((period - lat, f"lane {c} has an x/z index at cycle {period - lat}"))
                     continue
                 col = folds[c] * cols + c
                 key = (col, rows[c]) if swap else (rows[c], col)
                 if key in got:
-                    problems.append((period - OUT_LAT, f"output {key} emitted twice (cycles {got[key][1]} and "
-                                                       f"{period - OUT_LAT})"))
-                got[key] = (vals[c], period - OUT_LAT)
+                    problems.append((period - lat, f"output {key} emitted twice (cycles {got[key][1]} and "
+                                                       f"{period - lat})"))
+                got[key] = (vals[c], period - lat)
         if _uint(dut.done.value) == 1:
             break
-        period += 1
-        if period > limit:
-            problems.append((period - OUT_LAT, f"npu_top did not finish within {limit} cycles"))
+        period += stalls + 1
+        if period > limit + stalls:
+            problems.append((period - stalls - lat, f"npu_top did not finish within {limit} cycles"))
             break
         await FallingEdge(dut.clk)
-    return got, _uint(dut.cycles.value), period, problems, time.perf_counter() - t0
+    dut.out_ready.value = 1
+    return got, _uint(dut.cycles.value), period, problems, time.perf_counter() - t0, stalls
 
 
 @cocotb.test()
@@ -154,6 +179,8 @@ async def gemm_cases(dut):
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     for sig in ("a_we", "b_we", "start", "cfg_qen"):
         getattr(dut, sig).value = 0
+    dut.out_ready.value = 1
+    stall_prob = float(job.get("stall_prob", 0.0))
     dut.rst.value = 1
     for _ in range(3):
         await FallingEdge(dut.clk)
@@ -167,14 +194,15 @@ async def gemm_cases(dut):
         ref = model_result(cfg, a, b, quant)
         t_model = time.perf_counter() - t0
         t0 = time.perf_counter()
-        got, rtl_cycles, done_period, protocol, t_run = await run_case(dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000)
+        got, rtl_cycles, done_period, protocol, t_run, stalls = await run_case(
+            dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, seed=case["seed"])
         t_rtl = time.perf_counter() - t0
         msgs = compare(cfg, got, rtl_cycles, done_period, ref, case["seed"], case["name"], protocol)
         results.append({
             "name": case["name"], "seed": case["seed"], "m": int(a.shape[0]), "n": int(b.shape[1]), "k": int(a.shape[1]),
             "quant": case["quant"], "passed": not msgs, "rtl_cycles": rtl_cycles, "model_cycles": int(ref.cycles),
             "outputs": len(got), "first_mismatch": msgs[0] if msgs else None, "mismatches": len(msgs),
-            "rtl_wall_s": t_rtl, "rtl_run_wall_s": t_run, "model_wall_s": t_model,
+            "rtl_wall_s": t_rtl, "rtl_run_wall_s": t_run, "model_wall_s": t_model, "stalls": stalls,
         })
         failures.extend(msgs[:1])
         await FallingEdge(dut.clk)

@@ -17,10 +17,14 @@ module accumulator #(
 ) (
     input  wire                    clk,
     input  wire                    rst,
+    input  wire                    en,       // clock enable (0: stall, every register holds)
     input  wire                    in_vld,
+    // USE_MEM = 0 (os) has no K-folds and no buffer: it reads neither in_first, in_last nor in_addr
+    /* verilator lint_off UNUSEDSIGNAL */
     input  wire                    in_first,
     input  wire                    in_last,
     input  wire [AW-1:0]           in_addr,
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire signed [IN_W-1:0]  in_data,
     output reg                     out_vld,
     output reg signed [ACC_W-1:0]  out_data
@@ -28,11 +32,17 @@ module accumulator #(
     localparam SUM_W = ((IN_W > ACC_W) ? IN_W : ACC_W) + 1;
 
     wire signed [ACC_W-1:0] old;
+    // wrap (OVERFLOW = 1) keeps the low ACC_W bits of the sum: its carry bit is unread by design
+    /* verilator lint_off UNUSEDSIGNAL */
     wire signed [SUM_W-1:0] sum;
+    /* verilator lint_on UNUSEDSIGNAL */
     wire signed [ACC_W-1:0] nxt;
     wire                    emit;
 
-    assign sum = old + in_data;
+    // both operands sign-extended to SUM_W bits explicitly (SUM_W exceeds both widths)
+    wire signed [SUM_W-1:0] old_x = {{(SUM_W-ACC_W){old[ACC_W-1]}}, old};
+    wire signed [SUM_W-1:0] in_x  = {{(SUM_W-IN_W){in_data[IN_W-1]}}, in_data};
+    assign sum = old_x + in_x;
 
     generate
         if (OVERFLOW == 0) begin : g_sat
@@ -48,7 +58,7 @@ module accumulator #(
             assign old = in_first ? {ACC_W{1'b0}} : mem[in_addr];
             assign emit = in_vld & in_last;
             always @(posedge clk) begin
-                if (in_vld) mem[in_addr] <= nxt;
+                if (en && in_vld) mem[in_addr] <= nxt;
             end
         end else begin : g_no_mem
             assign old = {ACC_W{1'b0}};
@@ -58,7 +68,7 @@ module accumulator #(
 
     always @(posedge clk) begin
         if (rst) out_vld <= 1'b0;
-        else out_vld <= emit;
-        if (emit) out_data <= nxt;
+        else if (en) out_vld <= emit;
+        if (en && emit) out_data <= nxt;
     end
 endmodule

@@ -1,7 +1,7 @@
 `timescale 1ns/1ps
 // npu_top: streams one tiled GEMM out = A (M x K) @ B (K x N) through systolic_array,
 // psum_quantizer and accumulator with the fold order and timing of the cycle contract
-// (timing = scalesim), plain Verilog-2005.
+// (TIMING = 0: scalesim; 1: double-buffered, ws only), plain Verilog-2005.
 //
 // Operand buffers (written through a_we/b_we before start; asynchronous read):
 //   ws: amem[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
@@ -16,16 +16,22 @@
 //       A[m, i*R + r] enters row r at local R + m + r; psum (m, c) leaves at local 2R - 1 + m + c.
 //   os: T = R + C + K - 2, folds i outer, j inner; A[i*R + r, k] enters row r and B[k, j*C + c]
 //       enters column c at local k + r / k + c; PE(r, c) is final at local K - 1 + r + c.
-// A psum leaving the array in contract cycle t is in the array's bottom register (ws) or
-// OR-drain (os) in period t + 1, goes through psum_quantizer (cfg_qen, cfg_mult, cfg_shift) and
-// accumulator, and a final output is on out_* in period t + 2 (OUT_LAT = 2), one lane per column:
+//   ws double-buffered (TIMING = 1): T = R + C + M - 2, the same local times: fold f + 1 loads its
+//       weights into the other bank (bank (f + 1) % 2) while fold f's last activations and psums
+//       are still in the array (the activations carry their fold's bank); after the last fold R
+//       more cycles run, so cycles = R + F*T - 1, the contract's count.
+// A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
+// t + 1, or (os) in its PE's register in period t + 1 and at the root of the column's registered
+// drain tree in period t + 1 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
+// through psum_quantizer (cfg_qen, cfg_mult, cfg_shift) and accumulator, and a final output is on
+// out_* in period t + OUT_LAT (OUT_LAT = 2 for ws, 2 + DRAIN_LAT for os), one lane per column:
 // out_vld[c], out_row[c] (the output's row), out_fold[c] (its column fold j: column j*COLS + c),
 // out_data[c] (OUT_W bits: ws the B-bit accumulator; os max(P, B) bits, the final P-bit value or,
 // with cfg_qen, its quantized B-bit value). `cycles` = index of the last run cycle = F*T - 1
-// (SCALE-Sim's count); `done` is high for the one period cycles + 2.
+// (SCALE-Sim's count; double-buffered R + F*T - 1); `done` is high for the one period cycles + OUT_LAT.
 // The is dataflow runs on this ws hardware with A' = B^T, B' = A^T (it then emits out^T).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
-// DIM_W must hold max(M, N, K) + max(R, C) and T; the buffers hold 2**A_AW, 2**B_AW words and the
+// DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the buffers hold 2**A_AW, 2**B_AW words and the
 // accumulator 2**ACC_AW rows (ws needs M <= 2**ACC_AW).
 module npu_top #(
     parameter ROWS     = 4,
@@ -37,6 +43,7 @@ module npu_top #(
     parameter SHIFT_W  = 6,
     parameter DATAFLOW = 0,
     parameter OVERFLOW = 0,
+    parameter TIMING   = 0,
     parameter DIM_W    = 12,
     parameter A_AW     = 6,
     parameter B_AW     = 6,
@@ -60,6 +67,7 @@ module npu_top #(
     input  wire [MULT_W-1:0]         cfg_mult,
     input  wire [SHIFT_W-1:0]        cfg_shift,
     input  wire                      start,
+    input  wire                      out_ready,  // output backpressure (see the header)
     output wire                      busy,
     output reg                       done,
     output wire [CYC_W-1:0]          cycles,
@@ -72,6 +80,26 @@ module npu_top #(
     localparam AS_W = (DATAFLOW == 0) ? DATA_W : DATA_W + 1;  // a skew lane: data (+ os valid)
     localparam BS_W = DATA_W + 1;                               // b skew lane (os): data + valid
     localparam IX_W = DIM_W + 16;  // index arithmetic: wide enough that no fold-index bit is cut off
+    // os drain-tree latency, ceil(log2(ROWS)) (the same chain as in systolic_array); ws: none
+    localparam DRAIN_LAT = (DATAFLOW == 0 || ROWS <= 1) ? 0 : (ROWS <= 2) ? 1 : (ROWS <= 4) ? 2 : (ROWS <= 8) ? 3
+                         : (ROWS <= 16) ? 4 : (ROWS <= 32) ? 5 : (ROWS <= 64) ? 6 : (ROWS <= 128) ? 7
+                         : (ROWS <= 256) ? 8 : (ROWS <= 512) ? 9 : (ROWS <= 1024) ? 10 : (ROWS <= 2048) ? 11
+                         : (ROWS <= 4096) ? 12 : (ROWS <= 8192) ? 13 : 14;
+    // sized copies of the (32-bit) integer parameters for arithmetic on DIM_W / IX_W-bit vectors
+    // (IX_W <= 32: DIM_W <= 16 holds every build npukit.rtl makes)
+    localparam [IX_W-1:0]  R_X  = ROWS[IX_W-1:0];
+    localparam [IX_W-1:0]  C_X  = COLS[IX_W-1:0];
+    localparam [DIM_W-1:0] R_D  = ROWS[DIM_W-1:0];
+    localparam [DIM_W-1:0] C_D  = COLS[DIM_W-1:0];
+    localparam [DIM_W-1:0] DL_D = DRAIN_LAT;
+    // local cycles of a fold that still see the previous fold's psums arrive (ws double-buffered:
+    // R, os: the drain tree's latency), and the cycles that run after the last fold (ws
+    // double-buffered: R, counted by tail_run); the drain after the last fold lasts PREV_W + 1 periods
+    localparam [DIM_W-1:0] PREV_W = (DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D;
+    localparam [DIM_W-1:0] TWO  = 2;
+    localparam [DIM_W-1:0] T_WS = (TIMING != 0) ? R_D + C_D - TWO     // ws fold length T = T_WS + M
+                                                : R_D + R_D + C_D - TWO;
+    localparam [DIM_W-1:0] T_OS = R_D + C_D - TWO;        // os fold length T = T_OS + K
 
     // ---------------- operand buffers ----------------
     reg [ROWS*DATA_W-1:0] amem [0:(1<<A_AW)-1];
@@ -80,6 +108,12 @@ module npu_top #(
         if (a_we) amem[a_waddr] <= a_wdata;
         if (b_we) bmem[b_waddr] <= b_wdata;
     end
+
+    // ---------------- output backpressure ----------------
+    // The outputs are a valid/ready stream: while some out_vld lane is high and out_ready is low,
+    // en = 0 stalls every register of the design (array, skews, controller, accumulator, outputs),
+    // so the outputs hold and the run resumes unchanged: every later period shifts by one.
+    wire en = out_ready || !(|out_vld);
 
     // ---------------- controller ----------------
     reg [DIM_W-1:0]  m_q, n_q, k_q;
@@ -96,17 +130,31 @@ module npu_top #(
     reg [B_AW-1:0]   b_base;      // ws: weight read pointer (+1 per load cycle), os: j*K
     reg [DIM_W-1:0]  p_fi, p_fj;  // the previous fold (its last psums arrive at local 0)
     reg              p_have;
-    wire [IX_W-1:0]  ib = fi * ROWS;
-    wire [IX_W-1:0]  nb = fj * COLS;
+    wire [IX_W-1:0]  ib = {{(IX_W-DIM_W){1'b0}}, fi} * R_X;
+    wire [IX_W-1:0]  nb = {{(IX_W-DIM_W){1'b0}}, fj} * C_X;
+    // zero-extended IX_W-bit copies: pointer and index sums are computed at IX_W bits and cut to
+    // their register's width explicitly (no implicit width change anywhere: Verilator -Wall clean)
+    wire [IX_W-1:0]  m_x  = {{(IX_W-DIM_W){1'b0}}, m_q};
+    wire [IX_W-1:0]  n_x  = {{(IX_W-DIM_W){1'b0}}, n_q};
+    wire [IX_W-1:0]  k_x  = {{(IX_W-DIM_W){1'b0}}, k_q};
+    wire [IX_W-1:0]  lt_x = {{(IX_W-DIM_W){1'b0}}, lt};
+    wire [IX_W-1:0]  ab_x = {{(IX_W-A_AW){1'b0}}, a_base};
+    wire [IX_W-1:0]  bb_x = {{(IX_W-B_AW){1'b0}}, b_base};
+    // (the next fold's A base; os: B base; cut to the buffer's address width: upper bits unread)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [IX_W-1:0]  a_next = ab_x + ((DATAFLOW == 0) ? m_x : k_x);
+    wire [IX_W-1:0]  b_next = bb_x + k_x;
+    /* verilator lint_on UNUSEDSIGNAL */
 
     // T, the fold length (not a register: T's low bits would duplicate m_q's / k_q's)
-    wire [DIM_W-1:0] t_len = (DATAFLOW == 0) ? (2 * ROWS + COLS - 2) + m_q : (ROWS + COLS - 2) + k_q;
+    wire [DIM_W-1:0] t_len = (DATAFLOW == 0) ? T_WS + m_q : T_OS + k_q;
     wire fold_end = run_q && (lt == t_len - 1'b1);
-    wire last_i   = (DATAFLOW == 0) ? (ib + ROWS >= k_q) : (ib + ROWS >= m_q);
-    wire last_j   = (nb + COLS >= n_q);
+    wire last_i   = (DATAFLOW == 0) ? (ib + R_X >= k_x) : (ib + R_X >= m_x);
+    wire last_j   = (nb + C_X >= n_x);
     wire last_fold = last_i && last_j;
 
     assign busy = run_q | drain_q;
+    wire tail_run = (DATAFLOW == 0 && TIMING != 0) && (lt + 1'b1 < R_D);  // the drain's first R cycles count
     assign cycles = cyc;
 
     always @(posedge clk) begin
@@ -115,9 +163,10 @@ module npu_top #(
             drain_q <= 1'b0;
             done <= 1'b0;
             p_have <= 1'b0;
-        end else begin
-            done <= drain_q;
-            if (drain_q) drain_q <= 1'b0;
+        end else if (en) begin
+            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them
+            done <= drain_q && (lt == PREV_W);
+            if (drain_q && (lt == PREV_W)) drain_q <= 1'b0;
             if (!run_q && !drain_q && start) begin
                 run_q <= 1'b1;
                 p_have <= 1'b0;
@@ -132,7 +181,9 @@ module npu_top #(
     end
 
     always @(posedge clk) begin
-        if (!run_q && !drain_q && start) begin
+        if (!en) begin
+            // stalled: every register holds
+        end else if (!run_q && !drain_q && start) begin
             m_q <= cfg_m;
             n_q <= cfg_n;
             k_q <= cfg_k;
@@ -145,20 +196,23 @@ module npu_top #(
             fj <= {DIM_W{1'b0}};
             a_base <= {A_AW{1'b0}};
             b_base <= {B_AW{1'b0}};
+        end else if (drain_q) begin
+            lt <= lt + 1'b1;
+            if (tail_run) cyc <= cyc + 1'b1;  // double-buffered: the last fold's R extra cycles
         end else if (run_q) begin
-            if (DATAFLOW == 0 && lt < ROWS) b_base <= b_base + 1'b1;
+            if (DATAFLOW == 0 && lt < R_D) b_base <= b_base + 1'b1;
             if (!fold_end) begin
                 lt <= lt + 1'b1;
                 cyc <= cyc + 1'b1;
             end else begin
                 lt <= {DIM_W{1'b0}};
-                if (!last_fold) cyc <= cyc + 1'b1;
+                if (!last_fold || (DATAFLOW == 0 && TIMING != 0)) cyc <= cyc + 1'b1;
                 p_fi <= fi;
                 p_fj <= fj;
                 if (DATAFLOW == 0) begin
                     if (!last_i) begin
                         fi <= fi + 1'b1;
-                        a_base <= a_base + m_q;
+                        a_base <= a_next[A_AW-1:0];
                     end else begin
                         fi <= {DIM_W{1'b0}};
                         a_base <= {A_AW{1'b0}};
@@ -167,17 +221,40 @@ module npu_top #(
                 end else begin
                     if (!last_j) begin
                         fj <= fj + 1'b1;
-                        b_base <= b_base + k_q;
+                        b_base <= b_next[B_AW-1:0];
                     end else begin
                         fj <= {DIM_W{1'b0}};
                         b_base <= {B_AW{1'b0}};
                         fi <= fi + 1'b1;
-                        a_base <= a_base + k_q;
+                        a_base <= a_next[A_AW-1:0];
                     end
                 end
             end
         end
     end
+
+    // ---------------- double buffering (ws): the weight bank of the fold, the previous fold's A base ----
+    wire             bank;     // the bank the current fold loads and computes with (fold index % 2)
+    // the previous fold's A base (its last activation may enter at local 0); os reads it nowhere
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [A_AW-1:0]  pa_base;
+    /* verilator lint_on UNUSEDSIGNAL */
+    generate
+        if (DATAFLOW == 0 && TIMING != 0) begin : g_dbuf
+            reg             bank_q;
+            reg [A_AW-1:0]  pa_q;
+            always @(posedge clk) begin
+                if (en && !run_q && !drain_q && start) bank_q <= 1'b0;
+                else if (en && fold_end) bank_q <= ~bank_q;
+                if (en && fold_end) pa_q <= a_base;
+            end
+            assign bank = bank_q;
+            assign pa_base = pa_q;
+        end else begin : g_no_dbuf
+            assign bank = 1'b0;
+            assign pa_base = {A_AW{1'b0}};
+        end
+    endgenerate
 
     // ---------------- array edge feeds ----------------
     wire                    load;
@@ -188,25 +265,46 @@ module npu_top #(
     wire [COLS*DATA_W-1:0]  b_north;
     wire [COLS-1:0]         b_vld_north;
     wire                    a_win;
+    // ws double-buffered: the bank of the activation read now (unread otherwise)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire                    a_bank;
+    /* verilator lint_on UNUSEDSIGNAL */
+    // b_win gates the os B stream; ws drives it (= load) but reads it nowhere
+    /* verilator lint_off UNUSEDSIGNAL */
     wire                    b_win;
+    /* verilator lint_on UNUSEDSIGNAL */
 
     generate
         if (DATAFLOW == 0) begin : g_feed_ws
             // (gated so that no tool folds the pointer register into a synchronous read port)
             wire [B_AW-1:0] w_raddr = load ? b_base : {B_AW{1'b0}};
-            wire [A_AW-1:0] a_raddr = a_base + lt - ROWS;
-            assign load = run_q && (lt < ROWS);
-            assign a_win = run_q && (lt >= ROWS) && (lt < ROWS + m_q);
+            // double-buffered with C = 1 (T = R + M - 1) the previous fold's last activation is
+            // read at local 0 of the next fold (or of the drain): a_prev
+            wire [IX_W-1:0] t_x = {{(IX_W-DIM_W){1'b0}}, t_len};
+            wire [IX_W-1:0] pb_x = {{(IX_W-A_AW){1'b0}}, pa_base};
+            wire a_prev = (TIMING != 0) && p_have && (run_q || drain_q) && (lt_x + t_x < R_X + m_x);
+            /* verilator lint_off UNUSEDSIGNAL */
+            wire [IX_W-1:0] a_rx = a_prev ? pb_x + lt_x + t_x - R_X : ab_x + lt_x - R_X;  // (cut to the address width)
+            /* verilator lint_on UNUSEDSIGNAL */
+            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
+            assign load = run_q && (lt < R_D);
+            assign a_win = a_prev || (run_q && (lt >= R_D) && (lt < R_D + m_q));
+            assign a_bank = a_prev ? ~bank : bank;
             assign b_win = load;
             assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
             assign b_word = bmem[w_raddr];
             assign b_north = b_word;
             assign b_vld_north = {COLS{1'b0}};
         end else begin : g_feed_os
-            wire [A_AW-1:0] a_raddr = a_base + lt;
-            wire [B_AW-1:0] b_raddr = b_base + lt;
+            /* verilator lint_off UNUSEDSIGNAL */
+            wire [IX_W-1:0] a_rx = ab_x + lt_x;  // (both cut to the address width)
+            wire [IX_W-1:0] b_rx = bb_x + lt_x;
+            /* verilator lint_on UNUSEDSIGNAL */
+            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
+            wire [B_AW-1:0] b_raddr = b_rx[B_AW-1:0];
             assign load = 1'b0;
             assign a_win = run_q && (lt < k_q);
+            assign a_bank = 1'b0;
             assign b_win = a_win;
             assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
             assign b_word = b_win ? bmem[b_raddr] : {COLS*DATA_W{1'b0}};
@@ -222,7 +320,17 @@ module npu_top #(
                 reg [1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= 2'b00;
-                    else q <= (s == 0) ? {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}} : g_tagline.g_st[(s == 0) ? 0 : s - 1].q;
+                    else if (en) q <= (s == 0) ? {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}} : g_tagline.g_st[(s == 0) ? 0 : s - 1].q;
+                end
+            end
+        end
+        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew
+        if (DATAFLOW == 0 && TIMING != 0 && ROWS > 1) begin : g_bankline
+            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+                reg q;
+                always @(posedge clk) begin
+                    if (rst) q <= 1'b0;
+                    else if (en) q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
         end
@@ -230,9 +338,18 @@ module npu_top #(
         for (r = 0; r < ROWS; r = r + 1) begin : g_askew
             wire [AS_W-1:0] lane_in;
             wire [AS_W-1:0] lane_out;
-            if (DATAFLOW == 0) begin : g_ws_lane
+            if (DATAFLOW == 0 && TIMING == 0) begin : g_ws_lane
                 assign lane_in = a_word[r*DATA_W +: DATA_W];
                 assign a_tag_west[r*3 +: 3] = 3'b000;
+            end else if (DATAFLOW == 0) begin : g_ws_db_lane
+                // the activation's weight bank travels with it (the bank of the fold it belongs to);
+                // the bank is the same for every row, so one shared delay line carries it (g_bankline)
+                assign lane_in = a_word[r*DATA_W +: DATA_W];
+                if (r == 0) begin : g_bank0
+                    assign a_tag_west[r*3 +: 3] = {2'b00, a_bank};
+                end else begin : g_bankr
+                    assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r-1].q};
+                end
             end else begin : g_os_lane
                 // tag {last, first, valid}; rows past M stay invalid (no output)
                 wire [1:0] last_first;
@@ -250,7 +367,7 @@ module npu_top #(
                 reg [AS_W-1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= {AS_W{1'b0}};
-                    else q <= (s == 0) ? lane_in : g_askew[r].g_st[(s == 0) ? 0 : s - 1].q;
+                    else if (en) q <= (s == 0) ? lane_in : g_askew[r].g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
             if (r == 0) begin : g_direct
@@ -269,7 +386,7 @@ module npu_top #(
                     reg [BS_W-1:0] q;
                     always @(posedge clk) begin
                         if (rst) q <= {BS_W{1'b0}};
-                        else q <= (s == 0) ? lane_in : g_bskew.g_col[c].g_st[(s == 0) ? 0 : s - 1].q;
+                        else if (en) q <= (s == 0) ? lane_in : g_bskew.g_col[c].g_st[(s == 0) ? 0 : s - 1].q;
                     end
                 end
                 if (c == 0) begin : g_direct
@@ -285,14 +402,20 @@ module npu_top #(
 
     // ---------------- array ----------------
     wire [COLS*PSUM_W-1:0] col_psum;
+    // col_fin: the os drain's valid bits (ws knows its leave cycles and leaves them unread)
+    /* verilator lint_off UNUSEDSIGNAL */
     wire [COLS-1:0]        col_fin;
+    /* verilator lint_on UNUSEDSIGNAL */
 
     systolic_array #(
-        .ROWS(ROWS), .COLS(COLS), .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW)
+        .ROWS(ROWS), .COLS(COLS), .DATA_W(DATA_W), .PSUM_W(PSUM_W), .DATAFLOW(DATAFLOW), .OVERFLOW(OVERFLOW),
+        .TIMING(TIMING)
     ) u_array (
         .clk(clk),
         .rst(rst),
+        .en(en),
         .load(load),
+        .load_bank(bank),
         .a_west(a_west),
         .a_tag_west(a_tag_west),
         .b_north(b_north),
@@ -302,30 +425,41 @@ module npu_top #(
     );
 
     // ---------------- psum path: quantizer + accumulator per column ----------------
-    // psums visible in local cycle 0 belong to the previous fold (arrivals span local [lo, T], lo >= 1)
-    wire             sel_prev = drain_q || (run_q && (lt == {DIM_W{1'b0}}));
-    wire [DIM_W-1:0] lt_eff = sel_prev ? t_len : lt;
+    // psums visible in local cycles [0, PREV_W] belong to the previous fold (arrivals of a fold
+    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT)
+    wire             sel_prev = drain_q || (run_q && (lt <= PREV_W));
+    wire [DIM_W-1:0] lt_eff = sel_prev ? lt + t_len : lt;
+    wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};
     wire [DIM_W-1:0] fi_eff = sel_prev ? p_fi : fi;
     wire [DIM_W-1:0] fj_eff = sel_prev ? p_fj : fj;
-    wire [IX_W-1:0]  ib_eff = fi_eff * ROWS;
-    wire [IX_W-1:0]  nb_eff = fj_eff * COLS;
+    wire [IX_W-1:0]  ib_eff = {{(IX_W-DIM_W){1'b0}}, fi_eff} * R_X;
+    // (the column base: ws only; os outputs carry the fold index instead)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [IX_W-1:0]  nb_eff = {{(IX_W-DIM_W){1'b0}}, fj_eff} * C_X;
+    /* verilator lint_on UNUSEDSIGNAL */
     wire             live = sel_prev ? p_have : run_q;
     wire             acc_first = (DATAFLOW == 0) ? (ib_eff == {IX_W{1'b0}}) : 1'b1;
-    wire             acc_last = (DATAFLOW == 0) ? (ib_eff + ROWS >= k_q) : 1'b1;
+    wire             acc_last = (DATAFLOW == 0) ? (ib_eff + R_X >= k_x) : 1'b1;
 
     generate
         for (c = 0; c < COLS; c = c + 1) begin : g_out
             wire             vld;
+            // (ws uses row's low DIM_W bits: the upper bits of the IX_W-bit difference are unused there)
+            /* verilator lint_off UNUSEDSIGNAL */
             wire [IX_W-1:0]  row;
-            wire [IX_W-1:0]  col = nb_eff + c;
+            /* verilator lint_on UNUSEDSIGNAL */
             wire signed [Y_W-1:0] q;
             if (DATAFLOW == 0) begin : g_ws_idx
-                assign vld = live && (lt_eff >= 2 * ROWS + c) && (lt_eff < 2 * ROWS + c + m_q) && (col < n_q);
-                assign row = lt_eff - (2 * ROWS + c);
+                localparam [IX_W-1:0] C_I = c;
+                localparam [IX_W-1:0] LO = R_X + R_X + C_I;  // local cycle of row 0's arrival
+                wire [IX_W-1:0] col = nb_eff + C_I;
+                assign vld = live && (lte_x >= LO) && (lte_x < LO + m_x) && (col < n_x);
+                assign row = lte_x - LO;
             end else begin : g_os_idx
                 // (row < M always holds for a finished PE; the check keeps every fold-index bit in use)
-                assign vld = live && col_fin[c] && (row < m_q);
-                assign row = ib_eff + lt_eff - (k_q + c);
+                assign vld = live && col_fin[c] && (row < m_x);
+                localparam [IX_W-1:0] OFF = c + DRAIN_LAT;  // row r arrives at local K + r + c + DRAIN_LAT
+                assign row = ib_eff + lte_x - (k_x + OFF);
             end
             psum_quantizer #(
                 .IN_W(PSUM_W), .MULT_W(MULT_W), .OUT_W(ACC_W), .SHIFT_W(SHIFT_W)
@@ -342,6 +476,7 @@ module npu_top #(
             ) u_acc (
                 .clk(clk),
                 .rst(rst),
+                .en(en),
                 .in_vld(vld),
                 .in_first(acc_first),
                 .in_last(acc_last),
@@ -353,7 +488,7 @@ module npu_top #(
             // the output column is j*C + c: the fold index j is registered (a registered j*C + c
             // would hold constant bits whenever C is a power of two)
             always @(posedge clk) begin
-                if (vld && acc_last) begin
+                if (en && vld && acc_last) begin
                     out_row[c*DIM_W +: DIM_W] <= row[DIM_W-1:0];
                     out_fold[c*DIM_W +: DIM_W] <= fj_eff;
                 end

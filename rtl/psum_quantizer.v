@@ -35,7 +35,7 @@ module psum_quantizer #(
     wire signed [OUT_W-1:0] sat;
 
     assign prod = x * mult;
-    assign big = (shift >= PW);
+    assign big = ({{(32-SHIFT_W){1'b0}}, shift} >= PW);  // (shift widened to PW's 32 bits)
     assign shifted = prod >>> shift;
     assign mask = ~({PW{1'b1}} << shift);
     assign rem = prod & mask;
@@ -43,15 +43,31 @@ module psum_quantizer #(
     assign round_up = (shift != 0) && ((rem > half) || ((rem == half) && shifted[0]));
     assign rne = big ? {PW{1'b0}} : shifted + {{(PW-1){1'b0}}, round_up};
 
+    // every width change is an explicit sign extension (Verilator -Wall clean; a zero-width
+    // replication is not Verilog-2005, hence the generate-ifs)
+    wire signed [Y_W-1:0] sat_y;
+    wire signed [Y_W-1:0] x_y;
     generate
-        if (OUT_W >= PW) begin : g_no_sat
+        if (OUT_W > PW) begin : g_no_sat_ext
+            assign sat = {{(OUT_W-PW){rne[PW-1]}}, rne};
+        end else if (OUT_W == PW) begin : g_no_sat
             assign sat = rne;
         end else begin : g_sat
             wire hi_ok = (rne[PW-1:OUT_W-1] == {(PW-OUT_W+1){rne[PW-1]}});
             assign sat = hi_ok ? rne[OUT_W-1:0]
                        : (rne[PW-1] ? {1'b1, {(OUT_W-1){1'b0}}} : {1'b0, {(OUT_W-1){1'b1}}});
         end
+        if (Y_W > OUT_W) begin : g_sat_ext
+            assign sat_y = {{(Y_W-OUT_W){sat[OUT_W-1]}}, sat};
+        end else begin : g_sat_same
+            assign sat_y = sat;
+        end
+        if (Y_W > IN_W) begin : g_x_ext
+            assign x_y = {{(Y_W-IN_W){x[IN_W-1]}}, x};
+        end else begin : g_x_same
+            assign x_y = x;
+        end
     endgenerate
 
-    assign y = en ? sat : x;
+    assign y = en ? sat_y : x_y;
 endmodule

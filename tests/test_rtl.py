@@ -39,11 +39,11 @@ def build_root(tmp_path_factory):
     return tmp_path_factory.mktemp("sim_build")
 
 
-def _cfg(rows, cols, dataflow, overflow, p, b=None, dims=None):
+def _cfg(rows, cols, dataflow, overflow, p, b=None, dims=None, timing="scalesim"):
     probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
     m, n, k = dims or suite_dims(probe)
     return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
-                     max_m=m, max_n=n, max_k=k)
+                     max_m=m, max_n=n, max_k=k, timing=timing)
 
 
 # (rows, cols, dataflow, overflow, P, B): 4x4 covers both overflow modes at a small P (products of
@@ -65,9 +65,33 @@ CONFIGS = [
 ]
 
 
+# double-buffered timing (ws and is): 3x1 reads a fold's last activation in the next fold (T = R + M - 1)
+DB_CONFIGS = [
+    (4, 4, "ws", "saturate", 16, None),
+    (3, 1, "ws", "wrap", 12, None),
+    (5, 2, "ws", "saturate", 32, 20),
+    (8, 8, "is", "wrap", 14, None),
+]
+
+
 @pytest.mark.parametrize("rows,cols,dataflow,overflow,p,b", CONFIGS, ids=lambda v: str(v))
 def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p, b):
-    cfg = _cfg(rows, cols, dataflow, overflow, p, b)
+    _check_suite(build_root, rows, cols, dataflow, overflow, p, b, "scalesim")
+
+
+@pytest.mark.parametrize("rows,cols,dataflow,overflow,p,b", DB_CONFIGS, ids=lambda v: str(v))
+def test_gemm_double_buffered_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p, b):
+    _check_suite(build_root, rows, cols, dataflow, overflow, p, b, "double-buffered")
+    # the contract's double-buffered count is shorter than scalesim's whenever there are several folds
+    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow)
+    m, n, k = suite_dims(probe)
+    x = np.zeros((m, k), int), np.zeros((k, n), int)
+    assert run_gemm(*x, rows, cols, dataflow=dataflow, timing="double-buffered").cycles < run_gemm(
+        *x, rows, cols, dataflow=dataflow).cycles
+
+
+def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
+    cfg = _cfg(rows, cols, dataflow, overflow, p, b, timing=timing)
     cases = standard_cases(cfg, SEED)
     print(f"seed {SEED}: {cfg.tag()}")
     res = run_gemm_suite(cfg, cases, build_root)
@@ -75,7 +99,8 @@ def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p,
     by_name = {x.name: x for x in cases}
     for c in res.cases:
         x = by_name[c["name"]]
-        ref = run_gemm(x.a, x.b, rows, cols, dataflow=dataflow, psum_bits=p, overflow=overflow, acc_bits=b, quant=x.quant)
+        ref = run_gemm(x.a, x.b, rows, cols, dataflow=dataflow, psum_bits=p, overflow=overflow, acc_bits=b, quant=x.quant,
+                       timing=timing)
         assert c["passed"], f"seed {SEED}, {cfg.tag()}: {c['first_mismatch']} ({c['mismatches']} problems)"
         assert c["outputs"] == ref.out.size and c["rtl_cycles"] == ref.cycles == c["model_cycles"]
     if p <= 16:  # the edge cases really overflow P bits: exact sums leave the P-bit range
@@ -97,6 +122,23 @@ def test_gemm_bit_and_cycle_exact(build_root, rows, cols, dataflow, overflow, p,
         assert st["saturated"] <= st["psums"] // 8, st
     st = quant_stats(cfg, by_name["many_folds"])
     assert st["ties_even"] >= 3 and st["ties_odd"] >= 3, st
+
+
+@pytest.mark.parametrize("rows,cols,dataflow,overflow,p,timing", [(4, 4, "ws", "saturate", 16, "scalesim"),
+                                                                  (4, 4, "os", "wrap", 12, "scalesim"),
+                                                                  (4, 3, "is", "wrap", 16, "double-buffered")])
+def test_gemm_with_random_output_stalls(build_root, tmp_path, rows, cols, dataflow, overflow, p, timing):
+    # out_ready low in ~30% of the periods: outputs bit-exact, cycles = model's once the stalls are taken out
+    cfg = _cfg(rows, cols, dataflow, overflow, p, timing=timing)
+    cases = standard_cases(cfg, SEED)
+    res = run_gemm_suite(cfg, cases, build_root, stall_prob=0.3)
+    for c in res.cases:
+        assert c["passed"], f"seed {SEED}, {cfg.tag()}, stalls: {c['first_mismatch']}"
+        assert c["stalls"] > 0 and c["rtl_cycles"] == c["model_cycles"], c
+    # an accumulator that ignores the stall loses the held outputs: the same run must fail
+    srcs = _mutated(tmp_path, "accumulator.v", "else if (en) out_vld <= emit;", "else out_vld <= emit;")
+    bad = run_gemm_suite(cfg, cases[:1], build_root, sources=srcs, stall_prob=0.3)
+    assert not bad.passed and "at cycle" in bad.cases[0]["first_mismatch"]
 
 
 def test_quantizer_100k_random_inputs(build_root):
@@ -138,7 +180,7 @@ def _mutated(tmp_path, file, old, new):
 
 def test_wrong_rtl_values_fail_with_first_mismatch_cycle_and_seed(build_root, tmp_path):
     # the accumulator subtracts later K-folds' psums instead of adding them
-    srcs = _mutated(tmp_path, "accumulator.v", "assign sum = old + in_data;", "assign sum = old - in_data;")
+    srcs = _mutated(tmp_path, "accumulator.v", "assign sum = old_x + in_x;", "assign sum = old_x - in_x;")
     cfg = _cfg(4, 4, "ws", "saturate", 32)
     res = run_gemm_suite(cfg, standard_cases(cfg, SEED)[:1], build_root, sources=srcs)
     c = res.cases[0]
@@ -177,14 +219,17 @@ def test_bad_gemm_for_build_is_a_config_error(build_root):
         RtlConfig(dataflow="xs")
     with pytest.raises(ConfigError, match="rows"):
         RtlConfig(rows=0)
+    with pytest.raises(ConfigError, match="double-buffered timing for ws and is only"):
+        RtlConfig(dataflow="os", timing="double-buffered")
 
 
 def test_verilog_2005_accepted_by_icarus():
     srcs = [str(p) for p in source_paths()]
-    for df in (0, 1):
+    for df, tm in ((0, 0), (0, 1), (1, 0)):
         for ov in (0, 1):
             proc = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", os.devnull, "-s", "npu_top", f"-Pnpu_top.DATAFLOW={df}",
-                                   f"-Pnpu_top.OVERFLOW={ov}", *srcs], capture_output=True, text=True)
+                                   f"-Pnpu_top.OVERFLOW={ov}", f"-Pnpu_top.TIMING={tm}", *srcs], capture_output=True,
+                                  text=True)
             assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
     harness = source_paths(("psum_quantizer.v", "quantizer_lanes.v"))
     proc = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", os.devnull, "-s", "quantizer_lanes", *map(str, harness)],
@@ -200,19 +245,24 @@ yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not i
 
 
 @yosys
-@pytest.mark.parametrize("rows,cols,dataflow,overflow,p", [(4, 4, "ws", "saturate", 32), (3, 5, "os", "wrap", 12)])
-def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p):
+@pytest.mark.parametrize("rows,cols,dataflow,overflow,p,timing", [(4, 4, "ws", "saturate", 32, "scalesim"),
+                                                                  (3, 5, "os", "wrap", 12, "scalesim"),
+                                                                  (4, 3, "ws", "wrap", 12, "double-buffered")])
+def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing):
     from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
 
-    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8)
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8,
+                    timing=timing)
     st = rtl_stats(cfg)
     mods = {m["module"]: m for m in st["modules"]}
     assert set(mods) == {"npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"}
     assert mods["pe"]["instances"] == rows * cols and mods["accumulator"]["instances"] == cols
     assert st["ff_bits"] == sum(m["ff_bits_total"] for m in mods.values())
     assert st["ff_bits"] == yosys_ff_bits("npu_top", module_parameters(cfg, "npu_top"))
-    # a pe holds a, b (ws: the weight) and the psum register; os adds 3 tag + b valid + fin bits
-    assert mods["pe"]["ff_bits"] == 2 * 8 + p + (0 if dataflow == "ws" else 5)
+    # a pe holds a, b (ws: the weight) and the psum register; os adds 3 tag + b valid + fin bits;
+    # double-buffered ws a second weight bank and the activation's bank bit
+    extra = 5 if dataflow == "os" else (8 + 1 if timing == "double-buffered" else 0)
+    assert mods["pe"]["ff_bits"] == 2 * 8 + p + extra
     ports = {q["name"]: q for q in mods["npu_top"]["ports"]}
     assert ports["out_data"]["bits"] == cols * cfg.out_width and ports["out_data"]["direction"] == "output"
     assert mods["npu_top"]["parameters"]["ROWS"] == rows and mods["psum_quantizer"]["parameters"]["IN_W"] == p
@@ -244,7 +294,7 @@ def test_cli_rtl_stats_prints_table(capsys, tmp_path):
     out = tmp_path / "s.json"
     assert main(["rtl", "stats", "--rows", "2", "--cols", "3", "--top", "systolic_array", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert re.search(r"pe\s+6\s+48\s+288\s+14", text), text
+    assert re.search(r"pe\s+6\s+48\s+288\s+16", text), text
     assert "total flip-flop bits: 288" in text and out.is_file()
 
 
@@ -254,7 +304,7 @@ def test_cli_rtl_test_passes_and_reports_cycles(capsys, tmp_path):
     text = capsys.readouterr().out
     assert rc == 0, text
     ref_cycles = run_gemm(np.zeros((6, 6), int), np.zeros((6, 6), int), 4, 4, dataflow="os").cycles
-    assert re.search(rf"random\s+6x6x6\s+-\s+{ref_cycles}\s+{ref_cycles}\s+36\s+PASS", text), text
+    assert re.search(rf"random\s+6x6x6\s+-\s+{ref_cycles}\s+{ref_cycles}\s+36\s+0\s+PASS", text), text
     assert "quantizer" in text and "all passed" in text
 
 
@@ -269,10 +319,10 @@ def test_cli_rtl_test_exit_codes(capsys, tmp_path, monkeypatch):
 
     real = runner.run_gemm_suite
 
-    def broken(cfg, cases, root, sources=None):
+    def broken(cfg, cases, root, sources=None, **kw):
         srcs = _mutated(tmp_path, "accumulator.v", "assign old = in_first ? {ACC_W{1'b0}} : mem[in_addr];",
                         "assign old = mem[in_addr];")
-        return real(cfg, cases, root, sources=srcs)
+        return real(cfg, cases, root, sources=srcs, **kw)
 
     monkeypatch.setattr(runner, "run_gemm_suite", broken)
     rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--seed", "5", "--quant-samples", "0",

@@ -1,8 +1,9 @@
 """Mutation check: the RTL test cases catch known one-token bugs (npukit.rtl._mutations).
 
 Each mutation (``>=`` -> ``>`` in the fold-boundary compares ``last_j``, ``last_i``, ``acc_last`` of
-npu_top.v; round half up and ties to odd in psum_quantizer.v) is applied to a temporary copy of the
-Verilog and the standard cases are run on a 4x4 build: the cases named by the mutation must fail,
+npu_top.v; round half up and ties to odd in psum_quantizer.v; the double-buffered weight-bank tag
+ignored in pe.v; the os drain tree dropping a child's finish flag in systolic_array.v) is applied to a
+temporary copy of the Verilog and the standard cases are run on a 4x4 build: the cases named by the mutation must fail,
 while the same cases pass on the shipped design. The runs go in parallel (one Icarus process each).
 The seed is the session's (``NPUKIT_RTL_SEED``).
 """
@@ -28,8 +29,8 @@ SEED = int(os.environ.get("NPUKIT_RTL_SEED", random.SystemRandom().randrange(1 <
 
 
 def test_mutations_are_caught_and_the_original_passes(tmp_path):
-    for df in sorted({m.dataflow for m in MUTATIONS}):  # the rounding catcher holds ties of both parities
-        cfg = mutation_config(df)
+    for df, tm in sorted({(m.dataflow, m.timing) for m in MUTATIONS}):  # the rounding catcher has ties of both parities
+        cfg = mutation_config(df, timing=tm)
         st = quant_stats(cfg, {c.name: c for c in standard_cases(cfg, SEED)}["many_folds"])
         assert st["ties_even"] and st["ties_odd"], st
     orig, results = check_all(SEED, tmp_path)
