@@ -101,7 +101,7 @@ class CacheEditConfig:
             raise ConfigError(f"full_at must be a tuple of call indices >= 0, got {self.full_at!r}")
 
     def selection(self) -> CacheConfig:
-        """The selection options as the EditDiT cache's :class:`CacheConfig` (for :func:`select_active`)."""
+        """The selection options as a :class:`CacheConfig` (for :func:`select_active`)."""
         return CacheConfig(ring=self.ring, ring_floor=self.ring_floor, min_active=self.min_active,
                            max_active=self.max_active, bins=self.bins, levels=self.levels)
 
