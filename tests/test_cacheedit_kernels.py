@@ -50,23 +50,17 @@ def _child() -> None:
         ops.kv_update_ref(k2, v2, idx, y, 2 * y)
         res[f"kv {key}"] = max((k1 - k2).abs().max().item(), (v1 - v2).abs().max().item())
         res[f"changed {key}"] = (k1 - h).abs().max().item()  # the update really wrote something
-    # the cached sampler step through the kernels (as on CUDA) against its packed-slab torch path
-    from npukit.models._cacheedit_cache import cached_step, full_step, mask_to_index
-    from npukit.models._cacheedit_dit import DiTConfig, EditDiT, patchify
-
+    # the hooks' layout on CUDA: per-head K/V caches (B, N, H, Dh) viewed as (B, N, H * Dh), one row set per batch
     torch.manual_seed(0)
-    m = EditDiT(DiTConfig(dim=32, depth=2, heads=2)).eval()
-    with torch.no_grad():
-        for prm in m.parameters():
-            prm.add_(0.05 * torch.randn_like(prm))
-        src, x = torch.rand(2, 3, 32, 32) * 2 - 1, torch.randn(2, 3, 32, 32)
-        ins = torch.tensor([[1, 0, 0, 0], [2, 1, 0, 0]])
-        idx = mask_to_index(torch.stack([torch.arange(64) % 5 == 0, torch.arange(64) % 9 == 1]))
-        vs = []
-        for impl in ("torch", "triton"):
-            z = full_step(m, x, torch.ones(2), src, m.context_kv(src, ins))
-            vs.append(cached_step(m, patchify(x, 4), patchify(src, 4), torch.full((2,), 0.5), idx, z, impl=impl).clone())
-        res["cached_step triton vs torch"] = (vs[0] - vs[1]).abs().max().item()
+    kc, vc = torch.randn(2, 40, 2, 8), torch.randn(2, 40, 2, 8)
+    rows = torch.tensor([3, 7, 20, 39])
+    k, v = torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8)
+    k1, v1 = kc.clone(), vc.clone()
+    tk.kv_update_triton(k1.view(2, 40, -1), v1.view(2, 40, -1), rows.expand(2, 4), k.reshape(2, 4, -1), v.reshape(2, 4, -1))
+    k2, v2 = kc.clone(), vc.clone()
+    k2.index_copy_(1, rows, k)
+    v2.index_copy_(1, rows, v)
+    res["kv hook layout"] = max((k1 - k2).abs().max().item(), (v1 - v2).abs().max().item())
     print("RESULT " + json.dumps(res))
 
 

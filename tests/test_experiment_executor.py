@@ -3,52 +3,47 @@ give the same fidelity numbers as in-process (timings differ, so speedup columns
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
 import pytest
 
-from npukit.experiments.cacheedit import run
+from npukit.experiments import cacheedit as ce_exp
 from npukit.models import cacheedit as ce
 
 pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
 
 distributed = pytest.importorskip("distributed")
 
-COMPARED = ("psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_gt_db", "bytes_executed")
-
-
-def _args(*argv: str) -> argparse.Namespace:
-    from npukit.sim import add_executor_arguments
-
-    p = argparse.ArgumentParser()
-    run.add_arguments(p)
-    add_executor_arguments(p)
-    return p.parse_args(list(argv))
+COMPARED = ("psnr_db", "ssim", "flops_saved", "edit_acc", "iou", "active_frac", "psnr_bg_src_db")
 
 
 def _rows(out: Path) -> dict[str, dict[str, str]]:
     return {r["method"]: {k: r[k] for k in COMPARED} for r in csv.DictReader((out / "results.csv").open())}
 
 
-@pytest.mark.skipif(not ce.WEIGHTS.is_file(), reason="shipped weights missing")
-def test_cacheedit_batches_on_dask_equal_in_process(tmp_path: Path) -> None:
-    common = ("--quick", "--images", "4", "--batch", "2", "--reps", "1", "--steps", "8", "--rounds", "2", "--threads", "1")
-    assert run.run(_args(*common, "--out", str(tmp_path / "serial"))) == 0
+@pytest.mark.skipif(not ce.FLUX_WEIGHTS.is_file(), reason="shipped weights missing")
+def test_cacheedit_sessions_on_dask_equal_in_process(tmp_path: Path) -> None:
+    from npukit.sim._sweep_dask import DaskExecutor
+
+    cfg = ce_exp.Config(quick=True, images=2, rounds=2, steps=4, threads=1)
+    for name in ("serial", "dask"):
+        (tmp_path / name).mkdir()
+    ce_exp.run_experiment(tmp_path / "serial", cfg, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        assert run.run(_args(*common, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask"))) == 0
+        with DaskExecutor(scheduler=c.scheduler_address) as ex:
+            ce_exp.run_experiment(tmp_path / "dask", cfg, executor=ex, progress=False)
     serial, dask = _rows(tmp_path / "serial"), _rows(tmp_path / "dask")
-    assert set(serial) == set(ce.METHODS)
+    assert set(serial) == set(ce.SESSION_METHODS)
     assert dask == serial
 
 
 def test_cacheedit_unreachable_scheduler_fails_before_writing(tmp_path: Path) -> None:
-    from npukit.sim.errors import ConfigError
+    from npukit.cli import main
 
     out = tmp_path / "never"
-    with pytest.raises(ConfigError, match="scheduler"):
-        run.run(_args("--quick", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "0.5", "--out", str(out)))
+    assert main(["experiment", "cacheedit", "--quick", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "0.5",
+                 "--out", str(out)]) == 2
     assert not out.exists()
 
 

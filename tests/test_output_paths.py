@@ -104,7 +104,7 @@ def test_folder_where_a_file_is_expected_says_so(ws, capsys, tmp_path) -> None:
 
 def test_model_file_and_weights_that_are_folders(tmp_path) -> None:
     pytest.importorskip("torch")
-    from npukit.models.cacheedit import load_model
+    from npukit.models.cacheedit import load_editor
     from npukit.models.model_specs import workload_from_model_spec
     from npukit.sim import WorkloadError
 
@@ -112,7 +112,7 @@ def test_model_file_and_weights_that_are_folders(tmp_path) -> None:
     with pytest.raises(WorkloadError, match="is a folder"):
         workload_from_model_spec(f"{tmp_path / 'm.py'}:make", "1,3")
     with pytest.raises(ConfigError, match="is a folder"):
-        load_model(tmp_path)
+        load_editor(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ foreign databases

@@ -1,11 +1,11 @@
-"""Delayed Latent Emergence, measured on the trained editing DiT.
+"""Delayed Latent Emergence, measured on the Flux editor.
 
-For a batch of (source, instruction) pairs and one noise draw it samples twice with full
-recomputation, once with the instruction and once with the identity instruction ``keep``, and
-records at every step and after every block the activation divergence between the two runs, averaged
-over target tokens inside the ground-truth edit mask and outside it; and at every step the latent
-(x_t) difference inside vs outside the mask. Plots: per-layer curves over steps (inside / outside),
-and the latent change over steps.
+For each session's first round it samples twice with full recomputation from one noise draw, once with the
+instruction and once with the identity instruction ``keep``, and records at every step and after every block
+(double-stream first, then single-stream; PyTorch forward hooks on the diffusers blocks) the relative
+divergence of the target tokens' image-stream output between the two runs (``||h_edit - h_keep|| /
+||h_keep||`` per token), averaged inside the ground-truth edit patches and outside them; and per step the
+latent (x_t) difference inside vs outside. Plot: per-block curves over steps (inside solid, outside dashed).
 """
 
 from __future__ import annotations
@@ -14,73 +14,80 @@ from pathlib import Path
 from typing import Any
 
 
-def measure(model: Any, src: Any, instr: Any, patch_mask: Any, steps: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Rows ``{step, t, layer, div_in, div_out, ratio}`` (layer -1: latent x_t) for every step and block."""
+def measure(editor: Any, sessions: list[Any], steps: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Rows ``{step, t, layer, div_in, div_out, ratio}`` (layer -1: the latent x_t) for every step and block."""
     import torch
 
-    from npukit.models.cacheedit import full_step, patchify, timesteps, unpatchify
+    from npukit.models.cacheedit import timesteps, token_mask
 
-    cfg = model.cfg
-    b = src.shape[0]
-    ts = timesteps(steps)
+    tr = editor.transformer
+    blocks = [*tr.transformer_blocks, *tr.single_transformer_blocks]
+    p, patch = editor.cfg.tokens, editor.cfg.patch
+    src = torch.stack([torch.from_numpy(s[0]) for s in sessions])
+    instr = torch.tensor([list(s[1][0]) for s in sessions])
+    m = torch.stack([token_mask(torch.from_numpy(s[3][0]), patch) for s in sessions]).float()  # (B, P)
+    keep = torch.zeros_like(instr)
     noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(seed))
-    keep = torch.zeros(b, 4, dtype=torch.long)
-    m = patch_mask.float()  # (B, P)
+    grabbed: list[torch.Tensor] = []
+    hooks = [b.register_forward_hook(lambda mod, i, o: grabbed.append(o[1][:, :p].detach())) for b in blocks]
+    ts = timesteps(steps)
     xe, xk = noise.clone(), noise.clone()
     rows: list[dict[str, Any]] = []
 
-    def split(d: torch.Tensor) -> tuple[float, float]:
-        din = ((d * m).sum() / m.sum().clamp_min(1)).item()
-        dout = ((d * (1 - m)).sum() / (1 - m).sum().clamp_min(1)).item()
-        return din, dout
+    def avg(d: torch.Tensor) -> tuple[float, float]:
+        inside = (d * m).sum() / m.sum().clamp_min(1)
+        outside = (d * (1 - m)).sum() / (1 - m).sum().clamp_min(1)
+        return float(inside), float(outside)
 
-    with torch.no_grad():
-        ctx_e, ctx_k = model.context_kv(src, instr), model.context_kv(src, keep)
-        for k in range(steps):
-            t = ts[k].expand(b)
-            he: list[torch.Tensor] = []
-            hk: list[torch.Tensor] = []
-            ze = full_step(model, xe, t, src, ctx_e, capture_all=he)
-            zk = full_step(model, xk, t, src, ctx_k, capture_all=hk)
-            lat = (patchify(xe, cfg.patch) - patchify(xk, cfg.patch)).norm(dim=-1)
-            din, dout = split(lat)
-            rows.append(dict(step=k, t=float(ts[k]), layer=-1, div_in=din, div_out=dout, ratio=din / max(dout, 1e-9)))
-            for li, (a, c) in enumerate(zip(he, hk, strict=True)):
-                d = (a - c).norm(dim=-1) / c.norm(dim=-1).mean()
-                din, dout = split(d)
-                rows.append(dict(step=k, t=float(ts[k]), layer=li, div_in=din, div_out=dout, ratio=din / max(dout, 1e-9)))
-            xe = xe + (ts[k + 1] - ts[k]) * unpatchify(ze.v, cfg.patch, cfg.channels)
-            xk = xk + (ts[k + 1] - ts[k]) * unpatchify(zk.v, cfg.patch, cfg.channels)
+    try:
+        with torch.no_grad():
+            for i in range(steps):
+                t = ts[i].expand(src.shape[0])
+                grabbed.clear()
+                ve = editor(xe, t, src, instr)
+                he = list(grabbed)
+                grabbed.clear()
+                vk = editor(xk, t, src, keep)
+                for li, (a, b) in enumerate(zip(he, grabbed, strict=True)):
+                    d = (a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-6)
+                    di, do = avg(d)
+                    rows.append(dict(step=i, t=round(float(ts[i]), 4), layer=li, div_in=di, div_out=do,
+                                     ratio=di / max(do, 1e-9)))
+                from npukit.models.cacheedit import patchify
+
+                dl = (patchify(xe, patch) - patchify(xk, patch)).norm(dim=-1)
+                di, do = avg(dl)
+                rows.append(dict(step=i, t=round(float(ts[i]), 4), layer=-1, div_in=di, div_out=do, ratio=di / max(do, 1e-9)))
+                xe = xe + (ts[i + 1] - ts[i]) * ve
+                xk = xk + (ts[i + 1] - ts[i]) * vk
+    finally:
+        for h in hooks:
+            h.remove()
     return rows
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Two panels: per-layer activation divergence (inside solid, outside dashed) and latent change."""
+def plot(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Per-block divergence over steps (inside solid, outside dashed) and the latent difference."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     layers = sorted({r["layer"] for r in rows if r["layer"] >= 0})
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     for li in layers:
-        rr = [r for r in rows if r["layer"] == li]
-        line = ax[0].plot([r["step"] for r in rr], [r["div_in"] for r in rr], label=f"block {li} in")[0]
-        ax[0].plot([r["step"] for r in rr], [r["div_out"] for r in rr], "--", color=line.get_color())
-    ax[0].set_xlabel("sampling step (0 = t=1, pure noise)")
-    ax[0].set_ylabel("activation divergence edit vs keep (rel. L2)")
-    ax[0].set_title("deep-layer divergence: inside edit (solid) vs outside (dashed)")
-    ax[0].legend(fontsize=7)
-    lat = [r for r in rows if r["layer"] == -1]
-    ax[1].plot([r["step"] for r in lat], [r["div_in"] for r in lat], label="inside edit mask")
-    ax[1].plot([r["step"] for r in lat], [r["div_out"] for r in lat], "--", label="outside")
-    ax[1].set_xlabel("sampling step")
-    ax[1].set_ylabel("latent x_t difference edit vs keep (L2 per patch)")
-    ax[1].set_title("latent change emerges late")
-    ax[1].legend()
+        rs = [r for r in rows if r["layer"] == li]
+        line = a1.plot([r["step"] for r in rs], [r["div_in"] for r in rs], label=f"block {li} inside")[0]
+        a1.plot([r["step"] for r in rs], [r["div_out"] for r in rs], "--", color=line.get_color(), label=f"block {li} outside")
+    a1.set_xlabel("step")
+    a1.set_ylabel("relative divergence edit vs keep")
+    a1.legend(fontsize=6)
+    rs = [r for r in rows if r["layer"] == -1]
+    a2.plot([r["step"] for r in rs], [r["div_in"] for r in rs], label="inside")
+    a2.plot([r["step"] for r in rs], [r["div_out"] for r in rs], "--", label="outside")
+    a2.set_xlabel("step")
+    a2.set_ylabel("latent |x_edit - x_keep| per token")
+    a2.legend()
     fig.tight_layout()
-    from npukit.sim import write_figure
-
-    write_figure(path, fig, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path

@@ -1,90 +1,78 @@
-"""NPU energy (pJ) and latency (cycles, s) of full vs cached editing rounds via :func:`npukit.sim.simulate`.
+"""NPU cost (cycles, pJ) of FLUX.1 Kontext-dev editing rounds, full vs CacheEdit, through :func:`npukit.sim.simulate`.
 
-A DiT block at ``a`` query tokens over ``n`` keys lowers to GEMMs: QKV (a x d x 3d), scores
-(heads x a x n x dh), attention-weighted values (heads x a x dh x n), output projection (a x d x d),
-MLP up (a x d x rd) and down (a x rd x d). A round is the context stream once (its last block: the
-K/V projection only), step 0 and any further full steps (tail / refresh) at full width, the reference
-pass (blocks 0..layer; every round for the identity reference) and the other steps at ``a`` active
-target tokens.
+The full step is the whole-model workload ``flux.1-kontext-dev:res=1024,steps=1`` (diffusers'
+``FluxTransformer2DModel`` traced on the meta device: GEMMs and vector ops; 4096 target + 4096 context-image
+tokens, 512 text tokens). A CacheEdit sparse step (``context_image='cache'``) runs the text rows and ``a``
+active target rows through every block while the attention keeps all 8704 keys: it is derived from the full
+step's trace by scaling the row count of each operator -- GEMMs with M = 8192 (image stream) to ``a``,
+M = 8704 (joint rows: single-stream blocks, attention queries) to ``512 + a``, text rows (M = 512) and
+per-sample rows (M = 1) unchanged; the attention's key dimension unchanged; vector ops by their element
+count the same way (``8704 * w`` joint, ``8192 * w`` image, for the model's widths ``w``; the softmax over
+``24 x 8704 x 8704`` scores to ``24 x (512 + a) x 8704``). The gather / scatter of rows and the cached K/V
+reads are not modelled (estimate). A round: full recomputation runs 28 full steps; CacheEdit runs the
+identity-reference call and call 0 at full width and 27 sparse steps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-
-def block_layers(prefix: str, a: int, n: int, dim: int, heads: int, mlp_ratio: int, images: int = 1) -> list[Any]:
-    """The GEMM layers of one block (``npukit.sim.workload.Layer``) for ``images`` images at once."""
-    from npukit.sim.workload import Layer
-
-    dh = dim // heads
-    m = images * a
-    return [
-        Layer(f"{prefix}.qkv", m, 3 * dim, dim, kind="linear"),
-        Layer(f"{prefix}.scores", a, n, dh, batch=heads * images, kind="attention"),
-        Layer(f"{prefix}.av", a, dh, n, batch=heads * images, kind="attention"),
-        Layer(f"{prefix}.proj", m, dim, dim, kind="linear"),
-        Layer(f"{prefix}.fc1", m, mlp_ratio * dim, dim, kind="linear"),
-        Layer(f"{prefix}.fc2", m, dim, mlp_ratio * dim, kind="linear"),
-    ]
+SPEC = "flux.1-kontext-dev:res=1024,steps=1"
+TARGET, IMG, TXT = 4096, 8192, 512
+JOINT = IMG + TXT
+HEADS = 24
+WIDTHS = (64, 128, 3072, 9216, 12288, 15360, 18432, 21504, HEADS * 128)
+SWEEP = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
-def step_cost(a: int, n: int, cfg: dict[str, int], arch: Any, blocks: int | None = None, images: int = 1,
-              kv_last: bool = False) -> tuple[float, float]:
-    """(cycles, energy pJ) of ``blocks`` blocks (default all) at ``a`` query tokens over ``n`` keys,
-    for ``images`` images batched; ``kv_last`` (the context stream): the last block is its K/V projection only."""
-    from npukit.sim.simulator import simulate
+def sparse_step(wl: Any, active: int) -> Any:
+    """The full-step workload ``wl`` with ``active`` target rows computed (see the module docstring)."""
     from npukit.sim.workload import Layer, Workload
 
-    layers = []
-    nb = cfg["depth"] if blocks is None else blocks
-    for li in range(nb):
-        if kv_last and li == nb - 1:
-            layers.append(Layer(f"block{li}.kv", images * a, 2 * cfg["dim"], cfg["dim"], kind="linear"))
+    rows = TXT + active
+    out = []
+    for op in wl.layers:
+        if isinstance(op, Layer):
+            m = op.M
+            if m == IMG:
+                m = active
+            elif m == JOINT:
+                m = rows
+            out.append(dataclasses.replace(op, M=max(1, m)))
             continue
-        layers += block_layers(f"block{li}", a, n, cfg["dim"], cfg["heads"], cfg["mlp_ratio"], images)
-    res = simulate(Workload(f"step_a{a}_n{n}", layers), arch)
-    return float(res.cycles), float(res.energy_pj())
+        e = op.elements
+        if e == HEADS * JOINT * JOINT:
+            e = HEADS * rows * JOINT
+        elif e % JOINT == 0 and e // JOINT in WIDTHS:
+            e = rows * (e // JOINT)
+        elif e % IMG == 0 and e // IMG in WIDTHS:
+            e = max(1, active) * (e // IMG)
+        out.append(dataclasses.replace(op, elements=max(1, e)))
+    return Workload(f"{wl.name}_sparse{active}", out, meta=dict(wl.meta))
 
 
-def session_cost(active_tokens: list[float], cfg: dict[str, int], steps: int, arch_name: str = "npu32",
-                 ref_blocks: int | None = None, images: int = 1, ref_rounds: int = 1, full_extra: int = 0,
-                 skip_every: int = 1) -> dict[str, Any]:
-    """NPU cost of a session of ``len(active_tokens)`` rounds on ``images`` images edited together
-    (weights are fetched once per step for the batch), full vs cached.
-
-    Both run the context stream (C = P + 4 tokens) once per round and the target stream (P tokens
-    over P + C keys) at step 0; full runs it at every step, cached at ``active_tokens[r]`` query
-    tokens for steps 1.. of round r; ``ref_blocks``: blocks of the round-1 reference pass (context +
-    target), None for none, run in the first ``ref_rounds`` rounds (every round for the identity
-    reference); ``full_extra``: further full-width steps per round (tail / refresh); ``skip_every``
-    > 1 (cacheedit+step): only every ``skip_every``-th sparse step runs.
-    """
-    from npukit.sim.arch import load_arch
+def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, quick: bool = False) -> list[dict[str, Any]]:
+    """Rows per active fraction (``measured``, then :data:`SWEEP`; --quick: measured and 0.1, 0.5): latency
+    (s) and energy (J) of one round, full vs CacheEdit, and their ratios."""
+    from npukit.models import workload_from_spec
+    from npukit.sim import load_arch, simulate
 
     arch = load_arch(arch_name)
-    p = (cfg["image"] // cfg["patch"]) ** 2
-    c = p + 4
-    ctx_c, ctx_e = step_cost(c, c, cfg, arch, images=images, kv_last=True)
-    full_c, full_e = step_cost(p, p + c, cfg, arch, images=images)
-    rounds = len(active_tokens)
-    tot_full_c, tot_full_e = rounds * (ctx_c + steps * full_c), rounds * (ctx_e + steps * full_e)
-    cc, ce = rounds * (ctx_c + full_c), rounds * (ctx_e + full_e)
-    if ref_blocks:
-        for a, n, kv in ((c, c, True), (p, p + c, False)):
-            rc, re_ = step_cost(a, n, cfg, arch, blocks=ref_blocks, images=images, kv_last=kv)
-            cc, ce = cc + min(ref_rounds, rounds) * rc, ce + min(ref_rounds, rounds) * re_
-    cc, ce = cc + rounds * full_extra * full_c, ce + rounds * full_extra * full_e
-    sparse = steps - 1 - full_extra
-    sparse_run = -(-sparse // skip_every)  # ceil
-    for a in active_tokens:
-        sc, se = step_cost(max(1, int(round(a))), p + c, cfg, arch, images=images)
-        cc, ce = cc + sparse_run * sc, ce + sparse_run * se
+    wl = workload_from_spec(SPEC)
+    full = simulate(wl, arch)
+    fc, fe = float(full.cycles), float(full.energy_pj())
     ghz = arch.clock_ghz
-    return {
-        "arch": arch_name, "images": images,
-        "full_cycles": tot_full_c, "cached_cycles": cc,
-        "full_latency_ms": tot_full_c / (ghz * 1e9) * 1e3, "cached_latency_ms": cc / (ghz * 1e9) * 1e3,
-        "full_energy_uj": tot_full_e / 1e6, "cached_energy_uj": ce / 1e6,
-        "latency_speedup": tot_full_c / cc, "energy_ratio": tot_full_e / ce,
-    }
+    rows = []
+    for frac in (measured, *((0.1, 0.5) if quick else SWEEP)):
+        a = max(1, round(frac * TARGET))
+        sp = simulate(sparse_step(wl, a), arch)
+        sc, se = float(sp.cycles), float(sp.energy_pj())
+        cc, ce = 2 * fc + (steps - 1) * sc, 2 * fe + (steps - 1) * se
+        rows.append(dict(model="flux.1-kontext-dev", res=1024, steps=steps, arch=arch_name,
+                         active_frac=round(frac, 4), active_tokens=a, measured=frac == measured,
+                         full_latency_s=steps * fc / (ghz * 1e9), cached_latency_s=cc / (ghz * 1e9),
+                         full_energy_j=steps * fe * 1e-12, cached_energy_j=ce * 1e-12,
+                         latency_speedup=steps * fc / cc, energy_ratio=steps * fe / ce,
+                         sparse_step_cycles_frac=sc / fc))
+    return rows
