@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ legacy (to be removed)
 _LEGACY = {
-    "psumquant": ("npukit.experiments.psumquant.cli", "cli_main", False),
-    "omnimoe": ("npukit.experiments.omnimoe.run", "run", True),
     "cacheedit": ("npukit.experiments.cacheedit.run", "run", True),
 }
 

@@ -41,7 +41,7 @@ def test_quick_run_writes_every_artefact(quick_run, capsys):
                  "energy_breakdown.png", "energy_assumptions.txt"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert not [p for p in out.iterdir() if p.name.startswith(".")], "temp files left behind"
-    assert list((cache / "psumquant").glob("digits_resnet_*.pt")) and list((cache / "psumquant").glob("bytelm_*.pt"))
+    assert list((cache / "psumquant").glob("digits_resnet_*.pt")) and list((cache / "psumquant").glob("bytellama-*.pt"))
     summary = (out / "summary.md").read_text()
     assert "Llama-3.1" in summary and "45%" in summary and "Acceptance criteria" in summary
 
