@@ -152,8 +152,8 @@ def _run(out_dir: Path, quick: bool, cfg: dict[str, Any], steps: int, executor: 
               f"SwiGLU): hidden {spec.hidden}, {spec.layers} layers, context {spec.ctx}, batch {cfg['lm']['batch']}, "
               f"{steps} steps, {len(corpus.train):,} training bytes; every decoder layer's MLP swapped by "
               f"`replace_mlp` ({q.EXPERTS} experts): {', '.join(f'{k}: {v}' for k, v in q.mlp_configs(spec).items())}.",
-              "Paper's claim (OmniMoE, docs/references.md): at matched active parameters OmniMoE is no worse than "
-              "dense and better than PEER.", "",
+              "Target: at matched active parameters, validation loss no worse than dense. The paper (docs/references.md) "
+              "reports quality at scale (1.7B active parameters, 50.9% zero-shot average), not this toy comparison.", "",
               "| model | active MLP params | total MLP params | final val loss (nats/byte) | vs dense | seconds |",
               "|---|---|---|---|---|---|"]
     for kind, res in results.items():

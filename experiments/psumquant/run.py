@@ -61,7 +61,7 @@ class Plan:
     minilm_attn_policies: tuple[str, ...] | None = ("none", "static", "tile-max", "sigma", "psumquant")
     resnet_epochs: int = 12
     resnet_arrays: tuple[int, ...] = (128, 32)
-    resnet_eval: int = 256  # held-out images (the first n of the test split) for the psum-quantized evaluation
+    resnet_eval: int = 128  # held-out images (the first n of the test split) for the psum-quantized evaluation
     lm_arrays: tuple[int, ...] = (128, 32)
     lm_steps: int = 600
     lm_eval_seqs: int = 256
@@ -76,7 +76,7 @@ QUICK = Plan(
     digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
     minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
-    minilm_attn_policies=("none", "psumquant"), resnet_epochs=2, resnet_arrays=(128,), resnet_eval=64,
+    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_arrays=(128,), resnet_eval=16,
     lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 256, "ctx": 64},
 )
