@@ -40,10 +40,11 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """The ResNet stem, four stages of :class:`BasicBlock` and the classifier."""
 
-    def __init__(self, layers: tuple[int, int, int, int] = (2, 2, 2, 2), num_classes: int = 1000) -> None:
+    def __init__(self, layers: tuple[int, int, int, int] = (2, 2, 2, 2), num_classes: int = 1000,
+                 in_channels: int = 3) -> None:
         super().__init__()
         self.inplanes = 64
-        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+        self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
@@ -79,6 +80,7 @@ class ResNet(nn.Module):
         return self.fc(x)
 
 
-def resnet18(num_classes: int = 1000) -> nn.Module:
-    """ResNet-18 (11.7 M parameters at 1000 classes; 1.81 GMACs at 1x3x224x224), randomly initialised."""
-    return ResNet((2, 2, 2, 2), num_classes)
+def resnet18(num_classes: int = 1000, in_channels: int = 3) -> nn.Module:
+    """ResNet-18 (11.7 M parameters at 1000 classes; 1.81 GMACs at 1x3x224x224), randomly initialised.
+    ``in_channels``: image channels of the stem (1 for grey-scale images)."""
+    return ResNet((2, 2, 2, 2), num_classes, in_channels)

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from npukit.experiments.psumquant._cache import check_cache_dir
+    from npukit.experiments.psumquant import check_cache_dir
     from npukit.sim import load_arch, load_table, render_result, simulate
     from npukit.sim import resnet18 as resnet18_shapes
 

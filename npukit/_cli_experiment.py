@@ -4,9 +4,6 @@ The experiments and their plug-in contract are in :mod:`npukit.experiments` (``C
 ``add_arguments``, ``config_from_args``, ``run_experiment``). This module only adds the common flags,
 validates every option (``config_from_args``) and connects the executor before any work, then prints
 ``wrote PATH`` for every file the experiment returns.
-
-Transition: an experiment package that does not yet export ``config_from_args`` is run through its
-legacy entry point (``cli_main(args)`` or ``run(args)``); to be removed once all are converted.
 """
 
 from __future__ import annotations
@@ -25,16 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for name, (package, help_text) in EXPERIMENTS.items():
         q = exp.add_parser(name, help=help_text, description=help_text)
         pkg = importlib.import_module(package)
-        if hasattr(pkg, "config_from_args"):
-            q.add_argument("--quick", action="store_true", help="small budgets, fewer settings (minutes)")
-            q.add_argument("--out", default=f"out/experiment/{name}", metavar="DIR",
-                           help=f"output folder (default out/experiment/{name})")
-            q.add_argument("--no-progress", action="store_true", help="no progress bars")
-            pkg.add_arguments(q)
-            add_executor_arguments(q)
-            q.set_defaults(func=run, experiment_package=package)
-        else:
-            _legacy_parser(name, package, q)
+        q.add_argument("--quick", action="store_true", help="small budgets, fewer settings (minutes)")
+        q.add_argument("--out", default=f"out/experiment/{name}", metavar="DIR",
+                       help=f"output folder (default out/experiment/{name})")
+        q.add_argument("--no-progress", action="store_true", help="no progress bars")
+        pkg.add_arguments(q)
+        add_executor_arguments(q)
+        q.set_defaults(func=run, experiment_package=package)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,35 +47,3 @@ def run(args: argparse.Namespace) -> int:
     for path in paths or ():
         print(f"wrote {path}")
     return 0
-
-
-# ------------------------------------------------------------------------------ legacy (to be removed)
-_LEGACY = {
-    "psumquant": ("npukit.experiments.psumquant.cli", "cli_main", False),
-    "omnimoe": ("npukit.experiments.omnimoe.run", "run", True),
-}
-
-
-def _legacy_parser(name: str, package: str, q: argparse.ArgumentParser) -> None:
-    from npukit.sim import add_executor_arguments
-
-    module, entry, self_parsing = _LEGACY[name]
-    if self_parsing:
-        importlib.import_module(module).add_arguments(q)
-        if "--scheduler" not in q._option_string_actions:
-            add_executor_arguments(q)
-    else:
-        q.add_argument("--quick", action="store_true", help="small training budgets, fewer settings (minutes)")
-        q.add_argument("--out", default=f"out/experiment/{name}", help=f"output folder (default out/experiment/{name})")
-        q.add_argument("--no-progress", action="store_true", help="no progress bars")
-        try:
-            importlib.import_module(package + "._args").add_arguments(q)
-        except ModuleNotFoundError:
-            pass
-        add_executor_arguments(q)
-    q.set_defaults(func=_legacy_run, experiment_module=module, experiment_entry=entry)
-
-
-def _legacy_run(args: argparse.Namespace) -> int:
-    mod = importlib.import_module(args.experiment_module)
-    return int(getattr(mod, args.experiment_entry)(args) or 0)

@@ -37,11 +37,12 @@ def _rows(path):
 def test_quick_run_writes_every_artefact(quick_run, capsys):
     rc, out, cache = quick_run
     assert rc == 0
-    for name in ("digits.csv", "minilm.csv", "lm.csv", "energy.csv", "summary.md", "accuracy_vs_bits.png",
+    for name in ("digits.csv", "resnet18.csv", "minilm.csv", "lm.csv", "energy.csv", "summary.md", "accuracy_vs_bits.png",
                  "energy_breakdown.png", "energy_assumptions.txt"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert not [p for p in out.iterdir() if p.name.startswith(".")], "temp files left behind"
-    assert list((cache / "psumquant").glob("digits_resnet_*.pt")) and list((cache / "psumquant").glob("bytelm_*.pt"))
+    assert list((cache / "psumquant").glob("resnet18_digits32_*.pt"))
+    assert list((cache / "psumquant").glob("digits_resnet_*.pt")) and list((cache / "psumquant").glob("bytellama-*.pt"))
     summary = (out / "summary.md").read_text()
     assert "Llama-3.1" in summary and "45%" in summary and "Acceptance criteria" in summary
 
@@ -64,6 +65,19 @@ def test_quick_digits_rows_are_sane(quick_run):
         for r in rows:
             if r["array"] == arr:
                 assert math.isclose(float(r["delta_top1"]), float(r["top1"]) - none[0], abs_tol=1e-12)
+
+
+def test_quick_resnet18_rows_are_sane(quick_run):
+    _, out, _ = quick_run
+    rows = _rows(out / "resnet18.csv")
+    assert {r["array"] for r in rows} == {"128x128"} and {r["model"] for r in rows} == {"resnet18"}
+    assert {"none", "static", "psumquant"} <= {r["policy"] for r in rows}
+    assert int(rows[0]["n_test"]) == 16
+    none = next(float(r["top1"]) for r in rows if r["policy"] == "none")
+    for r in rows:
+        assert 0.0 <= float(r["top1"]) <= 1.0
+        assert math.isclose(float(r["delta_top1"]), float(r["top1"]) - none, abs_tol=1e-12)
+    assert 0.0 <= float(rows[0]["float_top1_all"]) <= 1.0  # 1 quick epoch: no accuracy claim
 
 
 def test_quick_minilm_and_lm_rows_are_sane(quick_run):

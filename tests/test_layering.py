@@ -59,7 +59,7 @@ def _violations(path: Path) -> list[str]:
         target = _package_of(mod)
         if "._cli_" in mod and path != ROOT / "npukit" / "cli.py":
             out.append(f"{where}: only npukit/cli.py dispatches to _cli_ modules")
-        if target != pkg and any(p.startswith("_") for p in mod.split(".")[2:3]):
+        if target != pkg and any(p.startswith("_") for p in mod.split(".")[2:]):
             out.append(f"{where}: use {target}'s public API (its __init__ or a public module), not a private module")
         if pkg != "npukit" and target not in (pkg, "npukit") and target not in ALLOWED[pkg]:
             out.append(f"{where}: {pkg} may import only {sorted(ALLOWED[pkg]) or 'nothing else of npukit'}")

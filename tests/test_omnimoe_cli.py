@@ -1,6 +1,5 @@
 """``npukit bench omnimoe`` and the OmniMoE experiment (``--quick``), end to end on CPU."""
 
-import argparse
 import csv
 
 import pytest
@@ -78,14 +77,8 @@ def test_bench_bad_list_is_a_usage_error(capsys):
 
 
 def test_experiment_quick_writes_csv_plots_and_summary(tmp_path, capsys):
-    from npukit.experiments.omnimoe import run as exp
-
-    p = argparse.ArgumentParser()
-    exp.add_arguments(p)
-    args = p.parse_args(["--quick", "--out", str(tmp_path / "exp")])
-    assert args.out == str(tmp_path / "exp")
-    assert exp.run(args) == 0
     out = tmp_path / "exp"
+    assert main(["experiment", "omnimoe", "--quick", "--no-progress", "--out", str(out)]) == 0
     for name in ("router_cost.csv", "centric_time.csv", "centric_model.csv", "lm_loss.csv", "router_cost.png",
                  "centric.png", "lm_loss.png", "summary.md"):
         assert (out / name).stat().st_size > 0, name
@@ -103,5 +96,6 @@ def test_experiment_quick_writes_csv_plots_and_summary(tmp_path, capsys):
         curve = [float(r["train_loss"]) for r in lm if r["model"] == m]
         assert curve[-1] < curve[0] - 0.5  # it learns
     summary = (out / "summary.md").read_text()
-    assert "sqrt N" in summary and "not measured" in summary
-    assert "Cartesian" in capsys.readouterr().out
+    assert "sqrt N" in summary and "not measured" in summary and "LlamaForCausalLM" in summary
+    printed = capsys.readouterr().out
+    assert "Cartesian" in printed and f"wrote {out / 'summary.md'}" in printed

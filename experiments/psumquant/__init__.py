@@ -1,8 +1,8 @@
-"""PsumQuant experiments: accuracy of psum-quantized real models and the NPU energy saved.
-
-``run_experiment(out_dir, plan)`` reproduces every number (``npukit experiment psumquant``);
-``digits_demo_summary(out_dir)`` gives ``npukit demo`` the digits CNN top-1 at 32- vs 8-bit psums.
-Heavy imports (torch, matplotlib) happen inside the functions.
+"""PsumQuant experiment (``npukit experiment psumquant``): accuracy of psum-quantized real models and
+the NPU energy saved. The plug-in contract of :mod:`npukit.experiments` (``Config``, ``add_arguments``,
+``config_from_args``, ``run_experiment``), plus ``digits_demo_summary(out_dir)``, which gives
+``npukit demo`` the digits CNN top-1 at 32- vs 8-bit psums. Heavy imports (torch, matplotlib) happen
+inside the functions.
 """
 
 from __future__ import annotations
@@ -10,15 +10,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["digits_demo_summary", "run_experiment"]
+from ._cache import check_cache_dir
+from ._config import Config, add_arguments, config_from_args
+
+__all__ = ["Config", "add_arguments", "check_cache_dir", "config_from_args", "digits_demo_summary", "run_experiment"]
 
 
-def run_experiment(out_dir: str | Path, plan: Any = None, progress: bool = True) -> list[Path]:
-    """See :func:`npukit.experiments.psumquant.run.run_experiment` (``plan`` None: the full plan)."""
-    from .run import FULL
-    from .run import run_experiment as _run
+def run_experiment(out_dir: str | Path, config: Config | None = None, *, executor: Any = None,
+                   progress: bool = True) -> list[Path]:
+    """Every family of the plan ``config`` selects (None: the full plan), or with ``energy_only`` the
+    NPU energy table alone; writes CSVs, plots and summary.md into ``out_dir``, returns their paths.
+    ``executor``: the model families run as jobs on it (None: one after another in this process)."""
+    from . import run
 
-    return _run(out_dir, plan or FULL, progress=progress)
+    config = config or Config()
+    if config.energy_only:
+        return run.run_energy_only(out_dir)
+    plan = run.plan_of(config)
+    return run.run_experiment(out_dir, plan, progress=progress, executor=executor)
 
 
 def digits_demo_summary(out_dir: str | Path, epochs: int | None = None) -> str:

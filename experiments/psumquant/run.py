@@ -3,14 +3,17 @@
 Families (each row of every CSV has ``model``, ``policy``, ``bits``, ``array`` so runs can be joined):
 
 * ``digits.csv``: the digits CNN (``_digits.py``), ``top1`` per policy, psum bits and array.
+* ``resnet18.csv``: the full-width ResNet-18 (``_resnet.py``) on the digits at 32x32, ``top1`` per
+  policy, psum bits and array on a fixed held-out subset (``n_test`` images).
 * ``minilm.csv``: all-MiniLM-L6-v2 (:mod:`npukit.models.minilm`: a transformers ``BertModel``), ``cosine``
   to the fp32 embeddings and ``spearman`` of the pairwise similarities over sentences of the python3-doc corpus; column ``wa``:
   ``int8`` (int8 per-channel weights, int8 per-tensor activations, as every other family),
   ``int8-token`` (int8 per-channel weights, int8 per-token activations, as LLM int8 deployments) or
   ``fp32`` (only psums quantized); column ``attention``: ``fp32`` (QK^T and PV off the array) or
   ``psum`` (QK^T and PV on the array too: int8 operands, same policy and psum bits).
-* ``lm.csv``: a byte-level causal LM trained here (``_lm.py``), ``ppl`` and ``delta_ppl``; it stands
-  in for the paper's Llama-3.1 perplexity result.
+* ``lm.csv``: a byte-level ``LlamaForCausalLM`` trained here (:mod:`npukit.models.byte_llama`: RMSNorm,
+  RoPE, grouped-query attention, SwiGLU), ``ppl`` and ``delta_ppl``; it stands in for the paper's
+  Llama-3.1 perplexity result.
 * ``energy.csv``: ResNet-18 and a Llama-3.1-8B decoder layer on the 128x128 NPU per psum buffer
   width (``_energy.py``).
 
@@ -56,10 +59,15 @@ class Plan:
     minilm_token_policies: tuple[str, ...] | None = None
     # MiniLM with int8 per-token activations and the attention matmuls on the array: these policies; (): skip
     minilm_attn_policies: tuple[str, ...] | None = ("none", "static", "tile-max", "sigma", "psumquant")
+    resnet_epochs: int = 12
+    resnet_arrays: tuple[int, ...] = (128, 32)
+    resnet_eval: int = 128  # held-out images (the first n of the test split) for the psum-quantized evaluation
     lm_arrays: tuple[int, ...] = (128, 32)
     lm_steps: int = 600
     lm_eval_seqs: int = 256
-    lm_model: dict[str, int] = field(default_factory=lambda: {"d_model": 192, "n_layers": 3, "n_heads": 3, "ctx": 64})
+    lm_model: dict[str, int] = field(default_factory=lambda: {"hidden": 192, "layers": 3, "heads": 6, "kv_heads": 2,
+                                                                "intermediate": 512, "ctx": 64})
+    lm_corpus_bytes: int = 2_000_000
 
 
 FULL = Plan()
@@ -68,8 +76,9 @@ QUICK = Plan(
     digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
     minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
-    minilm_attn_policies=("none", "psumquant"), lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
-    lm_model={"d_model": 128, "n_layers": 2, "n_heads": 2, "ctx": 64},
+    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_arrays=(128,), resnet_eval=16,
+    lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
+    lm_model={"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 256, "ctx": 64},
 )
 
 
@@ -107,6 +116,12 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None)
     return plan
 
 
+def plan_of(config: Any) -> Plan:
+    """The plan of a :class:`~npukit.experiments.psumquant.Config` (its policy/bit subsets applied)."""
+    return make_plan(config.quick, ",".join(config.policies) if config.policies else None,
+                     ",".join(map(str, config.bits)) if config.bits else None)
+
+
 def _pairs(policies: Sequence[str], bits: Sequence[int]) -> list[tuple[str, int]]:
     """(policy, bits) to evaluate: 'none' once (it ignores bits), every other policy at every width."""
     return ([("none", bits[0])] if "none" in policies else []) + [(p, b) for p in policies if p != "none" for b in bits]
@@ -114,27 +129,53 @@ def _pairs(policies: Sequence[str], bits: Sequence[int]) -> list[tuple[str, int]
 
 def run_digits(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Digits CNN top-1 per (array, policy, bits)."""
-    from tqdm import tqdm
-
     from . import _digits
-    from ._policy import PsumSweep
 
     data = _digits.load_data()
     model, how = _digits.train_or_load(data, plan.digits_epochs, progress)
     float_top1 = _digits.top1(model, data.x_test, data.y_test)
     log(f"digits CNN ({plan.digits_epochs} epochs, {how}): float32 top-1 {float_top1:.4f} on {len(data.y_test)} test images")
+    return _vision_rows("digits-cnn", model, data, float_top1, len(data.y_test), plan.digits_arrays, plan, progress)
+
+
+def run_resnet(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Full-width ResNet-18 on the digits at 32x32: top-1 per (array, policy, bits) on the first
+    ``plan.resnet_eval`` test images (the float top-1 on all of them too)."""
+    from . import _digits, _resnet
+
+    data = _digits.load_data(_resnet.SIZE)
+    model, how = _resnet.train_or_load(data, plan.resnet_epochs, progress)
+    float_all = _digits.top1(model, data.x_test, data.y_test)
+    n = min(plan.resnet_eval, len(data.y_test))
+    float_top1 = _digits.top1(model, data.x_test[:n], data.y_test[:n])
+    log(f"ResNet-18 (64-512 channels, digits at 32x32, {plan.resnet_epochs} epochs, {how}): float32 top-1 "
+        f"{float_all:.4f} on all {len(data.y_test)} test images, {float_top1:.4f} on the {n} evaluated with psums")
+    sub = _digits.DigitsData(data.x_train, data.y_train, data.x_test[:n], data.y_test[:n])
+    rows = _vision_rows("resnet18", model, sub, float_top1, n, plan.resnet_arrays, plan, progress)
+    for r in rows:
+        r["float_top1_all"] = float_all
+    return rows
+
+
+def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: int, arrays: Sequence[int], plan: Plan,
+                 progress: bool) -> list[dict[str, Any]]:
+    from tqdm import tqdm
+
+    from . import _digits
+    from ._policy import PsumSweep
+
     calib = _digits.calib_batches(data, plan.digits_calib)
     rows: list[dict[str, Any]] = []
     pairs = _pairs(plan.policies, plan.bits)
-    bar = tqdm(total=len(pairs) * len(plan.digits_arrays), desc="digits CNN: policies x bits", disable=not progress, leave=False)
-    for r in plan.digits_arrays:
+    bar = tqdm(total=len(pairs) * len(arrays), desc=f"{name}: policies x bits", disable=not progress, leave=False)
+    for r in arrays:
         sweep = PsumSweep(model, r, calib, calib_rows=plan.calib_rows)
         for pol, b in pairs:
             acc = _digits.top1(sweep.set(pol, b), data.x_test, data.y_test)
             fit = sweep.fit_figures()
             for bb in (plan.bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
-                rows.append({"model": "digits-cnn", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "top1": acc,
-                             "float_top1": float_top1, "n_test": len(data.y_test),
+                rows.append({"model": name, "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "top1": acc,
+                             "float_top1": float_top1, "n_test": n_test,
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
             bar.update(1)
     bar.close()
@@ -170,9 +211,9 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     the paper claims on its own)."""
     from tqdm import tqdm
 
+    from npukit.models import corpus as _corpus
     from npukit.models import minilm as _minilm
 
-    from . import _corpus
     from ._policy import PsumSweep
 
     model, tok = _minilm.load_minilm()
@@ -211,29 +252,54 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     return rows
 
 
+def train_or_load_lm(plan: Plan, progress: bool) -> tuple[Any, Any, str]:
+    """(corpus, the byte-level Llama of ``plan`` trained for ``plan.lm_steps`` steps, how): weights cached
+    under a name encoding sizes, steps and corpus size (see ``_cache.py``)."""
+    from npukit.models import byte_llama as bl
+
+    from ._cache import load_state, save_state
+
+    spec = bl.ByteLlamaSpec(**plan.lm_model)
+    corpus = bl.load_corpus(plan.lm_corpus_bytes)
+    name = f"{spec.tag()}_b{plan.lm_corpus_bytes}_s{plan.lm_steps}_v1.pt"
+    model = bl.byte_llama(spec)
+    state = load_state(name)
+    if state is not None:
+        try:
+            model.load_state_dict(state)
+            return corpus, model.eval(), "cached"
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
+            pass
+    res = bl.train_lm(model, corpus, plan.lm_steps, spec.ctx, batch=32, lr=2e-3, eval_every=plan.lm_steps,
+                      eval_seqs=32, progress=progress)
+    save_state(name, model.state_dict())
+    return corpus, model.eval(), f"trained in {res['seconds']:.0f} s"
+
+
 def run_lm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Byte-level LM perplexity per (array, policy, bits)."""
+    """Byte-level Llama perplexity per (array, policy, bits)."""
     from tqdm import tqdm
 
-    from . import _lm
+    from npukit.models import byte_llama as bl
+
     from ._policy import PsumSweep
 
-    cfg = _lm.LMConfig(**plan.lm_model)
-    corpus = _lm.load_corpus(cfg)
-    model, how = _lm.train_or_load(corpus, cfg, plan.lm_steps, progress)
-    evalb = _lm.eval_batches(corpus, cfg, plan.lm_eval_seqs)
-    float_ppl = _lm.perplexity(model, evalb)
-    name = f"bytelm-d{cfg.d_model}-l{cfg.n_layers}"
-    log(f"byte LM {name} ({plan.lm_steps} steps, {how}; {len(corpus.train):,} training bytes of python3-doc prose): "
-        f"float32 held-out perplexity {float_ppl:.3f} per byte (stands in for the paper's Llama-3.1)")
-    calib = _lm.calib_batches(corpus, cfg)
+    spec = bl.ByteLlamaSpec(**plan.lm_model)
+    corpus, model, how = train_or_load_lm(plan, progress)
+    evalb = bl.eval_windows(corpus, spec.ctx, plan.lm_eval_seqs)
+    float_ppl = bl.perplexity(model, evalb)
+    name = spec.tag()
+    log(f"byte-level Llama {name} ({plan.lm_steps} steps, {how}; {len(corpus.train):,} training bytes of python3-doc "
+        f"prose): float32 held-out perplexity {float_ppl:.3f} per byte (stands in for the paper's Llama-3.1)")
+    calib = bl.calib_windows(corpus, spec.ctx)
     pairs = _pairs(plan.policies, plan.bits)
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=len(pairs) * len(plan.lm_arrays), desc="byte LM: policies x bits", disable=not progress, leave=False)
+    bar = tqdm(total=len(pairs) * len(plan.lm_arrays), desc="byte Llama: policies x bits", disable=not progress,
+               leave=False)
     for r in plan.lm_arrays:
         sweep = PsumSweep(model, r, calib, calib_rows=min(512, plan.calib_rows))
         for pol, b in pairs:
-            ppl = _lm.perplexity(sweep.set(pol, b), evalb)
+            ppl = bl.perplexity(sweep.set(pol, b), evalb)
             fit = sweep.fit_figures()
             for bb in (plan.bits if pol == "none" else (b,)):
                 rows.append({"model": name, "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "ppl": ppl,
@@ -256,7 +322,7 @@ def _add_delta(rows: list[dict[str, Any]], key: str, out_key: str) -> None:
         r[out_key] = r[key] - ref[r["array"]] if r["array"] in ref else float("nan")
 
 
-FAMILIES = ("digits", "minilm", "lm")
+FAMILIES = ("digits", "resnet18", "minilm", "lm")
 
 
 def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tuple[str, list[dict[str, Any]], float]:
@@ -264,7 +330,7 @@ def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tu
     import torch
 
     fam, plan, progress, log = job
-    fn = {"digits": run_digits, "minilm": run_minilm, "lm": run_lm}[fam]
+    fn = {"digits": run_digits, "resnet18": run_resnet, "minilm": run_minilm, "lm": run_lm}[fam]
     torch.manual_seed(0)
     t = time.perf_counter()
     rows = fn(plan, progress, log or print)
@@ -274,7 +340,7 @@ def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tu
 def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True,
                    log: Callable[[str], None] = print, executor: Any = None) -> list[Path]:
     """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
-    the written paths (each also logged as ``wrote PATH``). ``executor``: run the three families as
+    the written paths. ``executor``: run the three families as
     jobs on it (e.g. a Dask executor); default: one after another in this process."""
     from npukit.sim import prepare_out_dir
 
@@ -299,8 +365,6 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
         log(f"  {line}")
     log(_report.energy_headline(results["energy"]))
     paths = _report.write_all(out, results, assumptions, plan, timings)
-    for p in paths:
-        log(f"wrote {p}")
     log(f"done in {time.perf_counter() - t0:.0f} s")
     return paths
 

@@ -1,5 +1,8 @@
 """The offline English corpus: the reStructuredText sources of the Python documentation shipped by
-Debian's ``python3-doc`` (``/usr/share/doc/python3.X/html/_sources``), stripped of markup."""
+Debian's ``python3-doc`` (``/usr/share/doc/python3.X/html/_sources``), stripped of markup.
+
+The one corpus reader of the project: the byte-level LM (:mod:`npukit.models.byte_llama`) trains
+on :func:`text`, the MiniLM evaluation embeds :func:`sentences`. Stdlib only."""
 
 from __future__ import annotations
 

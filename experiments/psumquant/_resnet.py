@@ -1,0 +1,77 @@
+"""The full-width ResNet-18 (the paper's architecture: 64-512 channels, im2col depth K up to 3*3*512 =
+4,608, so 36 K-tiles on a 128-row array and 144 on a 32-row one) trained here on scikit-learn's digits
+upsampled (bilinear) to 32x32, one input channel, 10 classes.
+
+:func:`npukit.models.resnet18.resnet18` (torchvision layout: 7x7 stride-2 stem and max-pool, so the
+stages run at 8x8 .. 1x1), Adam with random 1-pixel shifts, then BatchNorm folded into the convolutions
+(as an NPU runs it). Same 60/40 split as the digits CNN. Weights cached (``_cache.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._cache import load_state, save_state
+from ._digits import DigitsData, _fold, _shift
+
+SIZE = 32
+
+
+def fold_batchnorm(model: nn.Module) -> nn.Module:
+    """An eval-mode copy with every BatchNorm folded into the convolution before it (weights + bias)."""
+    from npukit.models.resnet18 import resnet18
+
+    m = resnet18(num_classes=model.fc.out_features, in_channels=model.conv1.in_channels).eval()
+    m.load_state_dict(model.state_dict())
+    m.conv1, m.bn1 = _fold(model.conv1, model.bn1), nn.Identity()
+    for stage in ("layer1", "layer2", "layer3", "layer4"):
+        for src, dst in zip(getattr(model, stage), getattr(m, stage), strict=True):
+            dst.conv1, dst.bn1 = _fold(src.conv1, src.bn1), nn.Identity()
+            dst.conv2, dst.bn2 = _fold(src.conv2, src.bn2), nn.Identity()
+            if src.downsample is not None:
+                dst.downsample = _fold(src.downsample[0], src.downsample[1])
+    return m.eval()
+
+
+def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple[nn.Module, str]:
+    """The BN-folded ResNet-18 trained for ``epochs`` on ``data`` (cached); returns (model, how)."""
+    from npukit.models.resnet18 import resnet18
+
+    name = f"resnet18_digits{data.x_train.shape[-1]}_e{epochs}_v1.pt"
+    torch.manual_seed(0)
+    base = resnet18(num_classes=10, in_channels=1)
+    state = load_state(name)
+    if state is not None:
+        try:
+            base.load_state_dict(state)
+            return fold_batchnorm(base.eval()), "cached"
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
+            pass
+    from tqdm import tqdm
+
+    gen = torch.Generator().manual_seed(0)
+    opt = torch.optim.Adam(base.parameters(), lr=1e-3, weight_decay=1e-4)
+    n = len(data.y_train)
+    steps = epochs * ((n + 63) // 64)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps))
+    t0 = time.perf_counter()
+    base.train()
+    bar = tqdm(total=steps, desc="ResNet-18: training", disable=not progress, leave=False)
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n, 64):
+            idx = perm[i:i + 64]
+            loss = F.cross_entropy(base(_shift(data.x_train[idx], gen)), data.y_train[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            bar.update(1)
+    bar.close()
+    base.eval()
+    save_state(name, base.state_dict())
+    return fold_batchnorm(base), f"trained in {time.perf_counter() - t0:.0f} s"
