@@ -28,7 +28,7 @@ from typing import Any
 from .energy import EnergyTable
 from .errors import ConfigError, LedgerError
 from .ledger import Ledger
-from .output import check_out_dir, write_files_atomically
+from .output import check_out_dir
 from .report_figures import component_order, render_figures, short_names
 from .report_model import DEFAULT_TABLE, Run, resolve_labels, resolve_table, summarise
 from .report_render import (
@@ -42,8 +42,7 @@ from .report_render import (
     fmt_uj,
     fmt_us,
     pct,
-    to_html,
-    to_markdown,
+    write_document,
 )
 
 __all__ = ["DEFAULT_TABLE", "write_report"]
@@ -91,14 +90,7 @@ def write_report(
     ]
     figures = render_figures(runs)  # name -> (png bytes, caption)
     doc = _document(runs, figures, depth, title)
-    files: dict[str, tuple[Path, bytes]] = {
-        "md": (out / "report.md", to_markdown(doc).encode()),
-        "html": (out / "report.html", to_html(doc, figures).encode()),
-    }
-    for name, (data, _) in figures.items():
-        files[name] = (out / name, data)
-    write_files_atomically(list(files.values()))
-    return {key: path for key, (path, _) in files.items()}
+    return write_document(out, doc, figures)
 
 
 def _figure(doc: list[Block], figures: dict[str, tuple[bytes, str]], name: str) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import html
 import re
+from pathlib import Path
 from typing import Any
 
-from .output import markdown_table, md_cell, md_line_start
+from .output import markdown_table, md_cell, md_line_start, write_files_atomically
 
 Block = tuple[Any, ...]
 Text = str | list[Any]
@@ -185,3 +186,14 @@ def to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def write_document(out: Path, doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> dict[str, Path]:
+    """Write ``doc`` as ``out/report.md`` and ``out/report.html`` and every figure as ``out/NAME`` (PNG), all
+    or none (:func:`~npukit.sim.output.write_files_atomically`); returns {'md', 'html', figure name: path}."""
+    files: dict[str, tuple[Path, bytes]] = {
+        "md": (out / "report.md", to_markdown(doc).encode()),
+        "html": (out / "report.html", to_html(doc, figures).encode()),
+    }
+    for name, (data, _) in figures.items():
+        files[name] = (out / name, data)
+    write_files_atomically(list(files.values()))
+    return {key: path for key, (path, _) in files.items()}

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .output import check_out_dir, write_files_atomically
+from .output import check_out_dir
 from .report_figures import fig_text, palette, plain_log_ticks, png
-from .report_render import Block, code, to_html, to_markdown
+from .report_render import Block, code, write_document
 from .textfile import read_text
 
 PJ_PER_UJ = 1e6
@@ -195,14 +195,7 @@ def write_sweep_report(
     with matplotlib.rc_context({"text.parse_math": False}):
         for i, (wl, pts) in enumerate(by_wl.items(), 1):
             _workload_section(doc, figures, i, wl, pts, swept, hx, hy, cpar)
-    files: dict[str, tuple[Path, bytes]] = {
-        "md": (out / "report.md", to_markdown(doc).encode()),
-        "html": (out / "report.html", to_html(doc, figures).encode()),
-    }
-    for name, (data, _) in figures.items():
-        files[name] = (out / name, data)
-    write_files_atomically(list(files.values()))
-    return {key: p for key, (p, _) in files.items()}
+    return write_document(out, doc, figures)
 
 
 def _values(rows: list[dict[str, Any]], col: str) -> list[Any]:
