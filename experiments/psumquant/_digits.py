@@ -12,7 +12,9 @@ Weights are cached (see ``_cache.py``) under a name that encodes the training bu
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -104,28 +106,32 @@ def _shift(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return torch.roll(x, shifts=(dy, dx), dims=(2, 3))
 
 
-def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple[nn.Module, str]:
-    """The BN-folded digits CNN trained for ``epochs`` (cached); returns (model, 'cached'|'trained in N s')."""
-    name = f"digits_resnet_w32_s{data.x_train.shape[-1]}_e{epochs}_v1.pt"
+def load_cached(name: str, base: nn.Module) -> bool:
+    """Load the cached state ``name`` into ``base``; False when absent, stale or damaged (then retrain)."""
     state = load_state(name)
-    base = DigitsResNet()
-    if state is not None:
-        try:
-            base.load_state_dict(state)
-            return fold_batchnorm(base), "cached"
-        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
-            pass
+    if state is None:
+        return False
+    try:
+        base.load_state_dict(state)
+        return True
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
+        return False
+
+
+def fit(base: nn.Module, data: DigitsData, epochs: int, lr: float,
+        schedule: Callable[[torch.optim.Optimizer, int], Any], desc: str, progress: bool) -> float:
+    """Train ``base`` in place for ``epochs`` over ``data`` (batches of 64, random 1-pixel shifts, Adam with
+    weight decay 1e-4 and ``schedule(opt, total_steps)`` stepped per batch); returns the seconds it took."""
     from tqdm import tqdm
 
-    torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    opt = torch.optim.Adam(base.parameters(), lr=3e-3, weight_decay=1e-4)
+    opt = torch.optim.Adam(base.parameters(), lr=lr, weight_decay=1e-4)
     n = len(data.y_train)
     steps = epochs * ((n + 63) // 64)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    sched = schedule(opt, steps)
     t0 = time.perf_counter()
     base.train()
-    bar = tqdm(total=steps, desc="digits CNN: training", disable=not progress, leave=False)
+    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=False)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=gen)
         for i in range(0, n, 64):
@@ -138,8 +144,21 @@ def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple
             bar.update(1)
     bar.close()
     base.eval()
+    return time.perf_counter() - t0
+
+
+def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple[nn.Module, str]:
+    """The BN-folded digits CNN trained for ``epochs`` (cached); returns (model, 'cached'|'trained in N s')."""
+    name = f"digits_resnet_w32_s{data.x_train.shape[-1]}_e{epochs}_v1.pt"
+    base = DigitsResNet()
+    if load_cached(name, base):
+        return fold_batchnorm(base), "cached"
+    torch.manual_seed(0)
+    seconds = fit(base, data, epochs, 3e-3,
+                  lambda opt, steps: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps),
+                  "digits CNN: training", progress)
     save_state(name, base.state_dict())
-    return fold_batchnorm(base), f"trained in {time.perf_counter() - t0:.0f} s"
+    return fold_batchnorm(base), f"trained in {seconds:.0f} s"
 
 
 @torch.no_grad()

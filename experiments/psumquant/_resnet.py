@@ -9,14 +9,11 @@ stages run at 8x8 .. 1x1), Adam with random 1-pixel shifts, then BatchNorm folde
 
 from __future__ import annotations
 
-import time
-
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ._cache import load_state, save_state
-from ._digits import DigitsData, _fold, _shift
+from ._cache import save_state
+from ._digits import DigitsData, _fold, fit, load_cached
 
 SIZE = 32
 
@@ -44,34 +41,10 @@ def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple
     name = f"resnet18_digits{data.x_train.shape[-1]}_e{epochs}_v1.pt"
     torch.manual_seed(0)
     base = resnet18(num_classes=10, in_channels=1)
-    state = load_state(name)
-    if state is not None:
-        try:
-            base.load_state_dict(state)
-            return fold_batchnorm(base.eval()), "cached"
-        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):  # stale or damaged: retrain
-            pass
-    from tqdm import tqdm
-
-    gen = torch.Generator().manual_seed(0)
-    opt = torch.optim.Adam(base.parameters(), lr=1e-3, weight_decay=1e-4)
-    n = len(data.y_train)
-    steps = epochs * ((n + 63) // 64)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps))
-    t0 = time.perf_counter()
-    base.train()
-    bar = tqdm(total=steps, desc="ResNet-18: training", disable=not progress, leave=False)
-    for _ in range(epochs):
-        perm = torch.randperm(n, generator=gen)
-        for i in range(0, n, 64):
-            idx = perm[i:i + 64]
-            loss = F.cross_entropy(base(_shift(data.x_train[idx], gen)), data.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            bar.update(1)
-    bar.close()
-    base.eval()
+    if load_cached(name, base):
+        return fold_batchnorm(base.eval()), "cached"
+    seconds = fit(base, data, epochs, 1e-3,
+                  lambda opt, steps: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps)),
+                  "ResNet-18: training", progress)
     save_state(name, base.state_dict())
-    return fold_batchnorm(base), f"trained in {time.perf_counter() - t0:.0f} s"
+    return fold_batchnorm(base), f"trained in {seconds:.0f} s"
