@@ -13,7 +13,6 @@ Prints a table and writes ``bench_cacheedit.csv`` to ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -96,13 +95,10 @@ def per_call(model: str, device: str, fracs: list[float], reps: int) -> list[dic
 
 
 def write(rows: list[dict[str, Any]], out: Path, name: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
+    """``out/name``: the rows as CSV (npukit.sim.write_csv: atomic, the folder made when missing)."""
+    from npukit.sim import write_csv
+
+    return write_csv(out / name, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
