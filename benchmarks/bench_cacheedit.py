@@ -4,8 +4,8 @@ The model is a diffusers ``FluxTransformer2DModel`` in the Kontext layout (``--m
 editor, 64 + 64 image tokens; ``--model wide``: a random-init 2+4-block, 24x64-wide FLUX with a 32x32 target
 token grid and as many context tokens, nearer a real model's shape). The CacheEdit hooks
 (:func:`npukit.models.cacheedit.apply_cacheedit`, ``context_image='cache'``) run call 0 full, then the timed
-sparse calls with ``force_active`` at each fraction; the unhooked full call is timed back to back (ratios'
-median over ``--reps``). On CUDA the hooks use the Triton K/V-update and row-scatter kernels.
+sparse calls with ``force_active`` at each fraction (the same random set for each of ``--batch`` images served
+together); the unhooked full call is timed back to back (ratios' median over ``--reps``). On CUDA the hooks use the Triton K/V-update and row-scatter kernels.
 Prints a table and writes ``bench_cacheedit.csv`` to ``--out``.
 ``python benchmarks/bench_cacheedit.py [--model wide] [--reps 7] [--out out/bench/cacheedit]``
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
-def build(model: str, device: str) -> tuple[Any, dict[str, Any], int]:
+def build(model: str, device: str, batch: int = 1) -> tuple[Any, dict[str, Any], int]:
     """(transformer, call kwargs, target tokens) on ``device``."""
     import torch
 
@@ -41,8 +41,9 @@ def build(model: str, device: str) -> tuple[Any, dict[str, Any], int]:
     from npukit.models.cacheedit import image_ids
 
     p = g * g
-    kw = dict(hidden_states=torch.randn(1, 2 * p, c_in, device=device),
-              encoder_hidden_states=torch.randn(1, 16, j, device=device), pooled_projections=torch.randn(1, j, device=device),
+    kw = dict(hidden_states=torch.randn(batch, 2 * p, c_in, device=device),
+              encoder_hidden_states=torch.randn(batch, 16, j, device=device),
+              pooled_projections=torch.randn(batch, j, device=device),
               img_ids=torch.cat([image_ids(g, 0), image_ids(g, 1)]).to(device), txt_ids=torch.zeros(16, 3, device=device),
               return_dict=False)
     return tr, kw, p
@@ -56,14 +57,14 @@ def _timed(fn: Any, sync: Any) -> float:
     return time.perf_counter() - t0
 
 
-def per_call(model: str, device: str, fracs: list[float], reps: int) -> list[dict[str, Any]]:
+def per_call(model: str, device: str, fracs: list[float], reps: int, batch: int = 1) -> list[dict[str, Any]]:
     import torch
 
     from npukit.models.cacheedit import CacheEditConfig, apply_cacheedit, remove_cacheedit
 
-    tr, kw, p = build(model, device)
+    tr, kw, p = build(model, device, batch)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    t = torch.full((1,), 0.5, device=device)
+    t = torch.full((batch,), 0.5, device=device)
     rows = []
     with torch.no_grad():
         def full() -> Any:
@@ -87,7 +88,7 @@ def per_call(model: str, device: str, fracs: list[float], reps: int) -> list[dic
                 ratios.append(tf / ts)
                 t_full.append(tf)
                 t_sp.append(ts)
-            rows.append(dict(model=model, device=device, active_frac=f, active_tokens=k, target_tokens=p,
+            rows.append(dict(model=model, device=device, batch=batch, active_frac=f, active_tokens=k, target_tokens=p,
                              full_ms=round(1e3 * statistics.median(t_full), 3),
                              sparse_ms=round(1e3 * statistics.median(t_sp), 3),
                              speedup=round(statistics.median(ratios), 3)))
@@ -107,12 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fracs", default="0.05,0.1,0.2,0.5,1.0")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="images per call (default 1)")
     p.add_argument("--out", default="out/bench/cacheedit")
     a = p.parse_args(argv)
     import torch
 
     torch.set_num_threads(a.threads)
-    rows = per_call(a.model, "cpu", [float(x) for x in a.fracs.split(",")], a.reps)
+    if a.batch < 1 or a.reps < 1:
+        p.error(f"--batch and --reps must be >= 1, got {a.batch}, {a.reps}")
+    rows = per_call(a.model, "cpu", [float(x) for x in a.fracs.split(",")], a.reps, a.batch)
     print(f"{'frac':>6} {'full ms':>9} {'sparse ms':>10} {'speedup':>8}")
     for r in rows:
         print(f"{r['active_frac']:>6} {r['full_ms']:>9} {r['sparse_ms']:>10} {r['speedup']:>8}")

@@ -21,8 +21,11 @@ also calls at the end of every pipeline call through ``reset_stateful_hooks``: o
   matches, else -- and always with ``reference='input'`` -- the block's own input (the identity map; the
   score is then how much the deep block moves each token). The scores are split by
   :func:`._cacheedit_cache.select_active` (batched Otsu, ``levels``, the [min_active, max_active] budget,
-  ``ring`` dilation); the active set is the union over the batch (one index set, so RoPE rows are shared).
-  :meth:`CacheEditState.force_active` overrides the selection.
+  ``ring`` dilation), one active set per image of the batch. The rows an image computes at sparse steps are its
+  active tokens, padded with its highest-scoring other tokens up to the batch's largest active set (every image
+  of a batch runs the same number of rows; a padded row is simply computed, i.e. exact). When every image
+  has the same rows they are shared (one index set, as at batch 1); otherwise the gathers, RoPE rows, K/V
+  splice and output scatter are per image. :meth:`CacheEditState.force_active` overrides the selection.
 * **Sparse steps**: each block runs on the text tokens plus the *computed* image rows (the active target
   tokens plus, with ``context_image='compute'`` (default), every non-target image token: FLUX.1 Kontext's
   concatenated context-image tokens, whose ``img_ids[:, 0] != 0``, or Qwen-Image-Edit's images after the
@@ -107,13 +110,43 @@ class CacheEditConfig:
 
 
 def _as_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """A forced active set as a (target,) bool tensor (the union over a (B, target) batch), or None."""
+    """A forced active set as a (target,) bool tensor (every image) or a (B, target) one (one per image), or None."""
     if mask is None:
         return None
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (1, 2):
         got = getattr(mask, "shape", mask)
         raise ConfigError(f"force_active needs a (target,) or (B, target) bool tensor, got {got!r}")
-    return mask if mask.dim() == 1 else mask.any(0)
+    return mask
+
+
+def padded_rows(active: torch.Tensor, scores: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, P) bool active sets -> (R, A) int64 token rows, ascending per image, A = the largest active set (>= 1).
+
+    An image with fewer active tokens is padded with its highest-scoring inactive tokens (``scores`` (B, P)), or
+    its lowest-index ones without scores. R = 1 when every image gets the same rows (shared), else R = B."""
+    b, p = active.shape
+    a = max(1, int(active.sum(1).max()))
+    sec = (scores.float().to(active.device) if scores is not None
+           else -torch.arange(p, dtype=torch.float32, device=active.device).expand(b, p))
+    o1 = torch.argsort(sec, dim=1, descending=True, stable=True)  # by score
+    o2 = torch.argsort(active.gather(1, o1).to(torch.int8), dim=1, descending=True, stable=True)  # active first
+    rows = o1.gather(1, o2)[:, :a].sort(1).values
+    return rows[:1] if bool((rows == rows[:1]).all()) else rows
+
+
+def _rope_flux_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """diffusers' FLUX RoPE (``apply_rotary_emb``, real form, pairs on the last dim) with per-image rows:
+    x (B, S, H, D), cos / sin (B, S, D)."""
+    x_real, x_imag = x.reshape(*x.shape[:-1], -1, 2).unbind(-1)
+    x_rot = torch.stack([-x_imag, x_real], dim=-1).flatten(3)
+    return (x.float() * cos[:, :, None] + x_rot.float() * sin[:, :, None]).to(x.dtype)
+
+
+def _rope_qwen_rows(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """diffusers' Qwen-Image RoPE (``apply_rotary_emb_qwen``, complex form) with per-image rows: x (B, S, H, D),
+    freqs (B, S, D / 2) complex."""
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * freqs[:, :, None]).flatten(3).type_as(x)
 
 
 @dataclass
@@ -130,11 +163,11 @@ class CacheEditState:
     target: int = 0  # leading target (noisy) tokens among them
     grid: tuple[int, int] = (0, 0)  # target token grid (h, w)
     n_txt: int = 0  # text tokens of the block being run
-    rows: torch.Tensor | None = None  # image rows computed at sparse steps (ascending)
+    rows: torch.Tensor | None = None  # (R, A) image rows computed at sparse steps (ascending; R = 1 shared, or B)
     scores: torch.Tensor | None = None  # (B, target) call-0 divergence
     detected: torch.Tensor | None = None  # (B, target) before dilation
     active: torch.Tensor | None = None  # (B, target) after dilation
-    forced: torch.Tensor | None = None  # (target,) bool override
+    forced: torch.Tensor | None = None  # (target,) or (B, target) bool override
     prev_h: torch.Tensor | None = None  # last round's call-0 activation of block ``layer``
     out: dict[int, torch.Tensor] = field(default_factory=dict)  # block -> image-stream output of the last full step
     kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # block -> image K, V (B, N, H, Dh)
@@ -152,13 +185,13 @@ class CacheEditState:
         self.rounds += 1
 
     def force_active(self, mask: torch.Tensor | None) -> None:
-        """Recompute exactly these target tokens at sparse steps ((target,) or (B, target) bool, union over
-        the batch); ``None`` returns to the divergence selection."""
+        """Recompute these target tokens at sparse steps ((target,) bool for every image, or (B, target) one set
+        per image, padded as in :func:`padded_rows`); ``None`` returns to the divergence selection."""
         self.forced = _as_mask(mask)
         self.rows = None
 
     # ---------------------------------------------------------------- used by the hooks
-    def _begin(self, n_img: int, target: int, grid: tuple[int, int]) -> None:
+    def _begin(self, n_img: int, target: int, grid: tuple[int, int], batch: int = 1) -> None:
         if self.out and n_img != self.n_img:
             raise ConfigError(f"cacheedit: this call has {n_img} image tokens, the round has {self.n_img}; call new_round() "
                               "before changing the image size")
@@ -171,17 +204,21 @@ class CacheEditState:
                 or (self.forced is None and self.active is None))
         self.mode = "full" if full else "sparse"
         if not full and self.rows is None:
+            scores = None
             if self.forced is not None:
-                if self.forced.shape != (target,):
-                    raise ConfigError(f"force_active mask has {self.forced.shape[0]} tokens, this round has {target} targets")
-                act = self.forced
+                f = self.forced if self.forced.dim() == 2 else self.forced[None]
+                if f.shape[1] != target or f.shape[0] not in (1, batch):
+                    raise ConfigError(f"force_active mask has shape {tuple(self.forced.shape)}; this call needs "
+                                      f"({target},) or ({batch}, {target})")
+                act = f
             else:
-                assert self.active is not None
-                act = self.active.any(0)
+                assert self.active is not None and self.scores is not None
+                act, scores = self.active, self.scores
             dev = self.out[0].device
+            rows = padded_rows(act.to(dev), scores)
             ctx = torch.arange(target, n_img if self.cfg.context_image == "compute" else target, device=dev)
-            self.rows = torch.cat([act.to(dev).nonzero().squeeze(1), ctx])
-        self.executed.append(n_img if full or self.rows is None else int(self.rows.numel()))
+            self.rows = torch.cat([rows, ctx.expand(rows.shape[0], -1)], 1)
+        self.executed.append(n_img if full or self.rows is None else int(self.rows.shape[1]))
 
     def _select(self, h_in: torch.Tensor, h_out: torch.Tensor) -> None:
         """Call 0: score block ``layer``'s output against the reference and choose the active tokens."""
@@ -216,17 +253,27 @@ class CacheEditState:
             return k, v
         assert self.rows is not None
         kc, vc = self.kv[key]
-        if torch.is_grad_enabled():  # spliced copies keep the fresh rows' autograd graph
-            kc, vc = kc.index_copy(1, self.rows, k[:, n:]), vc.index_copy(1, self.rows, v[:, n:])
-        elif kc.is_cuda:  # in place, with the Triton K/V-cache update kernel (heads merged: (B, N, H * Dh) views)
+        b, a = k.shape[0], self.rows.shape[1]
+        grad = torch.is_grad_enabled()
+        if kc.is_cuda and not grad:  # in place, with the Triton K/V-cache update kernel (heads merged: (B, N, H * Dh))
             from npukit.kernels.cacheedit import kv_update
 
-            b, a = k.shape[0], self.rows.numel()
             kv_update(kc.view(b, kc.shape[1], -1), vc.view(b, vc.shape[1], -1), self.rows.expand(b, a),
                       k[:, n:].reshape(b, a, -1), v[:, n:].reshape(b, a, -1))
-        else:  # in place: the computed rows' cached entries are never read again (recomputed at every sparse
-            kc.index_copy_(1, self.rows, k[:, n:])  # step, rewritten at the next full step): no copy of the cache
-            vc.index_copy_(1, self.rows, v[:, n:])
+        elif self.rows.shape[0] == 1:  # shared rows
+            rows = self.rows[0]
+            if grad:  # spliced copies keep the fresh rows' autograd graph
+                kc, vc = kc.index_copy(1, rows, k[:, n:]), vc.index_copy(1, rows, v[:, n:])
+            else:  # in place: the computed rows' cached entries are never read again (recomputed at every sparse
+                kc.index_copy_(1, rows, k[:, n:])  # step, rewritten at the next full step): no copy of the cache
+                vc.index_copy_(1, rows, v[:, n:])
+        else:  # per-image rows
+            idx = self.rows[:, :, None, None].expand(b, a, *k.shape[2:])
+            if grad:
+                kc, vc = kc.scatter(1, idx, k[:, n:]), vc.scatter(1, idx, v[:, n:])
+            else:
+                kc.scatter_(1, idx, k[:, n:])
+                vc.scatter_(1, idx, v[:, n:])
         return torch.cat([k[:, :n], kc], 1), torch.cat([v[:, :n], vc], 1)
 
 
@@ -297,7 +344,10 @@ class FluxCacheEditProcessor:
             query = torch.cat([encoder_query, query], dim=1)
             key = torch.cat([encoder_key, key], dim=1)
             value = torch.cat([encoder_value, value], dim=1)
-        if image_rotary_emb is not None:
+        if image_rotary_emb is not None and image_rotary_emb[0].dim() == 3:  # per-image rows (sparse step)
+            query = _rope_flux_rows(query, *image_rotary_emb)
+            key = _rope_flux_rows(key, *image_rotary_emb)
+        elif image_rotary_emb is not None:
             query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
             key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
         st = self.handle.state()
@@ -352,8 +402,11 @@ class QwenCacheEditProcessor:
             txt_k = attn.norm_added_k(txt_k)
         if image_rotary_emb is not None:
             img_freqs, txt_freqs = image_rotary_emb
-            img_q = apply_rotary_emb_qwen(img_q, img_freqs, use_real=False)
-            img_k = apply_rotary_emb_qwen(img_k, img_freqs, use_real=False)
+            if img_freqs.dim() == 3:  # per-image rows (sparse step)
+                img_q, img_k = _rope_qwen_rows(img_q, img_freqs), _rope_qwen_rows(img_k, img_freqs)
+            else:
+                img_q = apply_rotary_emb_qwen(img_q, img_freqs, use_real=False)
+                img_k = apply_rotary_emb_qwen(img_k, img_freqs, use_real=False)
             txt_q = apply_rotary_emb_qwen(txt_q, txt_freqs, use_real=False)
             txt_k = apply_rotary_emb_qwen(txt_k, txt_freqs, use_real=False)
         query = torch.cat([txt_q, img_q], dim=1)
@@ -436,7 +489,7 @@ def _hook_classes() -> tuple[type, type]:
             kw = self._sig.bind_partial(*args, **kwargs).arguments
             n_img = int(kw["hidden_states"].shape[1])
             p, grid = (_flux_layout if self.handle.kind == "flux" else _qwen_layout)(kw, n_img)
-            self.handle.state()._begin(n_img, p, grid)
+            self.handle.state()._begin(n_img, p, grid, int(kw["hidden_states"].shape[0]))
             return args, kwargs
 
         def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
@@ -482,25 +535,33 @@ def _hook_classes() -> tuple[type, type]:
                     if st.step == 0 and self.index == st.cfg.layer % st.depth:
                         st._select(hs, out)
                 return enc, out
-            rows = st.rows
+            rows = st.rows  # (1, A) shared or (B, A) per image
             assert rows is not None
-            a["hidden_states"] = hs.index_select(1, rows)
+            shared = rows.shape[0] == 1
+            txt = torch.arange(st.n_txt, device=rows.device)
+            if shared:
+                a["hidden_states"] = hs.index_select(1, rows[0])
+            else:
+                a["hidden_states"] = hs.gather(1, rows[..., None].expand(-1, -1, hs.shape[-1]))
             rope = a.get("image_rotary_emb")
             if rope is not None:
-                if st.kind == "flux":  # (cos, sin) over [text | image] rows
-                    sel = torch.cat([torch.arange(st.n_txt, device=rows.device), st.n_txt + rows])
-                    a["image_rotary_emb"] = tuple(r.index_select(0, sel) for r in rope)
+                if st.kind == "flux":  # (cos, sin) over [text | image] rows: (S, D), or (B, S, D) per image
+                    sel = torch.cat([txt.expand(rows.shape[0], -1), st.n_txt + rows], 1)
+                    a["image_rotary_emb"] = tuple(r.index_select(0, sel[0]) if shared else r[sel] for r in rope)
                 else:  # Qwen: (image freqs, text freqs)
-                    a["image_rotary_emb"] = (rope[0].index_select(0, rows), rope[1])
+                    a["image_rotary_emb"] = (rope[0].index_select(0, rows[0]) if shared else rope[0][rows], rope[1])
             if a.get("modulate_index") is not None:
-                a["modulate_index"] = a["modulate_index"].index_select(1, rows)
+                mi = a["modulate_index"]
+                a["modulate_index"] = mi.index_select(1, rows[0]) if shared else mi.gather(1, rows.expand(mi.shape[0], -1))
             enc, sub = self.fn_ref.original_forward(*ba.args, **ba.kwargs)
             full = st.out[self.index].clone()
             if full.is_cuda and not torch.is_grad_enabled():  # the Triton row scatter (h[b, rows] = sub)
                 from npukit.kernels.cacheedit import scatter_residual
 
-                return enc, scatter_residual(full, rows.expand(full.shape[0], rows.numel()), sub.contiguous())
-            return enc, full.index_copy_(1, rows, sub)
+                return enc, scatter_residual(full, rows.expand(full.shape[0], rows.shape[1]), sub.contiguous())
+            if shared:
+                return enc, full.index_copy_(1, rows[0], sub)
+            return enc, full.scatter_(1, rows[..., None].expand(-1, -1, full.shape[-1]), sub)
 
     _CLASSES = (CacheEditTransformerHook, CacheEditBlockHook)
     return _CLASSES
@@ -551,4 +612,4 @@ def remove_cacheedit(transformer: torch.nn.Module) -> None:
 
 
 __all__ = ["CacheEdit", "CacheEditConfig", "CacheEditState", "FluxCacheEditProcessor", "QwenCacheEditProcessor",
-           "apply_cacheedit", "remove_cacheedit"]
+           "apply_cacheedit", "padded_rows", "remove_cacheedit"]

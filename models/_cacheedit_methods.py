@@ -1,11 +1,13 @@
 """Multi-round editing sessions on the Flux editor, with CacheEdit, diffusers' caches or token-caching baselines.
 
-:func:`edit_session` runs ``rounds`` edits of one image (each round samples ``steps`` Euler steps from the
-same noise; the next round edits the previous round's output) under one :data:`METHODS` entry and a knob:
+:func:`edit_session` runs ``rounds`` edits of a batch of B images (B independent sessions served together: each
+round samples ``steps`` Euler steps from the same noise; the next round edits the previous round's output) under
+one :data:`METHODS` entry and a knob. Token methods choose one active set per image (padded to the batch's
+largest, :func:`npukit.models.cacheedit.apply_cacheedit`); diffusers' caches decide per call for the whole batch:
 
 * ``full``: every token, every step (no hooks).
-* ``cacheedit``: :func:`apply_cacheedit` (:func:`default_cache`, ``max_active`` = knob,
-  ``context_image='cache'``). Its reference is
+* ``cacheedit``: :func:`apply_cacheedit` (:func:`default_cache`; knob = ``refresh``, a full call every knob calls,
+  0: none; ``context_image='cache'``). Its reference is
   an identity-instruction pass: before each round, one transformer call with the ``keep`` instruction on the
   round's noise at t = 1 (counted and timed) becomes the previous call-0 activation that the round's call 0
   is scored against (``reference='previous'``).
@@ -47,10 +49,11 @@ KEEP = (0, 0, 0, 0)
 
 @dataclass
 class SessionRun:
-    """One session under one method: per-round outputs (1, 3, S, S), active target tokens, time (s), work."""
+    """A batch of sessions under one method: per-round outputs (B, 3, S, S), active target tokens, time (s) and
+    work of the whole batch."""
 
     images: list[torch.Tensor] = field(default_factory=list)
-    active: list[torch.Tensor | None] = field(default_factory=list)  # (P,) bool per round (token methods)
+    active: list[torch.Tensor | None] = field(default_factory=list)  # (B, P) bool per round (token methods)
     detected: list[torch.Tensor | None] = field(default_factory=list)
     seconds: float = 0.0
     macs: int = 0
@@ -118,9 +121,10 @@ def _cache_config(method: str, knob: float, steps: int, mag_ratios: list[float] 
 
 def default_cache(steps: int) -> CacheEditConfig:
     """The experiment's CacheEdit options for ``steps``-step rounds: one Otsu split, 2-30 % of the target tokens,
-    a full refresh every 7 calls and a full last call (on the shipped editor, 4 sessions: no refresh 19.6 dB vs
-    full recomputation, a refresh every 7 calls 25.3 dB; docs/cacheedit.md)."""
-    return CacheEditConfig(min_active=0.02, max_active=0.3, levels=1, score="rel", refresh=7, full_at=(steps - 1,))
+    no refresh and a full last call (the knob of :func:`edit_session` sets ``refresh``; on the shipped editor,
+    25 sessions at batch 25, 28 steps: no refresh 35.1 dB vs full recomputation at 2.72x, a refresh every 14
+    calls 38.3 dB at 2.47x, every 7 calls 43.2 dB at 2.21x; docs/cacheedit.md)."""
+    return CacheEditConfig(min_active=0.02, max_active=0.3, levels=1, score="rel", refresh=0, full_at=(steps - 1,))
 
 
 def check_inputs(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tensor], noise: torch.Tensor) -> None:
@@ -129,36 +133,39 @@ def check_inputs(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tenso
     from .weights import WeightsError
 
     c = editor.cfg
-    want = (1, c.channels, c.image, c.image)
+    b = src.shape[0] if isinstance(src, torch.Tensor) and src.dim() == 4 and src.shape[0] >= 1 else 1
+    want = (b, c.channels, c.image, c.image)
     for name, x in (("src", src), ("noise", noise)):
         if not isinstance(x, torch.Tensor) or tuple(x.shape) != want:
-            raise ConfigError(f"{name} must be a {want} tensor, got {getattr(x, 'shape', type(x).__name__)}")
+            raise ConfigError(f"{name} must be a (B, {c.channels}, {c.image}, {c.image}) tensor (the same B for src "
+                              f"and noise), got {getattr(x, 'shape', type(x).__name__)}")
         bad = ~torch.isfinite(x)
         if bool(bad.any()):
             kind = "NaN" if bool(torch.isnan(x).any()) else "Inf"
             raise WeightsError(f"{name} holds {int(bad.sum())} {kind} value(s); pass finite images in [-1, 1]")
     for r, ins in enumerate(instrs):
-        if not isinstance(ins, torch.Tensor) or tuple(ins.shape) != (1, len(VOCAB)) or ins.dtype != torch.long:
-            raise ConfigError(f"instr of round {r} must be a (1, {len(VOCAB)}) int64 tensor, got "
+        if not isinstance(ins, torch.Tensor) or tuple(ins.shape) != (b, len(VOCAB)) or ins.dtype != torch.long:
+            raise ConfigError(f"instr of round {r} must be a ({b}, {len(VOCAB)}) int64 tensor, got "
                               f"{getattr(ins, 'shape', type(ins).__name__)}")
         for i, v in enumerate(VOCAB):
-            if not 0 <= int(ins[0, i]) < v:
-                raise ConfigError(f"instr of round {r}: token {i} must be in [0, {v - 1}], got {int(ins[0, i])}")
+            bad = (ins[:, i] < 0) | (ins[:, i] >= v)
+            if bool(bad.any()):
+                raise ConfigError(f"instr of round {r}: token {i} must be in [0, {v - 1}], got {int(ins[bad, i][0])}")
 
 
 def edit_session(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tensor], noise: torch.Tensor, method: str,
                  knob: float | None = None, *, steps: int = 28, gt_masks: list[torch.Tensor] | None = None,
                  counts: list[int] | None = None, seed: int = 0, mag_ratios: list[float] | None = None,
                  counter: WorkCounter | None = None, cache: CacheEditConfig | None = None) -> SessionRun:
-    """Run the rounds of one session (``src`` (1, 3, S, S), ``instrs`` per round (1, 4), ``noise`` like src)
-    under ``method``; ``gt_masks`` (P,) bool per round (``oracle``), ``counts`` per round (``toca-*``; default
-    ``knob`` as a fraction of P). ``counter``: a :class:`WorkCounter` on ``editor.transformer`` (its counts of
-    this session go into the result)."""
+    """Run the rounds of a batch of B sessions (``src`` (B, 3, S, S), ``instrs`` per round (B, 4), ``noise`` like
+    src) under ``method``; ``gt_masks`` (B, P) or (P,) bool per round (``oracle``), ``counts`` per round, an int
+    or B ints (``toca-*``; default ``knob`` as a fraction of P). ``counter``: a :class:`WorkCounter` on
+    ``editor.transformer`` (its counts of this batch go into the result)."""
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     check_inputs(editor, src, instrs, noise)
     tr = editor.transformer
-    p = editor.cfg.tokens
+    p, nb = editor.cfg.tokens, src.shape[0]
     run = SessionRun()
     clock = [1000.0]
     handle = None
@@ -166,8 +173,9 @@ def edit_session(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tenso
         base = cache or default_cache(steps)
         kw: dict[str, Any] = {"context_image": "compute" if method == "cacheedit-ctx" else "cache"}
         if method.startswith("cacheedit") and knob is not None:
-            kw["max_active"] = float(knob)
-            kw["min_active"] = min(base.min_active, float(knob))
+            if isinstance(knob, bool) or int(knob) != knob or knob < 0:
+                raise ConfigError(f"the cacheedit knob is the refresh interval in calls (an integer >= 0), got {knob!r}")
+            kw["refresh"] = int(knob)
         import dataclasses
 
         handle = apply_cacheedit(tr, dataclasses.replace(base, **kw))
@@ -186,23 +194,26 @@ def edit_session(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tenso
                 st = handle.state("cond")
                 if method.startswith("cacheedit"):  # identity-instruction reference pass (call 0 of a keep round)
                     with torch.no_grad(), tr.cache_context("cond"):
-                        editor(noise, torch.ones(1), cur, torch.tensor([KEEP]))
+                        editor(noise, torch.ones(nb), cur, torch.tensor([KEEP]).expand(nb, -1))
                     handle.new_round()
                 elif method == "oracle":
                     assert gt_masks is not None
                     handle.force_active(gt_masks[r])
                 else:
-                    k = counts[r] if counts is not None else max(1, round(float(knob or 0.1) * p))
-                    k = max(1, min(p, int(k)))
+                    want = counts[r] if counts is not None else max(1, round(float(knob or 0.1) * p))
+                    ks = [max(1, min(p, int(k))) for k in (want if isinstance(want, (list, tuple)) else [want] * nb)]
+                    if len(ks) != nb:
+                        raise ConfigError(f"counts of round {r} must be one int or {nb} ints, got {len(ks)}")
 
-                    def pick(st: Any = st, k: int = k) -> None:
-                        if method == "toca-random":
-                            idx = torch.randperm(p, generator=gen)[:k]
-                        else:
-                            assert st.attn_received is not None
-                            idx = st.attn_received.sum(0).topk(k).indices
-                        m = torch.zeros(p, dtype=torch.bool)
-                        m[idx] = True
+                    def pick(st: Any = st, ks: list[int] = ks) -> None:
+                        m = torch.zeros(nb, p, dtype=torch.bool)
+                        for i, k in enumerate(ks):
+                            if method == "toca-random":
+                                idx = torch.randperm(p, generator=gen)[:k]
+                            else:
+                                assert st.attn_received is not None
+                                idx = st.attn_received[i].topk(k).indices
+                            m[i, idx] = True
                         handle.force_active(m)
 
                     handle.force_active(None)
@@ -210,9 +221,9 @@ def edit_session(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tenso
             out = _sample(editor, cur, instr, noise, steps, after, clock)
             if handle is not None:
                 st = handle.state("cond")
-                act = st.forced if st.forced is not None else (st.active.any(0) if st.active is not None else None)
-                run.active.append(None if act is None else act.clone())
-                run.detected.append(None if st.detected is None else st.detected.any(0).clone())
+                act = st.forced if st.forced is not None else st.active
+                run.active.append(None if act is None else act.expand(nb, p).clone())
+                run.detected.append(None if st.detected is None else st.detected.clone())
             else:
                 run.active.append(None)
                 run.detected.append(None)

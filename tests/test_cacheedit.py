@@ -106,7 +106,7 @@ def test_every_method_runs_a_session_and_leaves_the_model_unhooked() -> None:
     mag = ce.calibrate_mag_ratios(ed, src, instr, noise, 6)
     assert len(mag) == 6
     full = ce.edit_session(ed, src, ins, noise, "full", steps=6, counter=counter)
-    knobs = {"cacheedit": 0.25, "cacheedit-ctx": 0.25, "oracle": None, "toca-random": 0.2, "toca-attn": 0.2,
+    knobs = {"cacheedit": 2, "cacheedit-ctx": 0, "oracle": None, "toca-random": 0.2, "toca-attn": 0.2,
              "fbcache": 0.5, "magcache": 0.5, "taylorseer": 2, "pab": 2}
     for m, k in knobs.items():
         r = ce.edit_session(ed, src, ins, noise, m, k, steps=6, gt_masks=gt, mag_ratios=mag, counter=counter)
@@ -118,6 +118,25 @@ def test_every_method_runs_a_session_and_leaves_the_model_unhooked() -> None:
         again = ce.edit_session(ed, src, ins, noise, "full", steps=6)
         assert torch.equal(again.images[-1], full.images[-1]), f"{m} left hooks behind"
     counter.remove()
+
+
+@pytest.mark.slow
+def test_batched_sessions_equal_each_session_alone() -> None:
+    """Three sessions served together: full recomputation equals each session run alone, and CacheEdit and
+    toca-attn choose each session's active set as they do alone (one set per image, not a union)."""
+    ed = ce.load_editor()
+    src, instr, _, _ = edit_batch(3, seed=4)
+    noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(1))
+    ins = [instr, instr.flip(0)]
+    got = {m: ce.edit_session(ed, src, ins, noise, m, steps=5) for m in ("full", "cacheedit", "toca-attn")}
+    assert got["cacheedit"].active[0].shape == (3, ed.cfg.tokens)
+    for i in range(3):
+        one = [x[i:i + 1] for x in ins]
+        alone = {m: ce.edit_session(ed, src[i:i + 1], one, noise[i:i + 1], m, steps=5) for m in got}
+        assert (got["full"].images[-1][i] - alone["full"].images[-1][0]).abs().max() < 1e-5
+        for m in ("cacheedit", "toca-attn"):
+            assert all(torch.equal(a[i], b[0]) for a, b in zip(got[m].active, alone[m].active, strict=True)), m
+    assert len({int(a.sum()) for a in got["cacheedit"].active[0]}) > 1  # the sessions' sets differ in size
 
 
 @pytest.mark.slow

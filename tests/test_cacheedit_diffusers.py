@@ -68,8 +68,9 @@ def flux():
 
     def call(x: torch.Tensor, t: float) -> torch.Tensor:
         with torch.no_grad():
-            return m(hidden_states=x, encoder_hidden_states=enc, pooled_projections=pooled, timestep=torch.tensor([t]),
-                     img_ids=img_ids, txt_ids=torch.zeros(T, 3), return_dict=False)[0]
+            b = x.shape[0]  # a batch repeats the text
+            return m(hidden_states=x, encoder_hidden_states=enc.expand(b, -1, -1), pooled_projections=pooled.expand(b, -1),
+                     timestep=torch.full((b,), t), img_ids=img_ids, txt_ids=torch.zeros(T, 3), return_dict=False)[0]
 
     return m, call
 
@@ -88,8 +89,9 @@ def qwen():
 
     def call(x: torch.Tensor, t: float) -> torch.Tensor:
         with torch.no_grad():
-            return m(hidden_states=x, encoder_hidden_states=enc, encoder_hidden_states_mask=mask, timestep=torch.tensor([t]),
-                     img_shapes=[[(1, H, W), (1, H, W)]], return_dict=False)[0]
+            b = x.shape[0]  # a batch repeats the text
+            return m(hidden_states=x, encoder_hidden_states=enc.expand(b, -1, -1), encoder_hidden_states_mask=mask.expand(b, -1),
+                     timestep=torch.full((b,), t), img_shapes=[[(1, H, W), (1, H, W)]] * b, return_dict=False)[0]
 
     return m, call
 
@@ -262,27 +264,53 @@ def test_reference_previous_round_or_block_input(flux) -> None:
             remove_cacheedit(m)
 
 
+def test_padded_rows_pads_with_highest_scores_and_shares_equal_rows() -> None:
+    from npukit.models._cacheedit_diffusers import padded_rows
+
+    act = torch.tensor([[True, False, False, True, False], [False, False, True, False, False]])
+    scores = torch.tensor([[9.0, 1.0, 2.0, 8.0, 3.0], [0.0, 5.0, 9.0, 1.0, 4.0]])
+    assert padded_rows(act, scores).tolist() == [[0, 3], [1, 2]]  # image 1: its active 2 plus its best other (1)
+    assert padded_rows(act).tolist() == [[0, 3], [0, 2]]  # no scores: the lowest-index other token
+    assert padded_rows(act[:1], scores[:1]).tolist() == [[0, 3]]
+    same = torch.tensor([[True, False, True], [True, False, True]])
+    assert padded_rows(same).tolist() == [[0, 2]]  # equal rows are shared: (1, A)
+    assert padded_rows(torch.zeros(2, 3, dtype=torch.bool)).shape == (1, 1)
+
+
 @pytest.mark.slow
-def test_batch_uses_the_union_of_active_sets(flux) -> None:
-    m, call = flux
-    x = _inputs()[0]
-    enc, pooled = torch.randn(2, T, 32, generator=_g(5)), torch.randn(2, 16, generator=_g(6))
-    ids = torch.cat([_ids(0), _ids(1)])
-    xb = torch.cat([x, x.flip(1)])
+@pytest.mark.parametrize("name", ["flux", "qwen"])
+def test_batch_rows_per_image_equal_each_image_alone(name: str, request: pytest.FixtureRequest) -> None:
+    """Two images with different forced active sets in one batch: each image's sparse output equals that image
+    run alone with its own padded rows (per-image gathers, RoPE rows, K/V splice and scatter)."""
+    m, call = request.getfixturevalue(name)
+    xs = _inputs()
+    a, b = _mask(3), _mask(5).roll(2)
+    masks = torch.stack([a, b])
+    from npukit.models._cacheedit_diffusers import padded_rows
 
-    def callb() -> torch.Tensor:
-        with torch.no_grad():
-            return m(hidden_states=xb, encoder_hidden_states=enc, pooled_projections=pooled, timestep=torch.tensor([0.5, 0.5]),
-                     img_ids=ids, txt_ids=torch.zeros(T, 3), return_dict=False)[0]
-
-    ref = callb()
+    rows = padded_rows(masks)
+    assert rows.shape == (2, 5)
+    outs = []
+    for i in range(2):  # alone: image i, forced to its padded rows
+        st = apply_cacheedit(m)
+        try:
+            st.force_active(torch.zeros(P, dtype=torch.bool).index_fill(0, rows[i], True))
+            call(xs[0] if i == 0 else xs[1], TS[0])
+            outs.append(call(xs[2] if i == 0 else xs[3], TS[1]))
+        finally:
+            remove_cacheedit(m)
     st = apply_cacheedit(m)
     try:
-        a, b = _mask(3), _mask(3).roll(1)
-        st.force_active(torch.stack([a, b]))
-        callb()
-        out = callb()  # sparse on the full step's inputs: exact
-        assert st.rows.numel() == int((a | b).sum()) + P
-        assert (out - ref).abs().max() < 1e-5
+        st.force_active(masks)
+        call(torch.cat([xs[0], xs[1]]), TS[0])
+        got = call(torch.cat([xs[2], xs[3]]), TS[1])
+        assert st.rows.shape == (2, 5 + P)  # + the context-image rows (context_image='compute')
+        assert st.executed == [2 * P, 5 + P]
+        for i in range(2):
+            assert (got[i:i + 1] - outs[i]).abs().max() < 1e-5
+        full = call(torch.cat([xs[2], xs[3]]), TS[1])  # still sparse: differs from ...
+        remove_cacheedit(m)
+        unhooked = call(torch.cat([xs[2], xs[3]]), TS[1])
+        assert (full - unhooked).abs().max() > 1e-4  # ... the unhooked call (the cache is used)
     finally:
         remove_cacheedit(m)

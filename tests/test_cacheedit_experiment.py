@@ -33,7 +33,8 @@ def test_package_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize("argv,flag", [(("--images", "0"), "--images"), (("--steps", "3"), "--steps"),
-                                       (("--threads", "-1"), "--threads"), (("--rounds", "0"), "--rounds")])
+                                       (("--threads", "-1"), "--threads"), (("--rounds", "0"), "--rounds"),
+                                       (("--batch", "0"), "--batch")])
 def test_bad_numbers_are_config_errors_before_loading_anything(argv: tuple[str, ...], flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         exp.config_from_args(_args(*argv))
@@ -44,9 +45,9 @@ def test_quick_experiment_writes_every_output(tmp_path: Path) -> None:
     from npukit.experiments.cacheedit.train import save
 
     weights = save(tiny_model(), {"heldout": {}}, tmp_path / "tiny.pt")
-    cfg = exp.config_from_args(_args("--quick", "--images", "1", "--steps", "4", "--rounds", "2",
+    cfg = exp.config_from_args(_args("--quick", "--images", "3", "--batch", "2", "--steps", "4", "--rounds", "2",
                                      "--weights", str(weights)))
-    assert cfg == exp.Config(quick=True, images=1, rounds=2, steps=4, weights=str(weights))
+    assert cfg == exp.Config(quick=True, images=3, rounds=2, steps=4, weights=str(weights), batch=2)
     out = tmp_path / "o"
     out.mkdir()
     files = exp.run_experiment(out, cfg, progress=False)

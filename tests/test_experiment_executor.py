@@ -26,7 +26,7 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
 def test_cacheedit_sessions_on_dask_equal_in_process(tmp_path: Path) -> None:
     from npukit.sim._sweep_dask import DaskExecutor
 
-    cfg = ce_exp.Config(quick=True, images=2, rounds=2, steps=4, threads=1)
+    cfg = ce_exp.Config(quick=True, images=3, rounds=2, steps=4, threads=1, batch=2)  # jobs: batches of 2 and 1
     for name in ("serial", "dask"):
         (tmp_path / name).mkdir()
     ce_exp.run_experiment(tmp_path / "serial", cfg, progress=False)

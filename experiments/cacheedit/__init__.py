@@ -18,8 +18,9 @@ MAX_IMAGES, MAX_ROUNDS, MAX_STEPS = 10_000, 100, 1000
 
 @dataclass(frozen=True)
 class Config:
-    """Every option: sessions (``images`` x ``rounds``), sampling ``steps``, CPU ``threads`` (0: torch's
-    default), ``seed``, ``weights`` (None: the shipped Flux editor), ``quick`` (fewer knobs, DLE on 3 images)."""
+    """Every option: sessions (``images`` x ``rounds``), sessions served together per transformer call
+    (``batch``), sampling ``steps``, CPU ``threads`` (0: torch's default), ``seed``, ``weights`` (None: the
+    shipped Flux editor), ``quick`` (fewer knobs, DLE on 3 images)."""
 
     quick: bool = False
     images: int = 50
@@ -29,12 +30,16 @@ class Config:
     seed: int = 0
     weights: str | None = None
     arch: str = "npu128"
+    batch: int = 25
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The experiment's own flags (``--quick``, ``--out`` and the executor flags come from the CLI)."""
     p.add_argument("--images", type=int, default=None, metavar="N", help="editing sessions (default 50; --quick 4)")
     p.add_argument("--rounds", type=int, default=3, metavar="R", help="edit rounds per session (default 3)")
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="sessions served together, one transformer call per step for all of them (default 25; "
+                        "--quick 4; 1: one session at a time, the latency setting)")
     p.add_argument("--steps", type=int, default=None, metavar="S", help="sampling steps (default 28; --quick 16)")
     p.add_argument("--threads", type=int, default=1, metavar="T",
                    help="torch CPU threads (default 1: timing is steadier on a shared machine; 0: torch's default)")
@@ -50,7 +55,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
     quick = bool(getattr(args, "quick", False))
     images = args.images if args.images is not None else (4 if quick else 50)
     steps = args.steps if args.steps is not None else (16 if quick else 28)
+    batch = args.batch if args.batch is not None else (4 if quick else 25)
     int_option(images, "--images", 1, MAX_IMAGES)
+    int_option(batch, "--batch", 1, MAX_IMAGES)
     int_option(args.rounds, "--rounds", 1, MAX_ROUNDS)
     int_option(steps, "--steps", 4, MAX_STEPS)
     int_option(args.threads, "--threads", 0, MAX_THREADS, " (0: torch's default)")
@@ -67,7 +74,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise WeightsError(f"--weights '{args.weights}' is a model of {c.channels}-channel {c.image}x{c.image} images; "
                            f"the experiment's sessions are 3-channel {IMAGE}x{IMAGE}")
     return Config(quick=quick, images=images, rounds=args.rounds, steps=steps, threads=args.threads, seed=args.seed,
-                  weights=args.weights, arch=args.arch)
+                  weights=args.weights, arch=args.arch, batch=batch)
 
 
 def run_experiment(out_dir: str | Path, config: Config, *, executor: Any = None, progress: bool = True) -> list[Path]:

@@ -2,9 +2,10 @@
 
 Draws ``images`` editing sessions of ``rounds`` edits from the procedural data (shaded mode, as the editor
 was trained), and runs every method of :data:`npukit.models.cacheedit.SESSION_METHODS` at its knobs
-(:data:`KNOBS`) on each session, one session at a time (batch 1: CacheEdit's active set is one index set per
-batch), every method back to back on the same session, same noise. Per method and knob: end-to-end
-wall-clock speedup over ``full`` (sum of full's session times / sum of the method's, interleaved per session),
+(:data:`KNOBS`) on batches of ``batch`` sessions served together (one transformer call per step for the
+batch; CacheEdit and the token caches choose one active set per session, diffusers' caches decide per call
+for the batch), every method back to back on the same batch, same noise. Per method and knob: end-to-end
+wall-clock speedup over ``full`` (sum of full's batch times / sum of the method's, interleaved per batch),
 FLOPs and bytes saved (:class:`WorkCounter`: executed Linear and attention work, reference pass included),
 PSNR (dB) / SSIM of the final image vs full recomputation's, edit correctness vs the ground truth (every
 round), background preservation (PSNR over the pixels no round edits, final image vs the source, and vs
@@ -20,12 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-# method -> (main knob, curve knobs); knobs: cacheedit max_active, toca-* recomputed fraction (main: CacheEdit's
-# per-round counts), fbcache / magcache threshold, taylorseer cache interval, pab spatial block skip range
+# method -> (main knob, curve knobs); knobs: cacheedit refresh interval (calls; 0: none), toca-* recomputed
+# fraction (main: CacheEdit's per-round counts), fbcache / magcache threshold, taylorseer cache interval, pab
+# spatial block skip range
 KNOBS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "full": (None, ()),
-    "cacheedit": (0.3, (0.1, 0.5)),
-    "cacheedit-ctx": (0.3, ()),
+    "cacheedit": (0, (7, 14)),
+    "cacheedit-ctx": (0, ()),
     "oracle": (None, ()),
     "toca-random": ("matched", (0.1, 0.5)),
     "toca-attn": ("matched", (0.1, 0.5)),
@@ -72,16 +74,17 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     patch, steps = editor.cfg.patch, job["steps"]
     counter = WorkCounter(editor.transformer)
     rows: list[dict[str, Any]] = []
+    sessions, nb = job["sessions"], job["batch"]
     try:
-        for si, sess in job["sessions"]:
-            src0, instrs, tgts, masks = sess
-            src = torch.from_numpy(src0)[None]
-            ins = [torch.tensor([list(i)]) for i in instrs]
-            gt = [token_mask(torch.from_numpy(m), patch) for m in masks]
-            noise = torch.randn(src.shape, generator=torch.Generator().manual_seed(job["seed"] * 100_003 + si))
+        for c0 in range(0, len(sessions), nb):
+            chunk = sessions[c0:c0 + nb]  # B sessions served together (one transformer call per step for all)
+            b, nr = len(chunk), len(chunk[0][1][1])
+            src = torch.stack([torch.from_numpy(sess[0]) for _, sess in chunk])
+            ins = [torch.tensor([list(sess[1][r]) for _, sess in chunk]) for r in range(nr)]
+            gt = [torch.stack([token_mask(torch.from_numpy(sess[3][r]), patch) for _, sess in chunk]) for r in range(nr)]
+            noise = torch.cat([torch.randn((1, *src.shape[1:]), generator=torch.Generator().manual_seed(
+                job["seed"] * 100_003 + si)) for si, _ in chunk])  # each session's own noise, as at batch 1
             mag = calibrate_mag_ratios(editor, src, ins[0], noise, steps)
-            untouched = torch.from_numpy(~np.logical_or.reduce(masks))[None]
-            gt_final = torch.from_numpy(tgts[-1])[None]
             edit_session(editor, src, ins[:1], noise, "full", steps=2)  # untimed warm-up
             runs: dict[tuple[str, Any], Any] = {}
             for method, (main, curve) in job["knobs"].items():
@@ -89,29 +92,35 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
                     counts = None
                     if knob == "matched":
                         ce = runs[("cacheedit", job["knobs"]["cacheedit"][0])]
-                        counts = [int(a.sum()) for a in ce.active]
+                        counts = [a.sum(1).tolist() for a in ce.active]
                     runs[(method, knob)] = edit_session(
                         editor, src, ins, noise, method, None if knob == "matched" else knob, steps=steps, gt_masks=gt,
-                        counts=counts, seed=job["seed"] + si, mag_ratios=mag, counter=counter)
+                        counts=counts, seed=job["seed"] + chunk[0][0], mag_ratios=mag, counter=counter)
             full = runs[("full", None)]
-            for (method, knob), r in runs.items():
-                fin = r.images[-1]
-                edit = [bool(edit_correct(r.images[k], src if k == 0 else torch.from_numpy(tgts[k - 1])[None],
-                                          torch.from_numpy(tgts[k])[None], torch.from_numpy(masks[k])[None],
-                                          chroma=True)[0]) for k in range(len(ins))]
-                act = [a for a in r.active if a is not None]
-                rows.append(dict(
-                    session=si, method=method, knob=knob, main=knob == job["knobs"][method][0], seconds=r.seconds,
-                    macs=r.macs, bytes=r.bytes, full_seconds=full.seconds, full_macs=full.macs, full_bytes=full.bytes,
-                    psnr=float(psnr_db(fin, full.images[-1])[0]) if method != "full" else float("inf"),
-                    ssim=float(ssim(fin, full.images[-1])[0]), edit=float(np.mean(edit)),
-                    psnr_gt=float(psnr_db(fin, gt_final)[0]),
-                    psnr_bg_src=float(psnr_db(fin, src, untouched)[0]),
-                    psnr_bg_full=float(psnr_db(fin, full.images[-1], untouched)[0]) if method != "full" else float("inf"),
-                    iou=float(np.mean([iou(a, g) for a, g in zip(r.active, gt, strict=True) if a is not None]))
-                    if act else None,
-                    active=float(np.mean([a.float().mean().item() for a in act])) if act else None,
-                    active_r=[a.float().mean().item() for a in act] if act else None))
+            for i, (si, sess) in enumerate(chunk):
+                src0, _, tgts, masks = sess
+                one = src[i:i + 1]
+                untouched = torch.from_numpy(~np.logical_or.reduce(masks))[None]
+                gt_final = torch.from_numpy(tgts[-1])[None]
+                full_fin = full.images[-1][i:i + 1]
+                for (method, knob), r in runs.items():
+                    fin = r.images[-1][i:i + 1]
+                    edit = [bool(edit_correct(r.images[k][i:i + 1], one if k == 0 else torch.from_numpy(tgts[k - 1])[None],
+                                              torch.from_numpy(tgts[k])[None], torch.from_numpy(masks[k])[None],
+                                              chroma=True)[0]) for k in range(nr)]
+                    act = [a[i] for a in r.active if a is not None]
+                    rows.append(dict(  # the batch's time and work, shared equally by its sessions
+                        session=si, method=method, knob=knob, main=knob == job["knobs"][method][0], seconds=r.seconds / b,
+                        macs=r.macs / b, bytes=r.bytes / b, full_seconds=full.seconds / b, full_macs=full.macs / b,
+                        full_bytes=full.bytes / b,
+                        psnr=float(psnr_db(fin, full_fin)[0]) if method != "full" else float("inf"),
+                        ssim=float(ssim(fin, full_fin)[0]), edit=float(np.mean(edit)),
+                        psnr_gt=float(psnr_db(fin, gt_final)[0]),
+                        psnr_bg_src=float(psnr_db(fin, one, untouched)[0]),
+                        psnr_bg_full=float(psnr_db(fin, full_fin, untouched)[0]) if method != "full" else float("inf"),
+                        iou=float(np.mean([iou(a, g[i]) for a, g in zip(act, gt, strict=True)])) if act else None,
+                        active=float(np.mean([a.float().mean().item() for a in act])) if act else None,
+                        active_r=[a.float().mean().item() for a in act] if act else None))
     finally:
         counter.remove()
     return rows
@@ -213,9 +222,11 @@ def run_experiment(out_dir: str | Path, config: Any, *, executor: Any = None, pr
              f"{c.tokens}+{c.tokens} image tokens")
     knobs = QUICK_KNOBS if config.quick else KNOBS
     sessions = _sessions(config.images, config.rounds, config.seed)
-    per = max(1, -(-config.images // 4)) if executor is not None else config.images
+    nbat = -(-config.images // config.batch)  # jobs hold whole batches (the same batches as in process)
+    per = config.batch * max(1, -(-nbat // 4)) if executor is not None else config.images
     jobs = [dict(sessions=list(enumerate(sessions))[i:i + per], steps=config.steps, knobs=knobs, seed=config.seed,
-                 weights=config.weights, threads=config.threads) for i in range(0, config.images, per)]
+                 weights=config.weights, threads=config.threads, batch=config.batch)
+            for i in range(0, config.images, per)]
     rows: list[dict[str, Any]] = []
     for part in (executor.map(_job, jobs) if executor is not None else map(_job, jobs)):
         rows += part
@@ -249,7 +260,8 @@ def run_experiment(out_dir: str | Path, config: Any, *, executor: Any = None, pr
                "active_frac"]
     full_row = next(r for r in main if r["method"] == "full")
     lines = [
-        f"CacheEdit experiment: {config.images} sessions x {config.rounds} rounds, {config.steps} steps, batch 1; "
+        f"CacheEdit experiment: {config.images} sessions x {config.rounds} rounds, {config.steps} steps, "
+        f"batch {config.batch} (sessions served together per transformer call); "
         f"device: CPU ({torch.get_num_threads()} thread(s); no GPU in this run)",
         f"model: {model}; trained record: {getattr(editor, 'record', {}).get('heldout', {})}",
         "",
