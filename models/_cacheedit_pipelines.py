@@ -4,6 +4,9 @@
 With :func:`apply_cacheedit` on ``pipe.transformer`` every pipeline call is one CacheEdit round (the pipeline's
 ``maybe_free_model_hooks()`` resets the stateful hooks at the end of the call, which starts the next round
 and keeps the last call-0 activation as the reference).
+
+``QwenImageEditPipeline`` resizes each round's input (its context image) to about 1 megapixel whatever ``height``
+and ``width`` say; those set only the output size.
 """
 
 from __future__ import annotations
