@@ -5,7 +5,8 @@ editor, 64 + 64 image tokens; ``--model wide``: a random-init 2+4-block, 24x64-w
 token grid and as many context tokens, nearer a real model's shape). The CacheEdit hooks
 (:func:`npukit.models.cacheedit.apply_cacheedit`, ``context_image='cache'``) run call 0 full, then the timed
 sparse calls with ``force_active`` at each fraction (the same random set for each of ``--batch`` images served
-together); the unhooked full call is timed back to back (ratios' median over ``--reps``). On CUDA the hooks use the Triton K/V-update and row-scatter kernels.
+together); the unhooked full call is timed back to back (ratios' median over ``--reps``). On CUDA the hooks use
+the Triton K/V-update and row-scatter kernels.
 Prints a table and writes ``bench_cacheedit.csv`` to ``--out``.
 ``python benchmarks/bench_cacheedit.py [--model wide] [--reps 7] [--out out/bench/cacheedit]``
 """
