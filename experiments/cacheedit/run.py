@@ -274,7 +274,8 @@ def run_experiment(out_dir: str | Path, config: Any, *, executor: Any = None, pr
         format_table(headers, [[r[h] for h in headers] for r in main]),
         "",
         "speedup: sum of full's batch wall times (mean of a run before and after the methods) / the method's; "
-        "flops_saved from the executed-work counter (Linear + attention MACs; CacheEdit's identity reference pass included); psnr/ssim vs "
+        "flops_saved from the executed-work counter (Linear + attention MACs; CacheEdit's identity reference pass "
+        "included); psnr/ssim vs "
         "full recomputation's final image; edit_acc vs the ground truth every round; psnr_bg_src_db: final image vs "
         f"the source over the pixels no round edits (full recomputation: {full_row['psnr_bg_src_db']} dB; higher = "
         "less background drift).",
