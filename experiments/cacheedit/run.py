@@ -27,7 +27,7 @@ from typing import Any
 # spatial block skip range
 KNOBS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "full": (None, ()),
-    "cacheedit": (0, (7, 14)),
+    "cacheedit": (0, (7, 14, 21)),
     "cacheedit-ctx": (0, ()),
     "oracle": (None, ()),
     "toca-random": ("matched", (0.1, 0.5)),
@@ -171,14 +171,15 @@ def _aggregate(rows: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
     return out
 
 
-def _verdicts(curves: list[dict[str, Any]], me: dict[str, Any]) -> list[str]:
+def _verdicts(curves: list[dict[str, Any]], me: dict[str, Any],
+              axes: tuple[str, ...] = ("speedup", "flops_saved")) -> list[str]:
     """``me`` (a row) against every baseline's curve, at equal speedup and at equal FLOPs saved."""
     lines = []
-    for axis in ("speedup", "flops_saved"):
+    for axis in axes:
         for m in BASELINES:
             pts = [(r[axis], r["psnr_db"]) for r in curves if r["method"] == m]
             y = _interp(pts, me[axis])
-            head = f"  {me['method']} ({me[axis]:.3g} {axis}, {me['psnr_db']:.2f} dB) vs {m} at equal {axis}:"
+            head = f"  {me['method']} {me['knob']} ({me[axis]:.3g} {axis}, {me['psnr_db']:.2f} dB) vs {m} at equal {axis}:"
             if y is None:
                 lo, hi = min(p[0] for p in pts), max(p[0] for p in pts)
                 lines.append(f"{head} no bracketing point (its {axis} spans {lo:.3g}-{hi:.3g}); no verdict")
@@ -284,6 +285,8 @@ def run_experiment(out_dir: str | Path, config: Any, *, executor: Any = None, pr
           if r["method"].startswith("cacheedit")),
         "equal-speedup and equal-FLOPs comparison (curves.csv / curves.png; linear interpolation):",
         *_verdicts(curves, ce),
+        "the other CacheEdit knobs (refresh interval) at equal speedup:",
+        *(ln for r in curves if r["method"] == "cacheedit" and not r["main"] for ln in _verdicts(curves, r, ("speedup",))),
         f"NPU ({config.arch}; FLUX.1 Kontext-dev, 1024x1024, 28 steps): " + "; ".join(
             f"active {r['active_frac']:.3f}: latency x{r['latency_speedup']:.2f}, energy x{r['energy_ratio']:.2f}"
             for r in npu_rows),
