@@ -1,0 +1,58 @@
+"""How accurate the psums are, layer by layer, when top-1 no longer tells the policies apart.
+
+:func:`layer_sqnr` feeds every converted layer the input it gets in the model with unquantized (32-bit)
+psums, runs the layer once with 32-bit psums and once under each (policy, bits), and reports the
+signal-to-quantization-noise ratio of its output: ``10 log10(sum y^2 / sum (y_B - y)^2)`` in dB, with
+``y`` the layer's output without its bias (the GEMM result in real units) and ``y_B - y`` the error the
+B-bit psums add (weights and activations are int8 in both, so only the psum error is measured).
+Errors do not compound across layers here; the logit SQNR of ``_vision_rows`` measures the whole net.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def sqnr_db(ref: torch.Tensor, out: torch.Tensor) -> float:
+    """10 log10(sum ref^2 / sum (out - ref)^2) in dB; inf when equal."""
+    err = float((out.double() - ref.double()).square().sum())
+    sig = float(ref.double().square().sum())
+    return math.inf if err == 0 else 10.0 * math.log10(max(sig, 1e-300) / err)
+
+
+@torch.no_grad()
+def layer_sqnr(sweep: Any, x: torch.Tensor, pairs: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    """Per converted layer of ``sweep`` (a :class:`~._policy.PsumSweep`) and (policy, bits) in
+    ``pairs``: ``sqnr_db`` of the layer's output on the inputs that ``x`` produces with 32-bit psums,
+    ``K`` and ``k_tiles`` of the layer. The sweep is left at the last pair."""
+    from npukit.models.psumquant import psum_layers
+
+    model = sweep.set("none", pairs[0][1] if pairs else 8)
+    layers = psum_layers(model)
+    seen: dict[str, torch.Tensor] = {}
+    hooks = [m.register_forward_hook(lambda _m, inp, _out, n=n: seen.__setitem__(n, inp[0].detach()))
+             for n, m in layers]
+    try:
+        model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+
+    def no_bias(m: Any, y: torch.Tensor) -> torch.Tensor:
+        b = m.orig.bias
+        if b is None:
+            return y
+        return y - b.detach().view(1, -1, 1, 1) if y.dim() == 4 else y - b.detach()
+
+    ref = {n: no_bias(m, m(seen[n])) for n, m in layers}
+    rows = []
+    for pol, bits in pairs:
+        sweep.set(pol, bits)
+        for n, m in layers:
+            rows.append({"layer": n, "policy": pol, "bits": bits, "K": m.geom.K, "k_tiles": m.geom.kf,
+                         "sqnr_db": sqnr_db(ref[n], no_bias(m, m(seen[n])))})
+    return rows
