@@ -85,7 +85,10 @@ def train_kind(kind: str, corpus: Any, steps: int, spec: ByteLlamaSpec = SPEC, b
     return res
 
 
-def quality(steps: int, corpus_bytes: int, batch: int, progress: bool = False) -> dict[str, dict[str, Any]]:
-    """Every kind trained for ``steps`` steps on ``corpus_bytes`` bytes of the corpus."""
+def quality(steps: int, corpus_bytes: int, batch: int, progress: bool = False, recipe: str = "sparse",
+            expert_lr: float = 3.0) -> dict[str, dict[str, Any]]:
+    """Every kind trained for ``steps`` steps on ``corpus_bytes`` bytes of the corpus (seed 0; the
+    experiment's default recipe)."""
     corpus = load_corpus(corpus_bytes)
-    return {k: train_kind(k, corpus, steps, batch=batch, progress=progress) for k in KINDS}
+    return {k: train_kind(k, corpus, steps, batch=batch, progress=progress, recipe=recipe, expert_lr=expert_lr)
+            for k in KINDS}
