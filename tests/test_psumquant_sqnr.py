@@ -11,7 +11,7 @@ from torch import nn
 
 from npukit.experiments.psumquant import _digits
 from npukit.experiments.psumquant._policy import PsumSweep
-from npukit.experiments.psumquant._sqnr import layer_sqnr, sqnr_db
+from npukit.experiments.psumquant._sqnr import LayerProbe, layer_sqnr, sqnr_db
 
 
 def _cnn() -> nn.Module:
@@ -57,6 +57,11 @@ def test_layer_sqnr_orders_bits_and_policies(sweep: PsumSweep) -> None:
         assert math.isfinite(by[(n, "static", 4)]) and by[(n, "static", 16)] > by[(n, "static", 4)] + 20
         assert math.isfinite(by[(n, "psumquant", 4)])
     assert {r["k_tiles"] for r in rows} == {1, 5, 64}  # K = 9, 72, 1024 on 16 rows
+    # a probe leaves the sweep at its setting and measures it: the same figures as layer_sqnr
+    sweep.set("static", 4)
+    probe = LayerProbe(sweep, x)
+    again = {(r["layer"], r["policy"], r["bits"]): r["sqnr_db"] for r in probe.rows()}
+    assert again == {k: v for k, v in by.items() if k[1:] == ("static", 4)}
 
 
 def test_sqnr_db() -> None:

@@ -24,35 +24,53 @@ def sqnr_db(ref: torch.Tensor, out: torch.Tensor) -> float:
     return math.inf if err == 0 else 10.0 * math.log10(max(sig, 1e-300) / err)
 
 
-@torch.no_grad()
+class LayerProbe:
+    """The inputs every converted layer of ``sweep`` gets for images ``x`` with 32-bit psums, and its
+    32-bit-psum outputs (bias removed); :meth:`rows` measures the sweep's current setting on them."""
+
+    @torch.no_grad()
+    def __init__(self, sweep: Any, x: torch.Tensor) -> None:
+        from npukit.models.psumquant import psum_layers, reconfigure
+
+        model = sweep.model
+        first = psum_layers(model)[0][1].config  # a sweep runs every layer at one policy and width
+        reconfigure(model, policy="none")
+        self.layers = psum_layers(model)
+        self.seen: dict[str, torch.Tensor] = {}
+        hooks = [m.register_forward_hook(lambda _m, inp, _out, n=n: self.seen.__setitem__(n, inp[0].detach()))
+                 for n, m in self.layers]
+        try:
+            model(x)
+            self.ref = {n: _no_bias(m, m(self.seen[n])) for n, m in self.layers}
+        finally:
+            for h in hooks:
+                h.remove()
+            reconfigure(model, policy=first.policy, bits=first.bits)  # back to the sweep's setting
+
+    @torch.no_grad()
+    def rows(self) -> list[dict[str, Any]]:
+        """Per layer under the sweep's current policy and bits: ``sqnr_db``, ``K``, ``k_tiles``."""
+        out = []
+        for n, m in self.layers:
+            out.append({"layer": n, "policy": m.config.policy, "bits": m.config.bits, "K": m.geom.K,
+                        "k_tiles": m.geom.kf, "sqnr_db": sqnr_db(self.ref[n], _no_bias(m, m(self.seen[n])))})
+        return out
+
+
+def _no_bias(m: Any, y: torch.Tensor) -> torch.Tensor:
+    b = m.orig.bias
+    if b is None:
+        return y
+    return y - b.detach().view(1, -1, 1, 1) if y.dim() == 4 else y - b.detach()
+
+
 def layer_sqnr(sweep: Any, x: torch.Tensor, pairs: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     """Per converted layer of ``sweep`` (a :class:`~._policy.PsumSweep`) and (policy, bits) in
     ``pairs``: ``sqnr_db`` of the layer's output on the inputs that ``x`` produces with 32-bit psums,
     ``K`` and ``k_tiles`` of the layer. The sweep is left at the last pair."""
-    from npukit.models.psumquant import psum_layers
-
-    model = sweep.set("none", pairs[0][1] if pairs else 8)
-    layers = psum_layers(model)
-    seen: dict[str, torch.Tensor] = {}
-    hooks = [m.register_forward_hook(lambda _m, inp, _out, n=n: seen.__setitem__(n, inp[0].detach()))
-             for n, m in layers]
-    try:
-        model(x)
-    finally:
-        for h in hooks:
-            h.remove()
-
-    def no_bias(m: Any, y: torch.Tensor) -> torch.Tensor:
-        b = m.orig.bias
-        if b is None:
-            return y
-        return y - b.detach().view(1, -1, 1, 1) if y.dim() == 4 else y - b.detach()
-
-    ref = {n: no_bias(m, m(seen[n])) for n, m in layers}
+    probe = LayerProbe(sweep, x)
     rows = []
     for pol, bits in pairs:
         sweep.set(pol, bits)
-        for n, m in layers:
-            rows.append({"layer": n, "policy": pol, "bits": bits, "K": m.geom.K, "k_tiles": m.geom.kf,
-                         "sqnr_db": sqnr_db(ref[n], no_bias(m, m(seen[n])))})
+        rows += probe.rows()
     return rows
