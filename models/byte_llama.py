@@ -109,10 +109,13 @@ def perplexity(model: Any, batches: list[torch.Tensor]) -> float:
 
 def train_lm(model: Any, corpus: ByteCorpus, steps: int, ctx: int, batch: int = 32, lr: float = 2e-3, seed: int = 0,
              eval_every: int = 0, eval_seqs: int = 64, progress: bool = False,
-             on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+             on_step: Callable[[int, float], None] | None = None,
+             param_groups: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Train ``model`` in place: AdamW (weight decay 0.01) at peak rate ``lr``, gradient clipping
     1.0, linear warm-up over the first tenth then cosine decay to lr/10; ``steps`` steps of ``batch``
-    random windows of ctx+1 training bytes (seeded).
+    random windows of ctx+1 training bytes (seeded). ``param_groups``: AdamW parameter groups
+    (``params`` plus e.g. their own ``lr`` / ``weight_decay``; together every trainable parameter)
+    instead of one group; the schedule scales every group's rate alike.
 
     Returns ``{"curve": [(step, train_loss, val_loss or nan, seconds)], "seconds": wall seconds,
     "final_val": held-out loss (nats/byte) on ``eval_seqs`` windows}``; the validation loss is taken
@@ -121,7 +124,7 @@ def train_lm(model: Any, corpus: ByteCorpus, steps: int, ctx: int, batch: int = 
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    opt = torch.optim.AdamW(param_groups if param_groups is not None else model.parameters(), lr=lr, weight_decay=0.01)
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(s, steps) / steps))))

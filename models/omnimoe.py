@@ -65,12 +65,15 @@ class OmniMoE(nn.Module):
     ``backend``: ``auto`` (Triton kernels on CUDA, torch on CPU), ``torch`` or ``triton``.
     ``deterministic``: bit-reproducible expert kernels (no float atomics).
     ``ledger``: optional :class:`~npukit.sim.ledger.Ledger` receiving FLOPs and bytes per call.
+    ``router_temperature``: the normalised router logits are divided by it before each log_softmax
+    (1.0: the reference; below 1 sharper routing, so the chosen experts' weights exp(score) sum
+    closer to 1: the BatchNorm without affine pins the logits' spread, so training cannot sharpen it).
     Input (..., hidden_size); output the same shape and dtype.
     """
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int,
                  hidden_act: str = "silu", backend: str = "auto", deterministic: bool = False,
-                 ledger: Ledger | None = None) -> None:
+                 ledger: Ledger | None = None, router_temperature: float = 1.0) -> None:
         super().__init__()
         self.hidden_size = _positive("hidden_size", hidden_size)
         self.intermediate_size = _positive("intermediate_size", intermediate_size)
@@ -82,6 +85,10 @@ class OmniMoE(nn.Module):
         if top_k > self.num_expert_sqrt**2:
             raise ConfigError(f"top_k={top_k} exceeds the {self.num_expert_sqrt ** 2} routable experts; lower top_k")
         self.backend, self.deterministic, self.ledger = backend, deterministic, ledger
+        if isinstance(router_temperature, bool) or not isinstance(router_temperature, int | float) \
+                or not math.isfinite(router_temperature) or router_temperature <= 0:
+            raise ConfigError(f"router_temperature must be a positive number, got {router_temperature!r}")
+        self.router_temperature = float(router_temperature)
         n = self.num_expert_sqrt
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
@@ -98,8 +105,9 @@ class OmniMoE(nn.Module):
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log-prob scores (T, k), expert indices (T, k)) for tokens x (T, H)."""
-        lp_x = F.log_softmax(self.router_norm_x(self.router_gate_x(x)), dim=-1)
-        lp_y = F.log_softmax(self.router_norm_y(self.router_gate_y(x)), dim=-1)
+        t = self.router_temperature
+        lp_x = F.log_softmax(self.router_norm_x(self.router_gate_x(x)) / t, dim=-1)
+        lp_y = F.log_softmax(self.router_norm_y(self.router_gate_y(x)) / t, dim=-1)
         return cartesian_router(lp_x, lp_y, self.top_k, self.backend)
 
     def forward(self, hidden_states: torch.Tensor, **_: object) -> torch.Tensor:

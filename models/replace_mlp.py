@@ -33,13 +33,15 @@ CONFIG_KEY = "npukit_replace_mlp"
 @dataclass(frozen=True)
 class OmniMoEConfig:
     """OmniMoE layer sizes: ``num_experts`` atomic experts (n*n routable, n = isqrt), ``top_k`` per
-    token; ``intermediate_size`` of the shared SwiGLU (None: the replaced MLP's)."""
+    token; ``intermediate_size`` of the shared SwiGLU (None: the replaced MLP's);
+    ``router_temperature`` (1.0: the reference's routing; see :class:`~npukit.models.omnimoe.OmniMoE`)."""
 
     num_experts: int
     top_k: int
     intermediate_size: int | None = None
     backend: str = "auto"
     deterministic: bool = False
+    router_temperature: float = 1.0
     kind: str = dataclasses.field(default="omnimoe", init=False)
 
 
@@ -88,7 +90,7 @@ def _build(cfg: OmniMoEConfig | PEERConfig, mlp: Any, hidden_act: str) -> Any:
     hidden, inter = mlp.gate_proj.in_features, mlp.gate_proj.out_features
     if isinstance(cfg, OmniMoEConfig):
         return OmniMoE(hidden, cfg.intermediate_size or inter, cfg.num_experts, cfg.top_k, hidden_act=hidden_act,
-                       backend=cfg.backend, deterministic=cfg.deterministic)
+                       backend=cfg.backend, deterministic=cfg.deterministic, router_temperature=cfg.router_temperature)
     if cfg.impl == "peer-pytorch":
         from PEER_pytorch import PEER as RefPEER
 

@@ -127,3 +127,48 @@ def test_replaced_model_still_trains(cfg) -> None:
     if cfg is not None:
         assert m.model.layers[0].mlp.down_embed.weight.grad is not None if isinstance(cfg, OmniMoEConfig) else \
             m.model.layers[0].mlp.weight_up_embed.weight.grad is not None
+
+
+def test_router_temperature_sharpens_routing_and_survives_reload(tmp_path) -> None:
+    torch.manual_seed(3)
+    base = OmniMoE(16, 8, 64, 8).eval()
+    sharp = OmniMoE(16, 8, 64, 8, router_temperature=0.5).eval()
+    sharp.load_state_dict(base.state_dict())
+    x = torch.randn(32, 16)
+    with torch.no_grad():
+        (s1, i1), (s2, i2) = base.route(x), sharp.route(x)
+    assert torch.equal(i1.sort(1).values, i2.sort(1).values)  # same experts (the order of scores is kept) ...
+    assert float(s2.exp().sum(1).mean()) > float(s1.exp().sum(1).mean())  # ... with more of the weight on them
+    with pytest.raises(ConfigError, match="router_temperature"):
+        OmniMoE(16, 8, 64, 8, router_temperature=0.0)
+    m = replace_mlp(_llama(), OmniMoEConfig(num_experts=16, top_k=4, router_temperature=0.5)).eval()
+    m.save_pretrained(tmp_path)
+    m2 = load_replaced(tmp_path)
+    assert m2.model.layers[0].mlp.router_temperature == 0.5
+    ids = torch.randint(0, 64, (1, 7))
+    with torch.no_grad():
+        assert torch.equal(m(ids).logits, m2(ids).logits)
+
+
+@pytest.mark.parametrize("cfg", [None, OmniMoEConfig(num_experts=16, top_k=4), PEERConfig(num_experts=16, heads=2,
+                                                                                          experts_per_head=2)])
+def test_sparse_recipe_groups_every_parameter_once(cfg) -> None:
+    from npukit.experiments.omnimoe._quality import param_groups
+
+    m = _llama() if cfg is None else replace_mlp(_llama(), cfg)
+    groups = param_groups(m, "sparse", lr=1e-3, expert_lr=3.0)
+    ids = [id(p) for g in groups for p in g["params"]]
+    assert sorted(ids) == sorted(id(p) for p in m.parameters()) and len(set(ids)) == len(ids)
+    names = {id(p): n for n, p in m.named_parameters()}
+    by = {(g["lr"], g["weight_decay"]): {names[id(p)] for p in g["params"]} for g in groups}
+    decay = by[(1e-3, 0.01)]
+    assert "model.layers.0.self_attn.q_proj.weight" in decay and "lm_head.weight" in decay
+    assert not any("norm" in n or "embed" in n for n in decay)
+    if cfg is None:
+        assert (3e-3, 0.0) not in by
+    else:
+        experts = by[(3e-3, 0.0)]
+        assert "model.layers.0.mlp.keys" in experts if isinstance(cfg, PEERConfig) else \
+            "model.layers.0.mlp.up_embed.weight" in experts
+    uniform = param_groups(m, "uniform", lr=1e-3)
+    assert len(uniform) == 1 and len(uniform[0]["params"]) == len(list(m.parameters()))

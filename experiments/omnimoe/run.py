@@ -47,12 +47,12 @@ def run_experiment(out_dir: str | Path, config: Config, *, executor: Any = None,
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(Path(out_dir), config.quick, cfg, steps, executor, progress)
+        return _run(Path(out_dir), config, cfg, steps, executor, progress)
     finally:
         torch.set_num_threads(old_threads)
 
 
-def _run(out_dir: Path, quick: bool, cfg: dict[str, Any], steps: int, executor: Any, progress: bool) -> list[Path]:
+def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executor: Any, progress: bool) -> list[Path]:
     import torch
 
     from npukit.models.byte_llama import load_corpus
@@ -61,6 +61,7 @@ def _run(out_dir: Path, quick: bool, cfg: dict[str, Any], steps: int, executor: 
     from . import _quality as q
     from . import _sweeps as sw
 
+    quick, seeds = config.quick, range(config.seeds)
     corpus = load_corpus(cfg["lm"]["corpus_bytes"])  # fail early, before any sweep, when it is missing
     out = prepare_out_dir(out_dir)
     t_start = time.perf_counter()
@@ -91,18 +92,23 @@ def _run(out_dir: Path, quick: bool, cfg: dict[str, Any], steps: int, executor: 
     x_npu = sw.crossover(model_rows, "npu_token_over_expert_cycles")
 
     spec = q.SPEC
-    print(f"[3/3] byte-level Llama ({spec.tag()}) on python3-doc, dense / OmniMoE / PEER MLPs, {steps} steps each ...",
-          flush=True)
+    recipe = f"recipe {config.recipe}" + (f", expert tables at {config.expert_lr:g}x the rate" if config.recipe == "sparse"
+                                          else "")
+    print(f"[3/3] byte-level Llama ({spec.tag()}) on python3-doc, dense / OmniMoE / PEER MLPs, {steps} steps each, "
+          f"seeds {', '.join(map(str, seeds))}, {recipe} ...", flush=True)
     lm_rows: list[dict[str, Any]] = []
-    results = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     for kind in q.KINDS:
-        res = q.train_kind(kind, corpus, steps, spec, batch=cfg["lm"]["batch"], progress=progress)
-        results[kind] = res
-        for step, tr, va, sec in res["curve"]:
-            lm_rows.append(dict(model=kind, step=step, train_loss=tr, val_loss=va, seconds=sec,
-                                active_ffn_params=res["active_ffn_params"], total_ffn_params=res["total_ffn_params"]))
-        print(f"  {kind:8s} active FFN params {res['active_ffn_params']:,} (total {res['total_ffn_params']:,}): "
-              f"val loss {res['final_val']:.3f} nats/byte, {res['seconds']:.1f} s", flush=True)
+        for seed in seeds:
+            res = q.train_kind(kind, corpus, steps, spec, batch=cfg["lm"]["batch"], progress=progress, seed=seed,
+                               recipe=config.recipe, expert_lr=config.expert_lr)
+            results.setdefault(kind, []).append(res)
+            for step, tr, va, sec in res["curve"]:
+                lm_rows.append(dict(model=kind, seed=seed, step=step, train_loss=tr, val_loss=va, seconds=sec,
+                                    active_ffn_params=res["active_ffn_params"], total_ffn_params=res["total_ffn_params"]))
+            print(f"  {kind:8s} seed {seed} active FFN params {res['active_ffn_params']:,} (total "
+                  f"{res['total_ffn_params']:,}): val loss {res['final_val']:.3f} nats/byte, {res['seconds']:.1f} s",
+                  flush=True)
     paths = [Path(out) / n for n in ("router_cost.csv", "centric_time.csv", "centric_model.csv")]
     paths.append(write_csv(Path(out) / "lm_loss.csv", lm_rows))
 
@@ -146,19 +152,26 @@ def _run(out_dir: Path, quick: bool, cfg: dict[str, Any], steps: int, executor: 
         lines.append(f"| {r['tokens']:,} | {r['experts']:,} | {r['reuse']:.3g} | {r['active']:,} | {r['expert_hbm_mb']:.1f} | "
                      f"{r['token_hbm_mb']:.1f} | {r['token_over_expert_bytes']:.2f} | "
                      f"{_fmt_x(r.get('npu_token_over_expert_cycles'))} |")
-    dense_val = results["dense"]["final_val"]
+    def mean_val(kind: str) -> float:
+        return sum(r["final_val"] for r in results[kind]) / len(results[kind])
+
+    dense_val = mean_val("dense")
     lines += ["", "## LM quality (matched active MLP parameters per token)", "",
               f"A byte-level `LlamaForCausalLM` (transformers; RMSNorm, RoPE, GQA {spec.heads}/{spec.kv_heads} heads, "
               f"SwiGLU): hidden {spec.hidden}, {spec.layers} layers, context {spec.ctx}, batch {cfg['lm']['batch']}, "
-              f"{steps} steps, {len(corpus.train):,} training bytes; every decoder layer's MLP swapped by "
+              f"{steps} steps, {len(corpus.train):,} training bytes, {recipe}; validation loss on {q.EVAL_SEQS} held-out "
+              f"windows; every decoder layer's MLP swapped by "
               f"`replace_mlp` ({q.EXPERTS} experts): {', '.join(f'{k}: {v}' for k, v in q.mlp_configs(spec).items())}.",
               "Target: at matched active parameters, validation loss no worse than dense. The paper (docs/references.md) "
               "reports quality at scale (1.7B active parameters, 50.9% zero-shot average), not this toy comparison.", "",
-              "| model | active MLP params | total MLP params | final val loss (nats/byte) | vs dense | seconds |",
-              "|---|---|---|---|---|---|"]
-    for kind, res in results.items():
-        lines.append(f"| {kind} | {res['active_ffn_params']:,} | {res['total_ffn_params']:,} | {res['final_val']:.3f} | "
-                     f"{res['final_val'] - dense_val:+.3f} | {res['seconds']:.1f} |")
+              "| model | active MLP params | total MLP params | final val loss per seed (nats/byte) | mean | "
+              "vs dense | seconds |", "|---|---|---|---|---|---|---|"]
+    for kind, runs in results.items():
+        r0 = runs[0]
+        vals = " / ".join(f"{r['final_val']:.3f}" for r in runs)
+        secs = " / ".join(f"{r['seconds']:.0f}" for r in runs)
+        lines.append(f"| {kind} | {r0['active_ffn_params']:,} | {r0['total_ffn_params']:,} | {vals} | "
+                     f"{mean_val(kind):.3f} | {mean_val(kind) - dense_val:+.3f} | {secs} |")
     lines += ["", "Files: router_cost.csv, centric_time.csv, centric_model.csv, lm_loss.csv, " + ", ".join(plots), ""]
     paths += [Path(out) / p for p in plots]
     paths.append(write_text(Path(out) / "summary.md", "\n".join(lines)))
@@ -224,7 +237,7 @@ def _plots(out: Path, router_rows: list[dict[str, Any]], time_rows: list[dict[st
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for kind in sorted({r["model"] for r in lm_rows}):
-        pts = [r for r in lm_rows if r["model"] == kind]
+        pts = [r for r in lm_rows if r["model"] == kind and r["seed"] == 0]
         ax.plot([r["step"] for r in pts], [r["train_loss"] for r in pts], label=f"{kind} train")
         vp = [r for r in pts if r["val_loss"] == r["val_loss"]]
         ax.plot([r["step"] for r in vp], [r["val_loss"] for r in vp], "o--", label=f"{kind} val")

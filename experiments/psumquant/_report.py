@@ -131,6 +131,14 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
         for arr in dict.fromkeys(r["array"] for r in rn):
             h, body = _matrix(rn, "top1", arr)
             s += [f"Array {arr} (rows = psum bits):", "", markdown_table(["policy", *h], body), ""]
+            quant = [r for r in rn if r["policy"] != "none"]
+            for key, what in (("logit_sqnr_db", "SQNR of the logits against 32-bit psums"),
+                              ("layer_sqnr_mean_db", "per-layer psum SQNR, mean over the layers, each on its "
+                               "32-bit-psum input")):
+                if quant and key in quant[0]:
+                    h, body = _matrix(quant, key, arr)
+                    s += [f"Array {arr}: {what} (dB, higher is more accurate):", "", markdown_table(["policy", *h], body),
+                          ""]
     dg = res["digits"]
     if dg:
         s += ["## Digits CNN: top-1", "",

@@ -33,7 +33,9 @@ from typing import Any
 
 from npukit.sim.errors import ConfigError
 
-ALL_BITS = (16, 12, 10, 8, 6, 4)
+ALL_BITS = (16, 12, 10, 8, 6, 5, 4)  # what --bits accepts
+PLAN_BITS = (16, 12, 10, 8, 6, 4)  # the full plan's
+RESNET_TEST_IMAGES = 719  # the digits' 40% held-out split
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Plan:
 
     quick: bool = False
     policies: tuple[str, ...] = ("none", "static", "tile-max", "a2q", "sigma", "psumquant")
-    bits: tuple[int, ...] = ALL_BITS
+    bits: tuple[int, ...] = PLAN_BITS
     digits_arrays: tuple[int, ...] = (128, 32)
     digits_epochs: int = 15
     digits_calib: int = 256  # calibration images (training split)
@@ -61,7 +63,8 @@ class Plan:
     minilm_attn_policies: tuple[str, ...] | None = ("none", "static", "tile-max", "sigma", "psumquant")
     resnet_epochs: int = 12
     resnet_arrays: tuple[int, ...] = (128, 32)
-    resnet_eval: int = 128  # held-out images (the first n of the test split) for the psum-quantized evaluation
+    resnet_eval: int = RESNET_TEST_IMAGES  # held-out images (the first n of the test split) for the psum evaluation
+    resnet_probe: int = 64  # of those, the first n for the per-layer psum SQNR
     lm_arrays: tuple[int, ...] = (128, 32)
     lm_steps: int = 600
     lm_eval_seqs: int = 256
@@ -76,7 +79,7 @@ QUICK = Plan(
     digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
     minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
-    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_arrays=(128,), resnet_eval=16,
+    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_arrays=(128,), resnet_eval=16, resnet_probe=8,
     lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 256, "ctx": 64},
 )
@@ -99,9 +102,10 @@ def parse_list(text: str, what: str, allowed: Sequence[Any], conv: Callable[[str
     return tuple(dict.fromkeys(out))
 
 
-def make_plan(quick: bool, policies: str | None = None, bits: str | None = None) -> Plan:
-    """The quick or full plan, with optional ``--policies`` / ``--bits`` overrides (none is always kept
-    as the reference)."""
+def make_plan(quick: bool, policies: str | None = None, bits: str | None = None,
+              resnet_images: int | None = None) -> Plan:
+    """The quick or full plan, with optional ``--policies`` / ``--bits`` / ``--resnet-images``
+    overrides (none is always kept as the reference)."""
     from ._policy import POLICIES
 
     plan = QUICK if quick else FULL
@@ -113,13 +117,15 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None)
     if bits is not None:
         b = parse_list(bits, "bits", ALL_BITS, int)
         plan = replace(plan, bits=b, minilm_bits=None)
+    if resnet_images is not None:
+        plan = replace(plan, resnet_eval=resnet_images)
     return plan
 
 
 def plan_of(config: Any) -> Plan:
     """The plan of a :class:`~npukit.experiments.psumquant.Config` (its policy/bit subsets applied)."""
     return make_plan(config.quick, ",".join(config.policies) if config.policies else None,
-                     ",".join(map(str, config.bits)) if config.bits else None)
+                     ",".join(map(str, config.bits)) if config.bits else None, getattr(config, "resnet_images", None))
 
 
 def _pairs(policies: Sequence[str], bits: Sequence[int]) -> list[tuple[str, int]]:
@@ -151,18 +157,22 @@ def run_resnet(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     log(f"ResNet-18 (64-512 channels, digits at 32x32, {plan.resnet_epochs} epochs, {how}): float32 top-1 "
         f"{float_all:.4f} on all {len(data.y_test)} test images, {float_top1:.4f} on the {n} evaluated with psums")
     sub = _digits.DigitsData(data.x_train, data.y_train, data.x_test[:n], data.y_test[:n])
-    rows = _vision_rows("resnet18", model, sub, float_top1, n, plan.resnet_arrays, plan, progress)
+    rows = _vision_rows("resnet18", model, sub, float_top1, n, plan.resnet_arrays, plan, progress,
+                        probe_images=min(plan.resnet_probe, n))
     for r in rows:
         r["float_top1_all"] = float_all
     return rows
 
 
 def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: int, arrays: Sequence[int], plan: Plan,
-                 progress: bool) -> list[dict[str, Any]]:
+                 progress: bool, probe_images: int = 0) -> list[dict[str, Any]]:
+    """Top-1 and logit SQNR per (array, policy, bits); with ``probe_images``, also the per-layer psum
+    SQNR (``_sqnr.LayerProbe`` on the first that many test images): mean and minimum over the layers."""
     from tqdm import tqdm
 
     from . import _digits
     from ._policy import PsumSweep
+    from ._sqnr import LayerProbe, sqnr_db
 
     calib = _digits.calib_batches(data, plan.digits_calib)
     rows: list[dict[str, Any]] = []
@@ -170,12 +180,22 @@ def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: in
     bar = tqdm(total=len(pairs) * len(arrays), desc=f"{name}: policies x bits", disable=not progress, leave=False)
     for r in arrays:
         sweep = PsumSweep(model, r, calib, calib_rows=plan.calib_rows)
+        probe = LayerProbe(sweep, data.x_test[:probe_images]) if probe_images else None
+        ref = None
         for pol, b in pairs:
-            acc = _digits.top1(sweep.set(pol, b), data.x_test, data.y_test)
+            z = _digits.logits(sweep.set(pol, b), data.x_test)
+            ref = z if pol == "none" else ref
+            acc = _digits.accuracy(z, data.y_test)
             fit = sweep.fit_figures()
+            layer = [x["sqnr_db"] for x in probe.rows()] if probe is not None and pol != "none" else []
             for bb in (plan.bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
                 rows.append({"model": name, "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "top1": acc,
                              "float_top1": float_top1, "n_test": n_test,
+                             # the whole net's output error: logits against 32-bit psums on the same array (dB)
+                             "logit_sqnr_db": sqnr_db(ref, z) if ref is not None else float("nan"),
+                             # psum error layer by layer, each on its 32-bit-psum input (dB): mean, worst layer
+                             "layer_sqnr_mean_db": sum(layer) / len(layer) if layer else float("nan"),
+                             "layer_sqnr_min_db": min(layer) if layer else float("nan"),
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
             bar.update(1)
     bar.close()
