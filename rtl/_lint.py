@@ -21,7 +21,7 @@ from ._tools import VerilatorTool
 
 #: module -> the Verilog files needed to elaborate it (npu_top: the design; quantizer_lanes: the bench)
 LINT_TOPS = {
-    "npu_top": ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v"),
+    "npu_top": ("sram_sp.v", "pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v"),
     "quantizer_lanes": ("psum_quantizer.v", "quantizer_lanes.v"),
 }
 

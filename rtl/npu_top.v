@@ -54,12 +54,13 @@ module npu_top #(
 ) (
     input  wire                      clk,
     input  wire                      rst,
-    input  wire                      a_we,
-    input  wire [A_AW-1:0]           a_waddr,
-    input  wire [ROWS*DATA_W-1:0]    a_wdata,
-    input  wire                      b_we,
-    input  wire [B_AW-1:0]           b_waddr,
-    input  wire [COLS*DATA_W-1:0]    b_wdata,
+    // operand input streams (see the header): word w of a stream is written to buffer address w
+    input  wire                      s_a_tvalid,
+    output wire                      s_a_tready,
+    input  wire [ROWS*DATA_W-1:0]    s_a_tdata,
+    input  wire                      s_b_tvalid,
+    output wire                      s_b_tready,
+    input  wire [COLS*DATA_W-1:0]    s_b_tdata,
     input  wire [DIM_W-1:0]          cfg_m,
     input  wire [DIM_W-1:0]          cfg_n,
     input  wire [DIM_W-1:0]          cfg_k,
@@ -92,22 +93,19 @@ module npu_top #(
     localparam [DIM_W-1:0] R_D  = ROWS[DIM_W-1:0];
     localparam [DIM_W-1:0] C_D  = COLS[DIM_W-1:0];
     localparam [DIM_W-1:0] DL_D = DRAIN_LAT;
+    // read latency of the operand SRAMs (sram_sp): the array's edge feeds are one period behind
+    // the controller's read addresses, and every psum arrives SRAM_LAT periods later
+    localparam SRAM_LAT = 1;
+    localparam [DIM_W-1:0] SL_D = SRAM_LAT;
+    localparam [IX_W-1:0]  SL_X = SRAM_LAT;
     // local cycles of a fold that still see the previous fold's psums arrive (ws double-buffered:
-    // R, os: the drain tree's latency), and the cycles that run after the last fold (ws
+    // R, os: the drain tree's latency, plus SRAM_LAT), and the cycles that run after the last fold (ws
     // double-buffered: R, counted by tail_run); the drain after the last fold lasts PREV_W + 1 periods
-    localparam [DIM_W-1:0] PREV_W = (DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D;
+    localparam [DIM_W-1:0] PREV_W = ((DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D) + SL_D;
     localparam [DIM_W-1:0] TWO  = 2;
     localparam [DIM_W-1:0] T_WS = (TIMING != 0) ? R_D + C_D - TWO     // ws fold length T = T_WS + M
                                                 : R_D + R_D + C_D - TWO;
     localparam [DIM_W-1:0] T_OS = R_D + C_D - TWO;        // os fold length T = T_OS + K
-
-    // ---------------- operand buffers ----------------
-    reg [ROWS*DATA_W-1:0] amem [0:(1<<A_AW)-1];
-    reg [COLS*DATA_W-1:0] bmem [0:(1<<B_AW)-1];
-    always @(posedge clk) begin
-        if (a_we) amem[a_waddr] <= a_wdata;
-        if (b_we) bmem[b_waddr] <= b_wdata;
-    end
 
     // ---------------- output backpressure ----------------
     // The outputs are a valid/ready stream: while some out_vld lane is high and out_ready is low,
@@ -154,6 +152,26 @@ module npu_top #(
     wire last_fold = last_i && last_j;
 
     assign busy = run_q | drain_q;
+    wire run_start = en && !run_q && !drain_q && start;
+
+    // ---------------- operand input streams ----------------
+    // A word is taken at a rising edge with tvalid & tready and written at the stream's write
+    // pointer, which then advances; the pointers return to 0 when a run starts (and at rst), so each
+    // GEMM's words go to addresses 0, 1, ... tready is high exactly while idle with start low: no word
+    // is taken at the edge that starts a run nor while a run (or its drain) uses the buffers, so a
+    // buffer sees writes only while idle and reads only while busy (one access per period).
+    assign s_a_tready = !busy && !start;
+    assign s_b_tready = !busy && !start;
+    wire a_xfer = s_a_tvalid && s_a_tready;
+    wire b_xfer = s_b_tvalid && s_b_tready;
+    reg [A_AW-1:0] a_wptr;
+    reg [B_AW-1:0] b_wptr;
+    always @(posedge clk) begin
+        if (rst || run_start) a_wptr <= {A_AW{1'b0}};
+        else if (a_xfer) a_wptr <= a_wptr + 1'b1;
+        if (rst || run_start) b_wptr <= {B_AW{1'b0}};
+        else if (b_xfer) b_wptr <= b_wptr + 1'b1;
+    end
     wire tail_run = (DATAFLOW == 0 && TIMING != 0) && (lt + 1'b1 < R_D);  // the drain's first R cycles count
     assign cycles = cyc;
 
@@ -256,15 +274,32 @@ module npu_top #(
         end
     endgenerate
 
-    // ---------------- array edge feeds ----------------
-    wire                    load;
-    wire [ROWS*DATA_W-1:0]  a_word;
-    wire [COLS*DATA_W-1:0]  b_word;
+    // ---------------- operand SRAMs and array edge feeds ----------------
+    // The controller reads the buffers (a_rd / b_rd at a_raddr / b_raddr) in period p; the words are on
+    // the SRAMs' rdata in period p + 1 (SRAM_LAT) and enter the array then, together with their control
+    // (load, bank, window and valid bits, os tags), which goes through one register stage (the *_d
+    // registers, one more stage of the tag and bank delay lines). A buffer is written only while idle
+    // (a_xfer / b_xfer) and read only while busy (a_win / b_win need run_q or drain_q): one access per period.
+    wire                    load;      // ws: the B word read now is shifted into the weights next period
+    wire                    a_win;     // an A word is read now
+    wire                    a_rd, b_rd;
+    wire [A_AW-1:0]         a_raddr;
+    wire [B_AW-1:0]         b_raddr;
+    wire [ROWS*DATA_W-1:0]  a_rdata;
+    wire [COLS*DATA_W-1:0]  b_rdata;
+    wire [ROWS*DATA_W-1:0]  a_word;    // the A word entering the skew this period (0 outside a window)
+    wire [COLS*DATA_W-1:0]  b_word;    // the B word at the array's north edge this period
+    wire                    load_feed; // the array's load (ws) and load bank (ws double-buffered)
+    wire                    bank_feed;
     wire [ROWS*DATA_W-1:0]  a_west;
     wire [ROWS*3-1:0]       a_tag_west;
     wire [COLS*DATA_W-1:0]  b_north;
     wire [COLS-1:0]         b_vld_north;
-    wire                    a_win;
+    // os: the A and B words' valid bits per row / column (registered with the read); ws: unused
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [ROWS-1:0]         a_vld_feed;
+    wire [COLS-1:0]         b_vld_feed;
+    /* verilator lint_on UNUSEDSIGNAL */
     // ws double-buffered: the bank of the activation read now (unread otherwise)
     /* verilator lint_off UNUSEDSIGNAL */
     wire                    a_bank;
@@ -274,10 +309,20 @@ module npu_top #(
     wire                    b_win;
     /* verilator lint_on UNUSEDSIGNAL */
 
+    genvar r, c, s;
+    assign a_rd = a_win && en;  // (stalled: no read, rdata holds)
+    assign b_rd = b_win && en;
+    sram_sp #(.WIDTH(ROWS*DATA_W), .AW(A_AW)) u_amem (
+        .clk(clk), .ce(a_xfer || a_rd), .we(a_xfer), .addr(a_xfer ? a_wptr : a_raddr), .wdata(s_a_tdata),
+        .rdata(a_rdata)
+    );
+    sram_sp #(.WIDTH(COLS*DATA_W), .AW(B_AW)) u_bmem (
+        .clk(clk), .ce(b_xfer || b_rd), .we(b_xfer), .addr(b_xfer ? b_wptr : b_raddr), .wdata(s_b_tdata),
+        .rdata(b_rdata)
+    );
+
     generate
         if (DATAFLOW == 0) begin : g_feed_ws
-            // (gated so that no tool folds the pointer register into a synchronous read port)
-            wire [B_AW-1:0] w_raddr = load ? b_base : {B_AW{1'b0}};
             // double-buffered with C = 1 (T = R + M - 1) the previous fold's last activation is
             // read at local 0 of the next fold (or of the drain): a_prev
             wire [IX_W-1:0] t_x = {{(IX_W-DIM_W){1'b0}}, t_len};
@@ -286,13 +331,27 @@ module npu_top #(
             /* verilator lint_off UNUSEDSIGNAL */
             wire [IX_W-1:0] a_rx = a_prev ? pb_x + lt_x + t_x - R_X : ab_x + lt_x - R_X;  // (cut to the address width)
             /* verilator lint_on UNUSEDSIGNAL */
-            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
+            reg win_d, load_d;
+            always @(posedge clk) begin
+                if (rst) begin
+                    win_d <= 1'b0;
+                    load_d <= 1'b0;
+                end else if (en) begin
+                    win_d <= a_win;
+                    load_d <= load;
+                end
+            end
+            assign a_raddr = a_rx[A_AW-1:0];
+            assign b_raddr = b_base;
             assign load = run_q && (lt < R_D);
             assign a_win = a_prev || (run_q && (lt >= R_D) && (lt < R_D + m_q));
             assign a_bank = a_prev ? ~bank : bank;
             assign b_win = load;
-            assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
-            assign b_word = bmem[w_raddr];
+            assign a_word = win_d ? a_rdata : {ROWS*DATA_W{1'b0}};
+            assign b_word = b_rdata;
+            assign load_feed = load_d;
+            assign a_vld_feed = {ROWS{1'b0}};
+            assign b_vld_feed = {COLS{1'b0}};
             assign b_north = b_word;
             assign b_vld_north = {COLS{1'b0}};
         end else begin : g_feed_os
@@ -300,23 +359,47 @@ module npu_top #(
             wire [IX_W-1:0] a_rx = ab_x + lt_x;  // (both cut to the address width)
             wire [IX_W-1:0] b_rx = bb_x + lt_x;
             /* verilator lint_on UNUSEDSIGNAL */
-            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
-            wire [B_AW-1:0] b_raddr = b_rx[B_AW-1:0];
+            wire [ROWS-1:0] a_vld_now;  // row r of the word read now is inside A (i*R + r < M)
+            wire [COLS-1:0] b_vld_now;  // column c of the word read now is inside B (j*C + c < N)
+            for (r = 0; r < ROWS; r = r + 1) begin : g_av
+                assign a_vld_now[r] = a_win && (ib + r < m_q);
+            end
+            for (c = 0; c < COLS; c = c + 1) begin : g_bv
+                assign b_vld_now[c] = b_win && (nb + c < n_q);
+            end
+            reg             win_d;
+            reg [ROWS-1:0]  a_vld_d;
+            reg [COLS-1:0]  b_vld_d;
+            always @(posedge clk) begin
+                if (rst) begin
+                    win_d <= 1'b0;
+                    a_vld_d <= {ROWS{1'b0}};
+                    b_vld_d <= {COLS{1'b0}};
+                end else if (en) begin
+                    win_d <= a_win;
+                    a_vld_d <= a_vld_now;
+                    b_vld_d <= b_vld_now;
+                end
+            end
+            assign a_raddr = a_rx[A_AW-1:0];
+            assign b_raddr = b_rx[B_AW-1:0];
             assign load = 1'b0;
             assign a_win = run_q && (lt < k_q);
             assign a_bank = 1'b0;
             assign b_win = a_win;
-            assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
-            assign b_word = b_win ? bmem[b_raddr] : {COLS*DATA_W{1'b0}};
+            assign a_word = win_d ? a_rdata : {ROWS*DATA_W{1'b0}};
+            assign b_word = win_d ? b_rdata : {COLS*DATA_W{1'b0}};
+            assign load_feed = 1'b0;
+            assign a_vld_feed = a_vld_d;
+            assign b_vld_feed = b_vld_d;
         end
     endgenerate
 
-    genvar r, c, s;
     generate
         // os: the {last, first} tag is the same for every row, so one shared delay line carries it
-        // and row r taps stage r (a per-row copy would be duplicate registers)
-        if (DATAFLOW != 0 && ROWS > 1) begin : g_tagline
-            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+        // and row r taps stage r (stage 0: the SRAM's period; a per-row copy would be duplicate registers)
+        if (DATAFLOW != 0) begin : g_tagline
+            for (s = 0; s < ROWS; s = s + 1) begin : g_st
                 reg [1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= 2'b00;
@@ -324,15 +407,23 @@ module npu_top #(
                 end
             end
         end
-        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew
-        if (DATAFLOW == 0 && TIMING != 0 && ROWS > 1) begin : g_bankline
-            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew (stage
+        // 0: the SRAM's period), and the bank the weights load into
+        if (DATAFLOW == 0 && TIMING != 0) begin : g_bankline
+            for (s = 0; s < ROWS; s = s + 1) begin : g_st
                 reg q;
                 always @(posedge clk) begin
                     if (rst) q <= 1'b0;
                     else if (en) q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
+            reg ld_bank_d;
+            always @(posedge clk) begin
+                if (en) ld_bank_d <= bank;
+            end
+            assign bank_feed = ld_bank_d;
+        end else begin : g_no_bankline
+            assign bank_feed = 1'b0;
         end
         // row skew: lane r of the A word reaches row r after r cycles
         for (r = 0; r < ROWS; r = r + 1) begin : g_askew
@@ -345,21 +436,11 @@ module npu_top #(
                 // the activation's weight bank travels with it (the bank of the fold it belongs to);
                 // the bank is the same for every row, so one shared delay line carries it (g_bankline)
                 assign lane_in = a_word[r*DATA_W +: DATA_W];
-                if (r == 0) begin : g_bank0
-                    assign a_tag_west[r*3 +: 3] = {2'b00, a_bank};
-                end else begin : g_bankr
-                    assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r-1].q};
-                end
+                assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r].q};
             end else begin : g_os_lane
                 // tag {last, first, valid}; rows past M stay invalid (no output)
-                wire [1:0] last_first;
-                assign lane_in = {a_win && (ib + r < m_q), a_word[r*DATA_W +: DATA_W]};
-                if (r == 0) begin : g_tag0
-                    assign last_first = {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}};
-                end else begin : g_tagr
-                    assign last_first = g_tagline.g_st[r-1].q;
-                end
-                assign a_tag_west[r*3 +: 3] = {last_first, lane_out[DATA_W]};
+                assign lane_in = {a_vld_feed[r], a_word[r*DATA_W +: DATA_W]};
+                assign a_tag_west[r*3 +: 3] = {g_tagline.g_st[r].q, lane_out[DATA_W]};
             end
             // r stages of AS_W-bit registers (fixed-width regs: every tool resolves their size; no
             // generate-if per stage: Icarus elaborates those in more than linear time)
@@ -380,7 +461,7 @@ module npu_top #(
         // column skew (os only): lane c of the B word reaches column c after c cycles
         if (DATAFLOW != 0) begin : g_bskew
             for (c = 0; c < COLS; c = c + 1) begin : g_col
-                wire [BS_W-1:0] lane_in = {b_win && (nb + c < n_q), b_word[c*DATA_W +: DATA_W]};
+                wire [BS_W-1:0] lane_in = {b_vld_feed[c], b_word[c*DATA_W +: DATA_W]};
                 wire [BS_W-1:0] lane_out;
                 for (s = 0; s < c; s = s + 1) begin : g_st
                     reg [BS_W-1:0] q;
@@ -414,8 +495,8 @@ module npu_top #(
         .clk(clk),
         .rst(rst),
         .en(en),
-        .load(load),
-        .load_bank(bank),
+        .load(load_feed),
+        .load_bank(bank_feed),
         .a_west(a_west),
         .a_tag_west(a_tag_west),
         .b_north(b_north),
@@ -426,7 +507,7 @@ module npu_top #(
 
     // ---------------- psum path: quantizer + accumulator per column ----------------
     // psums visible in local cycles [0, PREV_W] belong to the previous fold (arrivals of a fold
-    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT)
+    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R + SRAM_LAT, os K + DRAIN_LAT + SRAM_LAT)
     wire             sel_prev = drain_q || (run_q && (lt <= PREV_W));
     wire [DIM_W-1:0] lt_eff = sel_prev ? lt + t_len : lt;
     wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};
@@ -451,14 +532,14 @@ module npu_top #(
             wire signed [Y_W-1:0] q;
             if (DATAFLOW == 0) begin : g_ws_idx
                 localparam [IX_W-1:0] C_I = c;
-                localparam [IX_W-1:0] LO = R_X + R_X + C_I;  // local cycle of row 0's arrival
+                localparam [IX_W-1:0] LO = R_X + R_X + C_I + SL_X;  // local cycle of row 0's arrival
                 wire [IX_W-1:0] col = nb_eff + C_I;
                 assign vld = live && (lte_x >= LO) && (lte_x < LO + m_x) && (col < n_x);
                 assign row = lte_x - LO;
             end else begin : g_os_idx
                 // (row < M always holds for a finished PE; the check keeps every fold-index bit in use)
                 assign vld = live && col_fin[c] && (row < m_x);
-                localparam [IX_W-1:0] OFF = c + DRAIN_LAT;  // row r arrives at local K + r + c + DRAIN_LAT
+                localparam [IX_W-1:0] OFF = c + DRAIN_LAT + SRAM_LAT;  // row r arrives at local K + r + c + OFF - c
                 assign row = ib_eff + lte_x - (k_x + OFF);
             end
             psum_quantizer #(
