@@ -252,7 +252,10 @@ module npu_top #(
     end
 
     // ---------------- double buffering (ws): the weight bank of the fold, the previous fold's A base ----
-    wire             bank;     // the bank the current fold loads and computes with (fold index % 2)
+    // the bank the current fold loads and computes with (fold index % 2); os reads it nowhere
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire             bank;
+    /* verilator lint_on UNUSEDSIGNAL */
     // the previous fold's A base (its last activation may enter at local 0); os reads it nowhere
     /* verilator lint_off UNUSEDSIGNAL */
     wire [A_AW-1:0]  pa_base;
@@ -280,7 +283,10 @@ module npu_top #(
     // (load, bank, window and valid bits, os tags), which goes through one register stage (the *_d
     // registers, one more stage of the tag and bank delay lines). A buffer is written only while idle
     // (a_xfer / b_xfer) and read only while busy (a_win / b_win need run_q or drain_q): one access per period.
-    wire                    load;      // ws: the B word read now is shifted into the weights next period
+    // ws: the B word read now is shifted into the weights next period (os: constant 0, unread)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire                    load;
+    /* verilator lint_on UNUSEDSIGNAL */
     wire                    a_win;     // an A word is read now
     wire                    a_rd, b_rd;
     wire [A_AW-1:0]         a_raddr;

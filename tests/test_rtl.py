@@ -249,16 +249,21 @@ yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not i
                                                                   (3, 5, "os", "wrap", 12, "scalesim"),
                                                                   (4, 3, "ws", "wrap", 12, "double-buffered")])
 def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing):
-    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
+    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_counts
 
     cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8,
                     timing=timing)
     st = rtl_stats(cfg)
     mods = {m["module"]: m for m in st["modules"]}
-    assert set(mods) == {"npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"}
+    assert set(mods) == {"npu_top", "sram_sp", "systolic_array", "pe", "psum_quantizer", "accumulator"}
     assert mods["pe"]["instances"] == rows * cols and mods["accumulator"]["instances"] == cols
     assert st["ff_bits"] == sum(m["ff_bits_total"] for m in mods.values())
-    assert st["ff_bits"] == yosys_ff_bits("npu_top", module_parameters(cfg, "npu_top"))
+    # the operand SRAMs are memory cells, not flip-flops: 2**A_AW + 2**B_AW words of one array row / column
+    prm = cfg.parameters()
+    assert mods["sram_sp"]["instances"] == 2 and mods["sram_sp"]["ff_bits_total"] == 0
+    assert st["sram_bits"] == 8 * (rows * 2 ** prm["A_AW"] + cols * 2 ** prm["B_AW"])
+    assert yosys_counts("npu_top", module_parameters(cfg, "npu_top")) == {"ff_bits": st["ff_bits"],
+                                                                           "memory_bits": st["sram_bits"]}
     # a pe holds a, b (ws: the weight) and the psum register; os adds 3 tag + b valid + fin bits;
     # double-buffered ws a second weight bank and the activation's bank bit
     extra = 5 if dataflow == "os" else (8 + 1 if timing == "double-buffered" else 0)

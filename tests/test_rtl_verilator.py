@@ -39,7 +39,7 @@ def _cfg(rows, cols, dataflow, overflow, p, b=None, timing="scalesim"):
 
 def _copy_with(tmp_path, file, old, new):
     out = []
-    for s in source_paths(("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v",
+    for s in source_paths(("sram_sp.v", "pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v",
                            "quantizer_lanes.v")):
         text = s.read_text()
         if s.name == file:
@@ -54,8 +54,8 @@ def _copy_with(tmp_path, file, old, new):
 def test_drain_latency_is_ceil_log2_rows_for_os_only():
     for rows, lat in ((1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (8, 3), (9, 4), (128, 7)):
         cfg = RtlConfig(rows=rows, cols=1, dataflow="os")
-        assert cfg.drain_latency == lat and cfg.out_latency == 2 + lat
-        assert RtlConfig(rows=rows, cols=1, dataflow="ws").out_latency == 2
+        assert cfg.drain_latency == lat and cfg.out_latency == 3 + lat
+        assert RtlConfig(rows=rows, cols=1, dataflow="ws").out_latency == 3
         assert RtlConfig(rows=rows, cols=1, dataflow="is").drain_latency == 0
 
 
