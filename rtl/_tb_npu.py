@@ -93,12 +93,13 @@ def _junk(rng: np.random.Generator, bits: int) -> int:
 
 
 async def stream_operands(dut, words: dict[str, list[int]], rng: np.random.Generator, gap_prob: float,
-                          bits: dict[str, int], limit: int) -> list[str]:
+                          bits: dict[str, int], limit: int, counts: dict[str, int]) -> list[str]:
     """Send the operand words over npu_top's input streams (AXI-Stream-like, one word per handshake)
     until every word is taken; returns protocol problems. In every period each stream holds tvalid low
     with probability ``gap_prob`` (tdata then carries junk that must not be taken); a word counts as
     taken at a rising edge where tvalid and tready were both high (tvalid, once high, stays high with
-    the same word until then). Ends at a falling edge after the last transfer with both tvalid low."""
+    the same word until then). Ends at a falling edge after the last transfer with both tvalid low.
+    ``counts["gaps"]`` counts the stream-periods with tvalid low while words were left."""
     sent = {s: 0 for s in STREAMS}
     offered = {s: False for s in STREAMS}  # tvalid driven during the period that just ended
     ready = {s: False for s in STREAMS}
@@ -115,6 +116,7 @@ async def stream_operands(dut, words: dict[str, list[int]], rng: np.random.Gener
             left = sent[s] < len(words[s])
             hold = offered[s] and not ready[s]  # AXI-Stream: an offered word stays until it is taken
             valid = left and (hold or gap_prob <= 0 or rng.random() >= gap_prob)
+            counts["gaps"] += int(left and not valid)
             getattr(dut, f"{s}_tvalid").value = int(valid)
             getattr(dut, f"{s}_tdata").value = words[s][sent[s]] if valid else _junk(rng, bits[s])
             offered[s] = valid
@@ -126,19 +128,22 @@ async def stream_operands(dut, words: dict[str, list[int]], rng: np.random.Gener
 
 async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim_w: int,
                    limit: int, stall_prob: float = 0.0, gap_prob: float = 0.0,
-                   seed: int = 0) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
+                   seed: int = 0, counts: dict[str, int] | None = None
+                   ) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
     """Drive one GEMM; returns ({(m, n): (value or None for x/z, contract cycle)}, RTL cycles,
     done period (without stalls), [(cycle, problem)] for protocol problems (x on out_vld, duplicates,
     no done, an input stream ready while busy), wall seconds from start to done (the run without the
     operand streaming), stall periods. With ``gap_prob`` > 0 the operand streams have random tvalid gaps
     and, while the run is busy, offer junk words (tvalid high in about half the periods) that must not
-    be taken (tready low)."""
+    be taken (tready low); ``counts`` gets "gaps" (see stream_operands) and "junk" (junk words offered
+    while busy)."""
+    counts = {"gaps": 0, "junk": 0} if counts is None else counts
     rng = np.random.default_rng([seed, 0x5A11])
     gap_rng = np.random.default_rng([seed, 0x6A95])
     a_words, b_words = operand_words(a, b, cfg.rows, cfg.cols, cfg.dataflow, cfg.data_bits)
     bits = {"s_a": cfg.rows * cfg.data_bits, "s_b": cfg.cols * cfg.data_bits}
     load_problems = await stream_operands(dut, {"s_a": a_words, "s_b": b_words}, gap_rng, gap_prob, bits,
-                                          limit=20 * (len(a_words) + len(b_words)) + 100)
+                                          limit=20 * (len(a_words) + len(b_words)) + 100, counts=counts)
     if load_problems:
         return {}, None, -1, [(-1, p) for p in load_problems], 0.0, 0
     m, n, k = cfg.hw_dims(a.shape[0], b.shape[1], a.shape[1])
@@ -169,6 +174,7 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
                 junk = busy_now and gap_rng.random() < 0.5
                 getattr(dut, f"{s}_tvalid").value = int(junk)
                 if junk:
+                    counts["junk"] += 1
                     getattr(dut, f"{s}_tdata").value = _junk(gap_rng, bits[s])
                     if _uint(getattr(dut, f"{s}_tready").value) != 0:
                         problems.append((period - stalls - lat, f"{s}_tready is high while busy (period {period})"))
@@ -238,9 +244,10 @@ async def gemm_cases(dut):
         ref = model_result(cfg, a, b, quant)
         t_model = time.perf_counter() - t0
         t0 = time.perf_counter()
+        counts = {"gaps": 0, "junk": 0}
         got, rtl_cycles, done_period, protocol, t_run, stalls = await run_case(
             dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, gap_prob=gap_prob,
-            seed=case["seed"])
+            seed=case["seed"], counts=counts)
         t_rtl = time.perf_counter() - t0
         msgs = compare(cfg, got, rtl_cycles, done_period, ref, case["seed"], case["name"], protocol)
         results.append({
@@ -248,6 +255,7 @@ async def gemm_cases(dut):
             "quant": case["quant"], "passed": not msgs, "rtl_cycles": rtl_cycles, "model_cycles": int(ref.cycles),
             "outputs": len(got), "first_mismatch": msgs[0] if msgs else None, "mismatches": len(msgs),
             "rtl_wall_s": t_rtl, "rtl_run_wall_s": t_run, "model_wall_s": t_model, "stalls": stalls,
+            "input_gaps": counts["gaps"], "junk_offered": counts["junk"],
         })
         failures.extend(msgs[:1])
         await FallingEdge(dut.clk)

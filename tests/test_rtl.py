@@ -135,6 +135,12 @@ def test_gemm_with_random_output_stalls(build_root, tmp_path, rows, cols, datafl
     for c in res.cases:
         assert c["passed"], f"seed {SEED}, {cfg.tag()}, stalls: {c['first_mismatch']}"
         assert c["stalls"] > 0 and c["rtl_cycles"] == c["model_cycles"], c
+        # the operand streams had tvalid gaps while loading and were offered junk while busy (not taken)
+        assert c["input_gaps"] > 0 and c["junk_offered"] > 0, c
+    # back-to-back input words (no gaps, no junk): the same cycles
+    tight = run_gemm_suite(cfg, cases[:2], build_root, stall_prob=0.3, gap_prob=0.0)
+    assert tight.passed and [c["input_gaps"] + c["junk_offered"] for c in tight.cases] == [0, 0]
+    assert [c["rtl_cycles"] for c in tight.cases] == [c["rtl_cycles"] for c in res.cases[:2]]
     # an accumulator that ignores the stall loses the held outputs: the same run must fail
     srcs = _mutated(tmp_path, "accumulator.v", "else if (en) out_vld <= emit;", "else out_vld <= emit;")
     bad = run_gemm_suite(cfg, cases[:1], build_root, sources=srcs, stall_prob=0.3)
