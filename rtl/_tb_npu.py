@@ -9,10 +9,17 @@ edge that samples ``start = 1`` begins RTL period 0; period p is the clock perio
 at the p-th rising edge after it. The PEs perform contract cycle t's MACs in period t (their
 registers update at the edge that ends it). The testbench samples npu_top's outputs at the
 falling edge inside each period; an output seen in period p left the array in contract cycle
-p - L with L = ``cfg.out_latency`` (ws/is: 2, the array's bottom psum register and the
-accumulator's output register; os: 2 + ceil(log2(R)), the PE's register, the registered drain
-tree's levels and the output register). That cycle must equal the model's ``out_cycle``,
-``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in period cycles + L.
+p - L with L = ``cfg.out_latency`` (ws/is: 3, the operand SRAM's read, the array's bottom psum
+register and the accumulator's output register; os: 3 + ceil(log2(R)), the SRAM read, the PE's
+register, the registered drain tree's levels and the output register). That cycle must equal the
+model's ``out_cycle``, ``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in
+period cycles + L.
+
+Operand input streams: before each GEMM the testbench sends the A and B buffer words over
+``s_a_*`` / ``s_b_*`` (valid/ready; with the job's ``gap_prob`` > 0 each stream holds tvalid low with
+that probability per period and drives junk on tdata then), raises ``start`` in the period after the
+last word was taken, and while the run is busy offers junk words that must not be taken: a
+``*_tready`` seen high while busy is a protocol problem (and a taken junk word would corrupt a buffer).
 
 Output backpressure: with the job's ``stall_prob`` > 0 the testbench drives ``out_ready`` low with that
 probability in every period (seeded by the case's seed). A period in which some ``out_vld`` lane is

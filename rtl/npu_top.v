@@ -3,15 +3,27 @@
 // psum_quantizer and accumulator with the fold order and timing of the cycle contract
 // (TIMING = 0: scalesim; 1: double-buffered, ws only), plain Verilog-2005.
 //
-// Operand buffers (written through a_we/b_we before start; asynchronous read):
-//   ws: amem[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
-//       bmem[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (column fold j, K-fold i; tile rows
+// Operands arrive over two AXI-Stream-like input streams, s_a_* (ROWS lanes) and s_b_* (COLS lanes):
+// a word is taken at a rising edge where tvalid and tready are both high and written to the stream's
+// buffer at the next address (0, 1, 2, ... for each GEMM: the write pointers return to 0 when a run
+// starts). tready = !busy && !start: words are taken only while idle, never at the edge that starts a
+// run nor while a run or its drain uses the buffers. The host streams all of a GEMM's words (in the
+// buffer order below; the streams are independent, any gaps) and raises start after the last one was
+// taken; the hardware does not count the words (words beyond a buffer's 2**A_AW / 2**B_AW wrap around).
+// The buffers are single-port SRAMs (sram_sp, one read or one write per period, read latency 1 period):
+// written only while idle, read only while busy, one word per period each, so one access per period.
+// Buffer order (word address: lanes):
+//   ws: A[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
+//       B[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (column fold j, K-fold i; tile rows
 //                              in load order: row R-1 first)
-//   os: amem[i*K + k]         lane r = A[i*R + r, k]          (row fold i)
-//       bmem[j*K + k]         lane c = B[k, j*C + c]          (column fold j)
-//   Lanes outside the matrices must be written as zeros.
-// Run: start (sampled at a rising edge in idle) captures cfg_* and begins contract cycle 0 in the
-// clock period that starts at that edge. Fold f occupies periods [f*T, (f+1)*T):
+//   os: A[i*K + k]         lane r = A[i*R + r, k]          (row fold i)
+//       B[j*K + k]         lane c = B[k, j*C + c]          (column fold j)
+//   Lanes outside the matrices must be sent as zeros.
+// Run: start (sampled at a rising edge in idle, not stalled) captures cfg_* and begins contract cycle 0
+// in the clock period that starts at that edge (period 0). The controller reads the buffers on the
+// contract's schedule; each word enters the array one period after its read (SRAM_LAT = 1), with its
+// control delayed alike, so the array runs the contract's schedule one period late. Fold f is contract
+// cycles [f*T, (f+1)*T) (the controller's periods; the local times below are contract cycles):
 //   ws: T = 2R + C + M - 2, folds j outer, i inner; local [0, R): weights shift in (row R-1-t at t);
 //       A[m, i*R + r] enters row r at local R + m + r; psum (m, c) leaves at local 2R - 1 + m + c.
 //   os: T = R + C + K - 2, folds i outer, j inner; A[i*R + r, k] enters row r and B[k, j*C + c]
@@ -21,17 +33,17 @@
 //       are still in the array (the activations carry their fold's bank); after the last fold R
 //       more cycles run, so cycles = R + F*T - 1, the contract's count.
 // A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
-// t + 1, or (os) in its PE's register in period t + 1 and at the root of the column's registered
-// drain tree in period t + 1 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
+// t + 2, or (os) in its PE's register in period t + 2 and at the root of the column's registered
+// drain tree in period t + 2 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
 // through psum_quantizer (cfg_qen, cfg_mult, cfg_shift) and accumulator, and a final output is on
-// out_* in period t + OUT_LAT (OUT_LAT = 2 for ws, 2 + DRAIN_LAT for os), one lane per column:
+// out_* in period t + OUT_LAT (OUT_LAT = 3 for ws, 3 + DRAIN_LAT for os), one lane per column:
 // out_vld[c], out_row[c] (the output's row), out_fold[c] (its column fold j: column j*COLS + c),
 // out_data[c] (OUT_W bits: ws the B-bit accumulator; os max(P, B) bits, the final P-bit value or,
 // with cfg_qen, its quantized B-bit value). `cycles` = index of the last run cycle = F*T - 1
 // (SCALE-Sim's count; double-buffered R + F*T - 1); `done` is high for the one period cycles + OUT_LAT.
 // The is dataflow runs on this ws hardware with A' = B^T, B' = A^T (it then emits out^T).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
-// DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the buffers hold 2**A_AW, 2**B_AW words and the
+// DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the SRAMs hold 2**A_AW, 2**B_AW words and the
 // accumulator 2**ACC_AW rows (ws needs M <= 2**ACC_AW).
 module npu_top #(
     parameter ROWS     = 4,
