@@ -330,6 +330,14 @@ module npu_top #(
     genvar r, c, s;
     assign a_rd = a_win && en;  // (stalled: no read, rdata holds)
     assign b_rd = b_win && en;
+`ifdef FORMAL
+    // one access per period per SRAM: never a write (stream word) and a read in the same period, for
+    // every state and input (yosys: read_verilog -formal -DFORMAL; sat -prove-asserts; npukit.rtl._lint)
+    always @* begin
+        assert (!(a_xfer && a_rd));
+        assert (!(b_xfer && b_rd));
+    end
+`endif
     sram_sp #(.WIDTH(ROWS*DATA_W), .AW(A_AW)) u_amem (
         .clk(clk), .ce(a_xfer || a_rd), .we(a_xfer), .addr(a_xfer ? a_wptr : a_raddr), .wdata(s_a_tdata),
         .rdata(a_rdata)
