@@ -21,8 +21,9 @@
 //   Lanes outside the matrices must be sent as zeros.
 // Run: start (sampled at a rising edge in idle, not stalled) captures cfg_* and begins contract cycle 0
 // in the clock period that starts at that edge (period 0). The controller reads the buffers on the
-// contract's schedule; each word enters the array one period after its read (SRAM_LAT = 1), with its
-// control delayed alike, so the array runs the contract's schedule one period late. Fold f is contract
+// contract's schedule; each word enters the array one period after its read (the SRAM's read latency),
+// with its control delayed alike, so the array runs the contract's schedule one period late, and so does
+// the psum path (its fold attribution is registered once more; busy covers that extra flush period). Fold f is contract
 // cycles [f*T, (f+1)*T) (the controller's periods; the local times below are contract cycles):
 //   ws: T = 2R + C + M - 2, folds j outer, i inner; local [0, R): weights shift in (row R-1-t at t);
 //       A[m, i*R + r] enters row r at local R + m + r; psum (m, c) leaves at local 2R - 1 + m + c.
@@ -105,15 +106,10 @@ module npu_top #(
     localparam [DIM_W-1:0] R_D  = ROWS[DIM_W-1:0];
     localparam [DIM_W-1:0] C_D  = COLS[DIM_W-1:0];
     localparam [DIM_W-1:0] DL_D = DRAIN_LAT;
-    // read latency of the operand SRAMs (sram_sp): the array's edge feeds are one period behind
-    // the controller's read addresses, and every psum arrives SRAM_LAT periods later
-    localparam SRAM_LAT = 1;
-    localparam [DIM_W-1:0] SL_D = SRAM_LAT;
-    localparam [IX_W-1:0]  SL_X = SRAM_LAT;
     // local cycles of a fold that still see the previous fold's psums arrive (ws double-buffered:
-    // R, os: the drain tree's latency, plus SRAM_LAT), and the cycles that run after the last fold (ws
+    // R, os: the drain tree's latency), and the cycles that run after the last fold (ws
     // double-buffered: R, counted by tail_run); the drain after the last fold lasts PREV_W + 1 periods
-    localparam [DIM_W-1:0] PREV_W = ((DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D) + SL_D;
+    localparam [DIM_W-1:0] PREV_W = (DATAFLOW == 0 && TIMING != 0) ? R_D : DL_D;
     localparam [DIM_W-1:0] TWO  = 2;
     localparam [DIM_W-1:0] T_WS = (TIMING != 0) ? R_D + C_D - TWO     // ws fold length T = T_WS + M
                                                 : R_D + R_D + C_D - TWO;
@@ -131,6 +127,7 @@ module npu_top #(
     reg [MULT_W-1:0] mult_q;
     reg [SHIFT_W-1:0] shift_q;
     reg              run_q, drain_q;
+    reg              flush_q;     // the period after the drain: the psum path's last (one period behind)
     reg [DIM_W-1:0]  lt;          // local cycle within the fold
     reg [CYC_W-1:0]  cyc;         // absolute contract cycle
     // fold indices are counters (not i*R / j*C bases) so that no register bit is constant
@@ -163,8 +160,8 @@ module npu_top #(
     wire last_j   = (nb + C_X >= n_x);
     wire last_fold = last_i && last_j;
 
-    assign busy = run_q | drain_q;
-    wire run_start = en && !run_q && !drain_q && start;
+    assign busy = run_q | drain_q | flush_q;
+    wire run_start = en && !busy && start;
 
     // ---------------- operand input streams ----------------
     // A word is taken at a rising edge with tvalid & tready and written at the stream's write
@@ -191,13 +188,16 @@ module npu_top #(
         if (rst) begin
             run_q <= 1'b0;
             drain_q <= 1'b0;
+            flush_q <= 1'b0;
             done <= 1'b0;
             p_have <= 1'b0;
         end else if (en) begin
-            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them
-            done <= drain_q && (lt == PREV_W);
+            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them; the psum path
+            // (one period behind) ends in the flush period after it, and done follows
+            flush_q <= drain_q && (lt == PREV_W);
+            done <= flush_q;
             if (drain_q && (lt == PREV_W)) drain_q <= 1'b0;
-            if (!run_q && !drain_q && start) begin
+            if (run_start) begin
                 run_q <= 1'b1;
                 p_have <= 1'b0;
             end else if (fold_end) begin
@@ -213,7 +213,7 @@ module npu_top #(
     always @(posedge clk) begin
         if (!en) begin
             // stalled: every register holds
-        end else if (!run_q && !drain_q && start) begin
+        end else if (run_start) begin
             m_q <= cfg_m;
             n_q <= cfg_n;
             k_q <= cfg_k;
@@ -277,7 +277,7 @@ module npu_top #(
             reg             bank_q;
             reg [A_AW-1:0]  pa_q;
             always @(posedge clk) begin
-                if (en && !run_q && !drain_q && start) bank_q <= 1'b0;
+                if (run_start) bank_q <= 1'b0;
                 else if (en && fold_end) bank_q <= ~bank_q;
                 if (en && fold_end) pa_q <= a_base;
             end
@@ -291,7 +291,7 @@ module npu_top #(
 
     // ---------------- operand SRAMs and array edge feeds ----------------
     // The controller reads the buffers (a_rd / b_rd at a_raddr / b_raddr) in period p; the words are on
-    // the SRAMs' rdata in period p + 1 (SRAM_LAT) and enter the array then, together with their control
+    // the SRAMs' rdata in period p + 1 (read latency 1) and enter the array then, together with their control
     // (load, bank, window and valid bits, os tags), which goes through one register stage (the *_d
     // registers, one more stage of the tag and bank delay lines). A buffer is written only while idle
     // (a_xfer / b_xfer) and read only while busy (a_win / b_win need run_q or drain_q): one access per period.
@@ -533,18 +533,27 @@ module npu_top #(
 
     // ---------------- psum path: quantizer + accumulator per column ----------------
     // psums visible in local cycles [0, PREV_W] belong to the previous fold (arrivals of a fold
-    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R + SRAM_LAT, os K + DRAIN_LAT + SRAM_LAT)
+    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT). The array runs one
+    // period behind the controller (the SRAM read), so the psum path uses the controller's fold
+    // attribution of the previous period: lt_eff, fi_eff, fj_eff and live are registered once.
     wire             sel_prev = drain_q || (run_q && (lt <= PREV_W));
-    wire [DIM_W-1:0] lt_eff = sel_prev ? lt + t_len : lt;
+    reg  [DIM_W-1:0] lt_eff, fi_eff, fj_eff;
+    reg              live;
+    always @(posedge clk) begin
+        if (rst) live <= 1'b0;
+        else if (en) live <= sel_prev ? p_have : run_q;
+        if (en) begin
+            lt_eff <= sel_prev ? lt + t_len : lt;
+            fi_eff <= sel_prev ? p_fi : fi;
+            fj_eff <= sel_prev ? p_fj : fj;
+        end
+    end
     wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};
-    wire [DIM_W-1:0] fi_eff = sel_prev ? p_fi : fi;
-    wire [DIM_W-1:0] fj_eff = sel_prev ? p_fj : fj;
     wire [IX_W-1:0]  ib_eff = {{(IX_W-DIM_W){1'b0}}, fi_eff} * R_X;
     // (the column base: ws only; os outputs carry the fold index instead)
     /* verilator lint_off UNUSEDSIGNAL */
     wire [IX_W-1:0]  nb_eff = {{(IX_W-DIM_W){1'b0}}, fj_eff} * C_X;
     /* verilator lint_on UNUSEDSIGNAL */
-    wire             live = sel_prev ? p_have : run_q;
     wire             acc_first = (DATAFLOW == 0) ? (ib_eff == {IX_W{1'b0}}) : 1'b1;
     wire             acc_last = (DATAFLOW == 0) ? (ib_eff + R_X >= k_x) : 1'b1;
 
@@ -558,14 +567,14 @@ module npu_top #(
             wire signed [Y_W-1:0] q;
             if (DATAFLOW == 0) begin : g_ws_idx
                 localparam [IX_W-1:0] C_I = c;
-                localparam [IX_W-1:0] LO = R_X + R_X + C_I + SL_X;  // local cycle of row 0's arrival
+                localparam [IX_W-1:0] LO = R_X + R_X + C_I;  // local cycle of row 0's arrival
                 wire [IX_W-1:0] col = nb_eff + C_I;
                 assign vld = live && (lte_x >= LO) && (lte_x < LO + m_x) && (col < n_x);
                 assign row = lte_x - LO;
             end else begin : g_os_idx
                 // (row < M always holds for a finished PE; the check keeps every fold-index bit in use)
                 assign vld = live && col_fin[c] && (row < m_x);
-                localparam [IX_W-1:0] OFF = c + DRAIN_LAT + SRAM_LAT;  // row r arrives at local K + r + c + OFF - c
+                localparam [IX_W-1:0] OFF = c + DRAIN_LAT;  // row r arrives at local K + r + c + DRAIN_LAT
                 assign row = ib_eff + lte_x - (k_x + OFF);
             end
             psum_quantizer #(
