@@ -217,6 +217,22 @@ def test_tiny_and_single_fold_gemms(build_root):
     assert res.cases[0]["rtl_cycles"] == run_gemm(cases[0].a, cases[0].b, 4, 4).cycles
 
 
+@pytest.mark.parametrize("rows,cols,dataflow,timing,dims", [(3, 1, "ws", "double-buffered", (2, 2, 9)),
+                                                           (3, 2, "ws", "double-buffered", (1, 4, 9)),
+                                                           (1, 1, "os", "scalesim", (3, 2, 1))])
+def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims):
+    # folds as short as the contract allows (double-buffered T = R + 1, os T = 1): the psums of one fold
+    # arrive while the next one runs, one period behind the controller (the SRAM read)
+    m, n, k = dims
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, timing=timing, max_m=m, max_n=n, max_k=k, psum_bits=16)
+    rng = np.random.default_rng(SEED)
+    cases = [GemmCase(f"c{i}", rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (k, n)), None, SEED + i)
+             for i in range(2)]
+    res = run_gemm_suite(cfg, cases, build_root, stall_prob=0.3)
+    assert res.passed, f"seed {SEED}: {[c['first_mismatch'] for c in res.cases]}"
+    assert cfg.fold_cycles(m, n, k) == (rows + 1 if timing == "double-buffered" else 1)
+
+
 def test_bad_gemm_for_build_is_a_config_error(build_root):
     cfg = RtlConfig(rows=4, cols=4, max_m=4, max_n=4, max_k=4)
     with pytest.raises(ConfigError, match="exceeds this build"):
