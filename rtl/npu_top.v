@@ -32,7 +32,8 @@
 //   ws double-buffered (TIMING = 1): T = R + C + M - 2, the same local times: fold f + 1 loads its
 //       weights into the other bank (bank (f + 1) % 2) while fold f's last activations and psums
 //       are still in the array (the activations carry their fold's bank); after the last fold R
-//       more cycles run, so cycles = R + F*T - 1, the contract's count.
+//       more cycles run, so cycles = R + F*T - 1, the contract's count. A fold's psums arrive up to
+//       its local T + R: with C = 1 and M = 1 (T = R) at local 0 two folds later.
 // A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
 // t + 2, or (os) in its PE's register in period t + 2 and at the root of the column's registered
 // drain tree in period t + 2 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
@@ -272,6 +273,10 @@ module npu_top #(
     /* verilator lint_off UNUSEDSIGNAL */
     wire [A_AW-1:0]  pa_base;
     /* verilator lint_on UNUSEDSIGNAL */
+    // the fold before the previous one (its psum arrives at local 0; ws double-buffered, C = 1 only)
+    wire             sel_prev2;
+    wire             pp_have;
+    wire [DIM_W-1:0] pp_fi, pp_fj;
     generate
         if (DATAFLOW == 0 && TIMING != 0) begin : g_dbuf
             reg             bank_q;
@@ -286,6 +291,32 @@ module npu_top #(
         end else begin : g_no_dbuf
             assign bank = 1'b0;
             assign pa_base = {A_AW{1'b0}};
+        end
+        // ws double-buffered with C = 1 and M = 1: T = R, a fold's psum arrives (one period behind
+        // the controller) at its local 2R = local 0 two folds later, so the psum path needs the fold
+        // before the previous one as well (pp_*); with C > 1 or M > 1 (T > R) it never does
+        if (DATAFLOW == 0 && TIMING != 0 && COLS == 1) begin : g_prev2
+            reg             pp_have_q;
+            reg [DIM_W-1:0] pp_fi_q, pp_fj_q;
+            always @(posedge clk) begin
+                if (rst) pp_have_q <= 1'b0;
+                else if (en && run_start) pp_have_q <= 1'b0;
+                else if (en && fold_end) pp_have_q <= p_have;
+                if (en && fold_end) begin
+                    pp_fi_q <= p_fi;
+                    pp_fj_q <= p_fj;
+                end
+            end
+            assign sel_prev2 = (run_q || drain_q)
+                               && ({{(IX_W-DIM_W){1'b0}}, lt} + {{(IX_W-DIM_W){1'b0}}, t_len} <= R_X);
+            assign pp_have = pp_have_q;
+            assign pp_fi = pp_fi_q;
+            assign pp_fj = pp_fj_q;
+        end else begin : g_no_prev2
+            assign sel_prev2 = 1'b0;
+            assign pp_have = 1'b0;
+            assign pp_fi = {DIM_W{1'b0}};
+            assign pp_fj = {DIM_W{1'b0}};
         end
     endgenerate
 
@@ -541,11 +572,11 @@ module npu_top #(
     reg              live;
     always @(posedge clk) begin
         if (rst) live <= 1'b0;
-        else if (en) live <= sel_prev ? p_have : run_q;
+        else if (en) live <= sel_prev2 ? pp_have : sel_prev ? p_have : run_q;
         if (en) begin
-            lt_eff <= sel_prev ? lt + t_len : lt;
-            fi_eff <= sel_prev ? p_fi : fi;
-            fj_eff <= sel_prev ? p_fj : fj;
+            lt_eff <= sel_prev2 ? lt + t_len + t_len : sel_prev ? lt + t_len : lt;
+            fi_eff <= sel_prev2 ? pp_fi : sel_prev ? p_fi : fi;
+            fj_eff <= sel_prev2 ? pp_fj : sel_prev ? p_fj : fj;
         end
     end
     wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};

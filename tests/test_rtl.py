@@ -217,12 +217,17 @@ def test_tiny_and_single_fold_gemms(build_root):
     assert res.cases[0]["rtl_cycles"] == run_gemm(cases[0].a, cases[0].b, 4, 4).cycles
 
 
-@pytest.mark.parametrize("rows,cols,dataflow,timing,dims", [(3, 1, "ws", "double-buffered", (2, 2, 9)),
-                                                           (3, 2, "ws", "double-buffered", (1, 4, 9)),
-                                                           (1, 1, "os", "scalesim", (3, 2, 1))])
-def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims):
-    # folds as short as the contract allows (double-buffered T = R + 1, os T = 1): the psums of one fold
-    # arrive while the next one runs, one period behind the controller (the SRAM read)
+@pytest.mark.parametrize("rows,cols,dataflow,timing,dims,fold", [(3, 1, "ws", "double-buffered", (2, 2, 9), 4),
+                                                                (3, 2, "ws", "double-buffered", (1, 4, 9), 4),
+                                                                (3, 1, "ws", "double-buffered", (1, 2, 9), 3),
+                                                                (3, 1, "ws", "double-buffered", (1, 3, 6), 3),
+                                                                (1, 1, "ws", "double-buffered", (1, 2, 3), 1),
+                                                                (3, 1, "is", "double-buffered", (2, 1, 9), 3),
+                                                                (1, 1, "os", "scalesim", (3, 2, 1), 1)])
+def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims, fold):
+    # folds as short as the contract allows (double-buffered T = R with C = 1 and hardware M = 1,
+    # else R + 1; os T = 1): the psums of one fold arrive while the next one runs (T = R: at local 0
+    # of the fold after it), one period behind the controller (the SRAM read)
     m, n, k = dims
     cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, timing=timing, max_m=m, max_n=n, max_k=k, psum_bits=16)
     rng = np.random.default_rng(SEED)
@@ -230,7 +235,7 @@ def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims):
              for i in range(2)]
     res = run_gemm_suite(cfg, cases, build_root, stall_prob=0.3)
     assert res.passed, f"seed {SEED}: {[c['first_mismatch'] for c in res.cases]}"
-    assert cfg.fold_cycles(m, n, k) == (rows + 1 if timing == "double-buffered" else 1)
+    assert cfg.fold_cycles(m, n, k) == fold
 
 
 def test_bad_gemm_for_build_is_a_config_error(build_root):
@@ -269,7 +274,8 @@ yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not i
 @yosys
 @pytest.mark.parametrize("rows,cols,dataflow,overflow,p,timing", [(4, 4, "ws", "saturate", 32, "scalesim"),
                                                                   (3, 5, "os", "wrap", 12, "scalesim"),
-                                                                  (4, 3, "ws", "wrap", 12, "double-buffered")])
+                                                                  (4, 3, "ws", "wrap", 12, "double-buffered"),
+                                                                  (3, 1, "ws", "wrap", 12, "double-buffered")])
 def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing):
     from npukit.rtl._stats import module_parameters, rtl_stats, yosys_counts
 
