@@ -115,7 +115,7 @@ def _write_json(path: str, stats: dict) -> None:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from npukit.rtl import module_parameters, rtl_stats, yosys_ff_bits
+    from npukit.rtl import module_parameters, rtl_stats, yosys_counts
     from npukit.sim import check_writable_file
 
     if args.json is not None:  # before the analysis, which takes seconds to minutes
@@ -128,18 +128,21 @@ def run_stats(args: argparse.Namespace) -> int:
             for m in stats["modules"]]
     print(format_table(("module", "instances", "ff_bits/instance", "ff_bits_total", "ports"), rows))
     print(f"\ntotal flip-flop bits: {stats['ff_bits']:,}")
+    if stats["sram_bits"]:
+        print(f"operand SRAM bits (sram_sp, not flip-flops): {stats['sram_bits']:,}")
     if args.yosys:
-        ybits = yosys_ff_bits(args.top, module_parameters(cfg, args.top))
-        stats["yosys_ff_bits"] = ybits
-        verdict = "match" if ybits == stats["ff_bits"] else "MISMATCH"
-        print(f"yosys synth -top {args.top}: {ybits:,} flip-flop bits ({verdict})")
+        ycount = yosys_counts(args.top, module_parameters(cfg, args.top))
+        stats["yosys_ff_bits"], stats["yosys_memory_bits"] = ycount["ff_bits"], ycount["memory_bits"]
+        ok = (ycount["ff_bits"], ycount["memory_bits"]) == (stats["ff_bits"], stats["sram_bits"])
+        print(f"yosys synth -top {args.top}: {ycount['ff_bits']:,} flip-flop bits, {ycount['memory_bits']:,} memory "
+              f"bits ({'match' if ok else 'MISMATCH'})")
     for m in stats["modules"]:
         print(f"\n{m['module']}: {_params_text(m['parameters'])}")
         print("  " + ", ".join(f"{_DIR[p['direction']]} {p['name']}[{p['bits']}]" for p in m["ports"]))
     if args.json is not None:
         _write_json(args.json, stats)
         print(f"\nwrote {args.json}")
-    if args.yosys and stats["yosys_ff_bits"] != stats["ff_bits"]:
+    if args.yosys and (stats["yosys_ff_bits"], stats["yosys_memory_bits"]) != (stats["ff_bits"], stats["sram_bits"]):
         return 1
     return 0
 

@@ -15,6 +15,7 @@ _LAZY = {
     "RtlConfig": "_config", "MAX_BUFFER_WORDS": "_config", "MAX_GEMM_DIM": "_config", "MAX_PES": "_config",
     "MAX_QUANT_SAMPLES": "_config",
     "module_parameters": "_stats", "rtl_stats": "_stats", "yosys_ff_bits": "_stats",
+    "yosys_counts": "_stats",
     "default_dims": "_cases", "standard_cases": "_cases", "suite_dims": "_cases",
     "GemmCase": "_runner", "run_gemm_suite": "_runner", "run_quant_suite": "_runner",
     "SIMULATORS": "_tools", "check_simulator": "_tools", "verilator_tools": "_tools",

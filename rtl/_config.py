@@ -21,10 +21,13 @@ OVERFLOWS = {"saturate": 0, "wrap": 1}
 #: is, on the ws hardware) only: two weight banks per PE.
 TIMINGS = {"scalesim": 0, "double-buffered": 1}
 #: Verilog sources of the design, leaves first; the top is ``npu_top``.
-DESIGN_FILES = ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v")
-#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports, ws/is
-#: (os adds the drain tree's :attr:`RtlConfig.drain_latency`; see :attr:`RtlConfig.out_latency`).
-OUT_LAT = 2
+DESIGN_FILES = ("sram_sp.v", "pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v")
+#: Read latency of the operand SRAMs (sram_sp.v) in periods: the array is fed one period after the read.
+SRAM_LAT = 1
+#: Periods from a psum leaving the array (contract cycle t) to its output on npu_top's ports, ws/is: the
+#: SRAM read, the array's bottom psum register and the accumulator's output register (os adds the drain
+#: tree's :attr:`RtlConfig.drain_latency`; see :attr:`RtlConfig.out_latency`).
+OUT_LAT = 2 + SRAM_LAT
 SHIFT_BITS = 6
 
 # Input limits, checked before anything is allocated or built (Icarus allocates every buffer word,

@@ -1,9 +1,9 @@
 """Packing of GEMM operands into npu_top's buffer words and unpacking of its output buses.
 
 Lane i of a packed word holds bits [i*W, (i+1)*W) (two's complement), as in the Verilog.
-Buffer layouts (see npu_top.v): ws: amem[i*M + m] lane r = A[m, i*R + r],
-bmem[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (load order); os: amem[i*K + k] lane r = A[i*R + r, k],
-bmem[j*K + k] lane c = B[k, j*C + c]. Padding lanes are zero.
+Buffer layouts (the order of the words on npu_top's input streams, see npu_top.v): ws: A[i*M + m] lane
+r = A[m, i*R + r], B[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (load order); os: A[i*K + k] lane
+r = A[i*R + r, k], B[j*K + k] lane c = B[k, j*C + c]. Padding lanes are zero.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Both return the problems found (empty: clean). Every Verilator warning the desig
 waived in the source with a ``verilator lint_off`` comment saying why (parameter-dependent unused ports
 and the deliberately dropped upper bits of address sums). yosys runs ``hierarchy -check; proc; check
 -assert`` after elaborating at the given parameters: undriven or multiply driven nets and combinational
-loops fail it.
+loops fail it. :func:`sram_access_proof` proves with yosys ``sat`` the formal assertions of npu_top
+(``ifdef FORMAL``): no operand SRAM is ever written (a stream word) and read in the same period, for
+every register state and input.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ._tools import VerilatorTool
 
 #: module -> the Verilog files needed to elaborate it (npu_top: the design; quantizer_lanes: the bench)
 LINT_TOPS = {
-    "npu_top": ("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v"),
+    "npu_top": ("sram_sp.v", "pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v"),
     "quantizer_lanes": ("psum_quantizer.v", "quantizer_lanes.v"),
 }
 
@@ -77,9 +79,33 @@ def yosys_check(top: str, params: dict[str, int], sources: list[Path] | None = N
     return warnings
 
 
+def sram_access_proof(params: dict[str, int], sources: list[Path] | None = None, timeout_s: float = 300) -> list[str]:
+    """Prove npu_top's ``FORMAL`` assertions (one access per period per operand SRAM) at ``params``
+    with yosys ``sat -seq 1 -prove-asserts`` (every register state and input free): the problems
+    (empty: proven). The stream handshakes, read windows and stall enable do not depend on the data
+    widths, so the proof runs with 2-bit operands and 4-bit psums (a smaller SAT problem)."""
+    from ._runner import RtlSimError
+
+    exe = shutil.which("yosys")
+    if exe is None:
+        raise RtlSimError("yosys not found; install yosys 0.23 (Debian: apt-get install yosys, or make tools)")
+    files = " ".join(_files("npu_top", sources))
+    narrow = dict(params, DATA_W=2, PSUM_W=4, ACC_W=4, MULT_W=2, SHIFT_W=2)
+    chparam = " ".join(f"-set {k} {v}" for k, v in narrow.items())
+    script = (f"read_verilog -formal -DFORMAL {files}; chparam {chparam} npu_top; prep -top npu_top; flatten; "
+              "memory_map; opt_clean; select -assert-min 2 t:$assert; sat -seq 1 -prove-asserts -verify")
+    with tempfile.TemporaryDirectory(prefix="npukit-yosys-") as tmp:
+        proc = subprocess.run([exe, "-p", script], capture_output=True, text=True, cwd=tmp, timeout=timeout_s)
+    if proc.returncode == 0 and "SAT proof finished - no model found: SUCCESS!" in proc.stdout:
+        return []
+    found = [ln.strip() for ln in proc.stdout.splitlines() if "ERROR" in ln or "FAIL" in ln]
+    return found or [f"yosys exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"]
+
+
 def lint_all(cfg) -> list[tuple[str, str, list[str]]]:
     """Every static check of the design at ``cfg`` (an :class:`RtlConfig`): ``(check, top, problems)`` for
-    Verilator -Wall with each Verilator found and yosys check, on npu_top and the quantizer bench."""
+    Verilator -Wall with each Verilator found and yosys check, on npu_top and the quantizer bench, and
+    the yosys proof that each operand SRAM sees one access per period (npu_top)."""
     from ._runner import RtlSimError
     from ._tools import verilator_tools
 
@@ -96,6 +122,7 @@ def lint_all(cfg) -> list[tuple[str, str, list[str]]]:
         for tool in tools:
             out.append((f"verilator {tool.version_text} -Wall", top, verilator_lint(tool, top, params)))
         out.append(("yosys check", top, yosys_check(top, params)))
+    out.append(("yosys sat: one SRAM access per period", "npu_top", sram_access_proof(p)))
     return out
 
 

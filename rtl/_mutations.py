@@ -8,6 +8,9 @@ psum_quantizer.v (round half up, ties to odd) only differ on exact ties (``many_
 
 A double-buffered mutation (activations ignore their weight-bank tag) runs on a double-buffered build,
 and one of the os drain tree (a level forwards only its left child's finish flag) on an os build.
+Three mutations of the operand streams and SRAMs (the write pointer advancing without tvalid, tready
+high while busy, the A window gate not delayed by the SRAM's read latency) fail every case: the
+testbench leaves idle periods without tvalid before and between the loads and offers junk while busy.
 
 ``python -m npukit.rtl._mutations [--seed S] [--build-dir DIR]`` prints which cases catch each one.
 """
@@ -40,6 +43,7 @@ class Mutation:
 
 
 FOLD_CATCHERS = ("single_fold", "many_folds")
+STREAM_CATCHERS = ("random", "single_fold", "many_folds")
 MUTATIONS = (
     Mutation("last_j >= -> >", "npu_top.v", "wire last_j   = (nb + C_X >= n_x);", "wire last_j   = (nb + C_X > n_x);",
              "ws", FOLD_CATCHERS),
@@ -58,6 +62,18 @@ MUTATIONS = (
     # os drain tree: a level passes on only its left child's finish flag (odd rows never come out)
     Mutation("drain tree valid (os)", "systolic_array.v", "else if (en) f <= tf[LI] | tf[RI];", "else if (en) f <= tf[LI];",
              "os", ("random", "single_fold")),
+    # operand input streams: the write pointer advances whenever the stream is ready, also without tvalid
+    # (every idle period without a word skips an address)
+    Mutation("A write pointer without tvalid", "npu_top.v", "else if (a_xfer) a_wptr <= a_wptr + 1'b1;",
+             "else if (s_a_tready) a_wptr <= a_wptr + 1'b1;", "ws", STREAM_CATCHERS),
+    # tready high while a run uses the buffers: the junk offered while busy is taken (and overwrites words)
+    Mutation("B tready while busy (os)", "npu_top.v", "assign s_b_tready = !busy && !start;", "assign s_b_tready = !start;",
+             "os", STREAM_CATCHERS),
+    # the SRAM's read latency ignored by the A window gate: it opens and closes one period early
+    Mutation("A window not delayed with the SRAM read", "npu_top.v",
+             "assign a_word = win_d ? a_rdata : {ROWS*DATA_W{1'b0}};\n            assign b_word = b_rdata;",
+             "assign a_word = a_win ? a_rdata : {ROWS*DATA_W{1'b0}};\n            assign b_word = b_rdata;", "ws",
+             STREAM_CATCHERS),
 )
 
 

@@ -24,6 +24,8 @@ from npukit.sim.errors import ConfigError, NpukitError
 from ._config import MAX_QUANT_SAMPLES, RtlConfig, source_paths
 from ._tools import SIMULATORS, check_simulator, verilator_for_sim
 
+#: Default probability of a tvalid gap per period on each operand input stream (testbench).
+GAP_PROB = 0.25
 #: Most psum_quantizer instances in one quantizer check build.
 MAX_LANES = 1024
 
@@ -188,16 +190,20 @@ def run_testbench(runner, top: str, module: str, build_dir: Path, job: dict, wav
 
 def run_gemm_suite(cfg: RtlConfig, cases: list[GemmCase], build_root: str | os.PathLike,
                    sources: list[Path] | None = None, sim: str = "icarus", waves: bool = False,
-                   stall_prob: float = 0.0) -> SuiteResult:
+                   stall_prob: float = 0.0, gap_prob: float = GAP_PROB) -> SuiteResult:
     """Build npu_top for ``cfg`` on simulator ``sim`` (icarus or verilator; cached per parameter set)
     and run ``cases`` through it; ``waves`` traces the run (``SuiteResult.waves``: FST / VCD path);
-    ``stall_prob`` > 0 drives out_ready low with that probability per period (random output stalls).
+    ``stall_prob`` > 0 drives out_ready low with that probability per period (random output stalls);
+    ``gap_prob`` > 0 holds each operand stream's tvalid low with that probability per period while
+    loading and offers junk words while the run is busy (0: back-to-back words, no junk).
 
     ``sources`` replaces the shipped Verilog files (same module names), e.g. a modified copy."""
     if not cases:
         raise ConfigError("no GEMM cases to run; pass at least one")
     if not 0.0 <= stall_prob < 1.0:
         raise ConfigError(f"stall probability must be in [0, 1) (got {stall_prob}); pass e.g. --stall-prob 0.3")
+    if not 0.0 <= gap_prob < 1.0:
+        raise ConfigError(f"input gap probability must be in [0, 1) (got {gap_prob}); pass e.g. 0.25")
     for c in cases:
         m, k = c.a.shape
         if c.b.shape[0] != k:
@@ -210,7 +216,8 @@ def run_gemm_suite(cfg: RtlConfig, cases: list[GemmCase], build_root: str | os.P
     wave_file = waves_path(sim, "npu_top", build_dir)
     if waves and wave_file.exists():
         wave_file.unlink()
-    job = {"config": cfg.to_dict(), "cases": [c.to_json() for c in cases], "stall_prob": float(stall_prob)}
+    job = {"config": cfg.to_dict(), "cases": [c.to_json() for c in cases], "stall_prob": float(stall_prob),
+           "gap_prob": float(gap_prob)}
     res, sim_s = run_testbench(runner, "npu_top", "npukit.rtl._tb_npu", build_dir, job, waves=waves)
     return SuiteResult(config=cfg, cases=res["cases"], build_s=build_s, sim_s=sim_s, log=build_dir / "sim.log",
                        sim=sim, waves=wave_file if waves and wave_file.is_file() else None)

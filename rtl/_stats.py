@@ -5,8 +5,12 @@
 reports, per module: instance count, parameters (resolved values), ports (direction, bits) and
 flip-flop bits (a ``reg`` bound in an edge-triggered ``always`` block; a memory counts width x
 depth). Per-instance numbers are the module's own registers; ``ff_bits`` of the report is the
-whole hierarchy. :func:`yosys_ff_bits` counts the flip-flop cells yosys 0.23 leaves after
-``synth -top X`` (hierarchical, every DFF cell is one bit) for the cross-check.
+whole hierarchy. The operand SRAMs (module ``sram_sp``) are not flip-flops: their memory counts as
+``sram_bits`` (width x 2**AW per instance) and their read register as the SRAM's synchronous read
+port, so ``ff_bits`` is the datapath's. :func:`yosys_counts` runs yosys 0.23's ``synth -top X`` flow
+with the memories marked ``npukit_sram`` kept as memory cells (``memory_map -attr !npukit_sram``; yosys
+merges the read register into the cell's read port) and counts the flip-flop cells (every DFF cell is
+one bit) and the memory cells' bits for the cross-check.
 
 pyverilog runs ``iverilog -E`` and writes its parser tables into the working directory, so the
 analysis runs in a temporary folder. pyverilog 1.3 evaluates a module's derived parameters and
@@ -45,6 +49,8 @@ TOPS = {
     "psum_quantizer": ("psum_quantizer.v",),
     "accumulator": ("accumulator.v",),
 }
+#: Modules that are SRAM macros (their memory and read register are SRAM bits, not flip-flops).
+SRAM_MODULES = ("sram_sp",)
 
 
 def module_parameters(cfg: RtlConfig, top: str) -> dict[str, int]:
@@ -138,7 +144,8 @@ def _analyze(top: str, module_params: dict[str, dict[str, int]], fast: bool = Tr
         files = []
         for src in source_paths(TOPS[top]):
             dst = Path(tmp) / src.name
-            dst.write_text(_specialize(src.read_text(), module_params[src.stem]))
+            # (sram_sp: no derived parameters; each instance sets WIDTH and AW)
+            dst.write_text(_specialize(src.read_text(), module_params.get(src.stem, {})))
             files.append(str(dst))
         ctx = _fast_scope_chains() if fast else contextlib.nullcontext()
         with ctx:
@@ -164,13 +171,15 @@ def rtl_stats(cfg: RtlConfig | None = None, top: str = "npu_top", fast: bool = T
 
     Returns ``{"top", "parameters", "modules": [{"module", "instances", "parameters", "ports":
     [{"name", "direction", "bits"}], "ff_bits" (own, per instance), "ff_bits_total" (own, all
-    instances)}], "ff_bits" (whole hierarchy), "analysis_s"}``; modules in elaboration order."""
+    instances), "sram_bits_total" (SRAM memory bits, all instances)}], "ff_bits" (whole hierarchy,
+    without the SRAMs), "sram_bits" (whole hierarchy), "analysis_s"}``; modules in elaboration order."""
     if cfg is not None and config:
         raise ConfigError("pass either an RtlConfig or its keyword arguments, not both")
     cfg = cfg or RtlConfig(**config)
     params = module_parameters(cfg, top)
     t0 = time.perf_counter()
-    per_module = {Path(f).stem: module_parameters(cfg, Path(f).stem) for f in TOPS[top]}
+    per_module = {Path(f).stem: module_parameters(cfg, Path(f).stem) for f in TOPS[top]
+                  if Path(f).stem not in SRAM_MODULES}
     terms, binds, instances, opt = _analyze(top, per_module, fast=fast)
     inst_scopes = [(tuple(str(s) for s in sc_), mod) for sc_, mod in instances]
     inst_scopes.sort(key=lambda x: -len(x[0]))  # deepest first: a term belongs to its deepest instance
@@ -182,7 +191,9 @@ def rtl_stats(cfg: RtlConfig | None = None, top: str = "npu_top", fast: bool = T
                 return scope
         raise RtlSimError(f"pyverilog term {name} belongs to no instance")
 
+    module_of = dict(inst_scopes)
     own_ff: dict[tuple[str, ...], int] = {s: 0 for s, _ in inst_scopes}
+    own_sram: dict[tuple[str, ...], int] = {s: 0 for s, _ in inst_scopes}
     ports: dict[tuple[str, ...], list[dict]] = {s: [] for s, _ in inst_scopes}
     pvals: dict[tuple[str, ...], dict[str, int]] = {s: {} for s, _ in inst_scopes}
     for name, term in terms.items():
@@ -205,41 +216,66 @@ def rtl_stats(cfg: RtlConfig | None = None, top: str = "npu_top", fast: bool = T
             depth = 1
             for lo_hi in term.dims or ():
                 depth *= abs(_const(opt, lo_hi[1], f"{name} dim") - _const(opt, lo_hi[0], f"{name} dim")) + 1
-            own_ff[scope] += width * depth
+            if module_of[scope] not in SRAM_MODULES:
+                own_ff[scope] += width * depth
+            elif term.dims:  # the SRAM's memory (its read register is the read port: no bits of its own)
+                own_sram[scope] += width * depth
     inst_scopes.sort(key=lambda x: (len(x[0]), x[0]))
     modules: dict[str, dict] = {}
     for scope, mod in inst_scopes:
         m = modules.get(mod)
         if m is None:
             modules[mod] = {"module": mod, "instances": 1, "parameters": pvals[scope], "ports": ports[scope],
-                            "ff_bits": own_ff[scope], "ff_bits_total": own_ff[scope]}
+                            "ff_bits": own_ff[scope], "ff_bits_total": own_ff[scope], "sram_bits_total": own_sram[scope]}
         else:
             m["instances"] += 1
             m["ff_bits_total"] += own_ff[scope]
+            m["sram_bits_total"] += own_sram[scope]
             if own_ff[scope] != m["ff_bits"]:
                 m["ff_bits"] = None  # instances differ (not in this design: all instances share parameters)
     return {"top": top, "parameters": params, "modules": list(modules.values()),
-            "ff_bits": sum(own_ff.values()), "analysis_s": time.perf_counter() - t0}
+            "ff_bits": sum(own_ff.values()), "sram_bits": sum(own_sram.values()), "analysis_s": time.perf_counter() - t0}
 
 
 _DFF_CELL = re.compile(r"^\s+(\$_[A-Z]*DFF[A-Z0-9_]*|\$_DLATCH[A-Z0-9_]*|\$_SR[A-Z0-9_]*)\s+(\d+)\s*$")
 
 
-def yosys_ff_bits(top: str, params: dict[str, int], timeout_s: float = 600) -> int:
-    """Flip-flop bits of ``top`` after ``yosys -p 'read_verilog ...; chparam ...; synth -top X; stat'``.
+_MEM_PARAM = re.compile(r"^\s+parameter \\(SIZE|WIDTH) (\d+)\s*$")
+#: yosys synth's script (0.23) with memory_map told to keep the SRAM macros as memory cells, then the
+#: design flattened so that one ``stat`` and one ``dump`` see every cell of every instance
+_SYNTH = ("synth -top {top} -run :fine; opt -fast -full; memory_map -attr !npukit_sram; opt -full; techmap; "
+          "opt -fast; abc -fast; opt -fast; flatten; dump t:$mem_v2; stat")
 
-    Sums the single-bit flip-flop/latch cells of the whole hierarchy (stat's design-hierarchy total)."""
+
+def yosys_ff_bits(top: str, params: dict[str, int], timeout_s: float = 600) -> int:
+    """Flip-flop bits of ``top`` after yosys synth (see :func:`yosys_counts`)."""
+    return yosys_counts(top, params, timeout_s)["ff_bits"]
+
+
+def yosys_counts(top: str, params: dict[str, int], timeout_s: float = 600) -> dict[str, int]:
+    """``{"ff_bits", "memory_bits"}`` of ``top`` after yosys synth (``synth -top X``'s passes, the SRAM
+    memories kept as memory cells): the single-bit flip-flop/latch cells of the whole design and the
+    bits (WIDTH x SIZE) of its memory cells."""
     exe = shutil.which("yosys")
     if exe is None:
         raise RtlSimError("yosys not found; install yosys 0.23 (Debian: apt-get install yosys)")
     files = " ".join(str(p) for p in source_paths(TOPS[top]))
     chparam = " ".join(f"-set {k} {v}" for k, v in params.items())
-    script = f"read_verilog {files}; chparam {chparam} {top}; synth -top {top}; stat"
+    script = f"read_verilog {files}; chparam {chparam} {top}; " + _SYNTH.format(top=top)
     with tempfile.TemporaryDirectory(prefix="npukit-yosys-") as tmp:
         proc = subprocess.run([exe, "-p", script], capture_output=True, text=True, cwd=tmp, timeout=timeout_s)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise RtlSimError(f"yosys failed on {top}: {' | '.join(tail)}")
     text = proc.stdout
-    section = text.split("=== design hierarchy ===")[-1] if "=== design hierarchy ===" in text else text.split("===")[-1]
-    return sum(int(m.group(2)) for line in section.splitlines() if (m := _DFF_CELL.match(line)))
+    mem_bits, size = 0, None
+    for line in text.split("=== ")[0].splitlines():  # the dump of the memory cells (before stat's sections)
+        m = _MEM_PARAM.match(line)
+        if m and m.group(1) == "SIZE":
+            size = int(m.group(2))
+        elif m and size is not None:  # WIDTH follows SIZE in each cell's sorted parameter list
+            mem_bits += size * int(m.group(2))
+            size = None
+    section = text.split("===")[-1]
+    ff = sum(int(m.group(2)) for line in section.splitlines() if (m := _DFF_CELL.match(line)))
+    return {"ff_bits": ff, "memory_bits": mem_bits}

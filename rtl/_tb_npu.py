@@ -9,10 +9,17 @@ edge that samples ``start = 1`` begins RTL period 0; period p is the clock perio
 at the p-th rising edge after it. The PEs perform contract cycle t's MACs in period t (their
 registers update at the edge that ends it). The testbench samples npu_top's outputs at the
 falling edge inside each period; an output seen in period p left the array in contract cycle
-p - L with L = ``cfg.out_latency`` (ws/is: 2, the array's bottom psum register and the
-accumulator's output register; os: 2 + ceil(log2(R)), the PE's register, the registered drain
-tree's levels and the output register). That cycle must equal the model's ``out_cycle``,
-``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in period cycles + L.
+p - L with L = ``cfg.out_latency`` (ws/is: 3, the operand SRAM's read, the array's bottom psum
+register and the accumulator's output register; os: 3 + ceil(log2(R)), the SRAM read, the PE's
+register, the registered drain tree's levels and the output register). That cycle must equal the
+model's ``out_cycle``, ``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in
+period cycles + L.
+
+Operand input streams: before each GEMM the testbench sends the A and B buffer words over
+``s_a_*`` / ``s_b_*`` (valid/ready; with the job's ``gap_prob`` > 0 each stream holds tvalid low with
+that probability per period and drives junk on tdata then), raises ``start`` in the period after the
+last word was taken, and while the run is busy offers junk words that must not be taken: a
+``*_tready`` seen high while busy is a protocol problem (and a taken junk word would corrupt a buffer).
 
 Output backpressure: with the job's ``stall_prob`` > 0 the testbench drives ``out_ready`` low with that
 probability in every period (seeded by the case's seed). A period in which some ``out_vld`` lane is
@@ -84,31 +91,68 @@ def _uint(value) -> int | None:
     return int(s, 2) if s and set(s) <= {"0", "1"} else None
 
 
-async def _write_buffers(dut, a_words: list[int], b_words: list[int]) -> None:
-    for idx in range(max(len(a_words), len(b_words))):
+STREAMS = ("s_a", "s_b")
+
+
+def _junk(rng: np.random.Generator, bits: int) -> int:
+    """A random ``bits``-bit word."""
+    return int.from_bytes(rng.bytes((bits + 7) // 8), "little") & ((1 << bits) - 1)
+
+
+async def stream_operands(dut, words: dict[str, list[int]], rng: np.random.Generator, gap_prob: float,
+                          bits: dict[str, int], limit: int, counts: dict[str, int]) -> list[str]:
+    """Send the operand words over npu_top's input streams (AXI-Stream-like, one word per handshake)
+    until every word is taken; returns protocol problems. In every period each stream holds tvalid low
+    with probability ``gap_prob`` (tdata then carries junk that must not be taken); a word counts as
+    taken at a rising edge where tvalid and tready were both high (tvalid, once high, stays high with
+    the same word until then). Ends at a falling edge after the last transfer with both tvalid low.
+    ``counts["gaps"]`` counts the stream-periods with tvalid low while words were left."""
+    sent = {s: 0 for s in STREAMS}
+    offered = {s: False for s in STREAMS}  # tvalid driven during the period that just ended
+    ready = {s: False for s in STREAMS}
+    for _ in range(limit):
         await FallingEdge(dut.clk)
-        dut.a_we.value = int(idx < len(a_words))
-        if idx < len(a_words):
-            dut.a_waddr.value = idx
-            dut.a_wdata.value = a_words[idx]
-        dut.b_we.value = int(idx < len(b_words))
-        if idx < len(b_words):
-            dut.b_waddr.value = idx
-            dut.b_wdata.value = b_words[idx]
-    await FallingEdge(dut.clk)
-    dut.a_we.value = 0
-    dut.b_we.value = 0
+        for s in STREAMS:
+            if offered[s] and ready[s]:
+                sent[s] += 1  # the rising edge just passed took the word
+        if all(sent[s] == len(words[s]) for s in STREAMS):
+            for s in STREAMS:
+                getattr(dut, f"{s}_tvalid").value = 0
+            return []
+        for s in STREAMS:
+            left = sent[s] < len(words[s])
+            hold = offered[s] and not ready[s]  # AXI-Stream: an offered word stays until it is taken
+            valid = left and (hold or gap_prob <= 0 or rng.random() >= gap_prob)
+            counts["gaps"] += int(left and not valid)
+            getattr(dut, f"{s}_tvalid").value = int(valid)
+            getattr(dut, f"{s}_tdata").value = words[s][sent[s]] if valid else _junk(rng, bits[s])
+            offered[s] = valid
+            ready[s] = _uint(getattr(dut, f"{s}_tready").value) == 1
+        if _uint(dut.busy.value) != 0:
+            return [f"busy is {dut.busy.value} while the operands are loading"]
+    return [f"the input streams took {sent} words of {({s: len(w) for s, w in words.items()})} within {limit} periods"]
 
 
 async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim_w: int,
-                   limit: int, stall_prob: float = 0.0,
-                   seed: int = 0) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
+                   limit: int, stall_prob: float = 0.0, gap_prob: float = 0.0,
+                   seed: int = 0, counts: dict[str, int] | None = None
+                   ) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
     """Drive one GEMM; returns ({(m, n): (value or None for x/z, contract cycle)}, RTL cycles,
     done period (without stalls), [(cycle, problem)] for protocol problems (x on out_vld, duplicates,
-    no done), wall seconds from start to done (the run without the buffer writes), stall periods."""
+    no done, an input stream ready while busy), wall seconds from start to done (the run without the
+    operand streaming), stall periods. With ``gap_prob`` > 0 the operand streams have random tvalid gaps
+    and, while the run is busy, offer junk words (tvalid high in about half the periods) that must not
+    be taken (tready low); ``counts`` gets "gaps" (see stream_operands) and "junk" (junk words offered
+    while busy)."""
+    counts = {"gaps": 0, "junk": 0} if counts is None else counts
     rng = np.random.default_rng([seed, 0x5A11])
+    gap_rng = np.random.default_rng([seed, 0x6A95])
     a_words, b_words = operand_words(a, b, cfg.rows, cfg.cols, cfg.dataflow, cfg.data_bits)
-    await _write_buffers(dut, a_words, b_words)
+    bits = {"s_a": cfg.rows * cfg.data_bits, "s_b": cfg.cols * cfg.data_bits}
+    load_problems = await stream_operands(dut, {"s_a": a_words, "s_b": b_words}, gap_rng, gap_prob, bits,
+                                          limit=20 * (len(a_words) + len(b_words)) + 100, counts=counts)
+    if load_problems:
+        return {}, None, -1, [(-1, p) for p in load_problems], 0.0, 0
     m, n, k = cfg.hw_dims(a.shape[0], b.shape[1], a.shape[1])
     dut.cfg_m.value = m
     dut.cfg_n.value = n
@@ -131,6 +175,16 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
     while True:
         ready = int(stall_prob <= 0 or rng.random() >= stall_prob)
         dut.out_ready.value = ready
+        if gap_prob > 0:  # junk on the input streams while busy: tready must stay low
+            busy_now = _uint(dut.busy.value) == 1
+            for s in STREAMS:
+                junk = busy_now and gap_rng.random() < 0.5
+                getattr(dut, f"{s}_tvalid").value = int(junk)
+                if junk:
+                    counts["junk"] += 1
+                    getattr(dut, f"{s}_tdata").value = _junk(gap_rng, bits[s])
+                    if _uint(getattr(dut, f"{s}_tready").value) != 0:
+                        problems.append((period - stalls - lat, f"{s}_tready is high while busy (period {period})"))
         vbits = _uint(dut.out_vld.value)
         if vbits is None:
             problems.append((period - lat, f"out_vld is {dut.out_vld.value} at cycle {period - lat}"))
@@ -167,6 +221,8 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
             break
         await FallingEdge(dut.clk)
     dut.out_ready.value = 1
+    for s in STREAMS:
+        getattr(dut, f"{s}_tvalid").value = 0
     return got, _uint(dut.cycles.value), period, problems, time.perf_counter() - t0, stalls
 
 
@@ -177,10 +233,11 @@ async def gemm_cases(dut):
     cfg = RtlConfig(**job["config"])
     dim_w = cfg.parameters()["DIM_W"]
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    for sig in ("a_we", "b_we", "start", "cfg_qen"):
+    for sig in ("s_a_tvalid", "s_b_tvalid", "start", "cfg_qen"):
         getattr(dut, sig).value = 0
     dut.out_ready.value = 1
     stall_prob = float(job.get("stall_prob", 0.0))
+    gap_prob = float(job.get("gap_prob", 0.0))
     dut.rst.value = 1
     for _ in range(3):
         await FallingEdge(dut.clk)
@@ -194,8 +251,10 @@ async def gemm_cases(dut):
         ref = model_result(cfg, a, b, quant)
         t_model = time.perf_counter() - t0
         t0 = time.perf_counter()
+        counts = {"gaps": 0, "junk": 0}
         got, rtl_cycles, done_period, protocol, t_run, stalls = await run_case(
-            dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, seed=case["seed"])
+            dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, gap_prob=gap_prob,
+            seed=case["seed"], counts=counts)
         t_rtl = time.perf_counter() - t0
         msgs = compare(cfg, got, rtl_cycles, done_period, ref, case["seed"], case["name"], protocol)
         results.append({
@@ -203,6 +262,7 @@ async def gemm_cases(dut):
             "quant": case["quant"], "passed": not msgs, "rtl_cycles": rtl_cycles, "model_cycles": int(ref.cycles),
             "outputs": len(got), "first_mismatch": msgs[0] if msgs else None, "mismatches": len(msgs),
             "rtl_wall_s": t_rtl, "rtl_run_wall_s": t_run, "model_wall_s": t_model, "stalls": stalls,
+            "input_gaps": counts["gaps"], "junk_offered": counts["junk"],
         })
         failures.extend(msgs[:1])
         await FallingEdge(dut.clk)

@@ -3,15 +3,28 @@
 // psum_quantizer and accumulator with the fold order and timing of the cycle contract
 // (TIMING = 0: scalesim; 1: double-buffered, ws only), plain Verilog-2005.
 //
-// Operand buffers (written through a_we/b_we before start; asynchronous read):
-//   ws: amem[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
-//       bmem[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (column fold j, K-fold i; tile rows
+// Operands arrive over two AXI-Stream-like input streams, s_a_* (ROWS lanes) and s_b_* (COLS lanes):
+// a word is taken at a rising edge where tvalid and tready are both high and written to the stream's
+// buffer at the next address (0, 1, 2, ... for each GEMM: the write pointers return to 0 when a run
+// starts). tready = !busy && !start: words are taken only while idle, never at the edge that starts a
+// run nor while a run or its drain uses the buffers. The host streams all of a GEMM's words (in the
+// buffer order below; the streams are independent, any gaps) and raises start after the last one was
+// taken; the hardware does not count the words (words beyond a buffer's 2**A_AW / 2**B_AW wrap around).
+// The buffers are single-port SRAMs (sram_sp, one read or one write per period, read latency 1 period):
+// written only while idle, read only while busy, one word per period each, so one access per period.
+// Buffer order (word address: lanes):
+//   ws: A[i*M + m]         lane r = A[m, i*R + r]          (K-fold i, row m)
+//       B[(j*kf + i)*R + t] lane c = B[i*R + R-1-t, j*C + c] (column fold j, K-fold i; tile rows
 //                              in load order: row R-1 first)
-//   os: amem[i*K + k]         lane r = A[i*R + r, k]          (row fold i)
-//       bmem[j*K + k]         lane c = B[k, j*C + c]          (column fold j)
-//   Lanes outside the matrices must be written as zeros.
-// Run: start (sampled at a rising edge in idle) captures cfg_* and begins contract cycle 0 in the
-// clock period that starts at that edge. Fold f occupies periods [f*T, (f+1)*T):
+//   os: A[i*K + k]         lane r = A[i*R + r, k]          (row fold i)
+//       B[j*K + k]         lane c = B[k, j*C + c]          (column fold j)
+//   Lanes outside the matrices must be sent as zeros.
+// Run: start (sampled at a rising edge in idle, not stalled) captures cfg_* and begins contract cycle 0
+// in the clock period that starts at that edge (period 0). The controller reads the buffers on the
+// contract's schedule; each word enters the array one period after its read (the SRAM's read latency),
+// with its control delayed alike, so the array runs the contract's schedule one period late, and so does
+// the psum path (its fold attribution is registered once more; busy covers that extra flush period). Fold f is contract
+// cycles [f*T, (f+1)*T) (the controller's periods; the local times below are contract cycles):
 //   ws: T = 2R + C + M - 2, folds j outer, i inner; local [0, R): weights shift in (row R-1-t at t);
 //       A[m, i*R + r] enters row r at local R + m + r; psum (m, c) leaves at local 2R - 1 + m + c.
 //   os: T = R + C + K - 2, folds i outer, j inner; A[i*R + r, k] enters row r and B[k, j*C + c]
@@ -19,19 +32,20 @@
 //   ws double-buffered (TIMING = 1): T = R + C + M - 2, the same local times: fold f + 1 loads its
 //       weights into the other bank (bank (f + 1) % 2) while fold f's last activations and psums
 //       are still in the array (the activations carry their fold's bank); after the last fold R
-//       more cycles run, so cycles = R + F*T - 1, the contract's count.
+//       more cycles run, so cycles = R + F*T - 1, the contract's count. A fold's psums arrive up to
+//       its local T + R: with C = 1 and M = 1 (T = R) at local 0 two folds later.
 // A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
-// t + 1, or (os) in its PE's register in period t + 1 and at the root of the column's registered
-// drain tree in period t + 1 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
+// t + 2, or (os) in its PE's register in period t + 2 and at the root of the column's registered
+// drain tree in period t + 2 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
 // through psum_quantizer (cfg_qen, cfg_mult, cfg_shift) and accumulator, and a final output is on
-// out_* in period t + OUT_LAT (OUT_LAT = 2 for ws, 2 + DRAIN_LAT for os), one lane per column:
+// out_* in period t + OUT_LAT (OUT_LAT = 3 for ws, 3 + DRAIN_LAT for os), one lane per column:
 // out_vld[c], out_row[c] (the output's row), out_fold[c] (its column fold j: column j*COLS + c),
 // out_data[c] (OUT_W bits: ws the B-bit accumulator; os max(P, B) bits, the final P-bit value or,
 // with cfg_qen, its quantized B-bit value). `cycles` = index of the last run cycle = F*T - 1
 // (SCALE-Sim's count; double-buffered R + F*T - 1); `done` is high for the one period cycles + OUT_LAT.
 // The is dataflow runs on this ws hardware with A' = B^T, B' = A^T (it then emits out^T).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
-// DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the buffers hold 2**A_AW, 2**B_AW words and the
+// DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the SRAMs hold 2**A_AW, 2**B_AW words and the
 // accumulator 2**ACC_AW rows (ws needs M <= 2**ACC_AW).
 module npu_top #(
     parameter ROWS     = 4,
@@ -54,12 +68,13 @@ module npu_top #(
 ) (
     input  wire                      clk,
     input  wire                      rst,
-    input  wire                      a_we,
-    input  wire [A_AW-1:0]           a_waddr,
-    input  wire [ROWS*DATA_W-1:0]    a_wdata,
-    input  wire                      b_we,
-    input  wire [B_AW-1:0]           b_waddr,
-    input  wire [COLS*DATA_W-1:0]    b_wdata,
+    // operand input streams (see the header): word w of a stream is written to buffer address w
+    input  wire                      s_a_tvalid,
+    output wire                      s_a_tready,
+    input  wire [ROWS*DATA_W-1:0]    s_a_tdata,
+    input  wire                      s_b_tvalid,
+    output wire                      s_b_tready,
+    input  wire [COLS*DATA_W-1:0]    s_b_tdata,
     input  wire [DIM_W-1:0]          cfg_m,
     input  wire [DIM_W-1:0]          cfg_n,
     input  wire [DIM_W-1:0]          cfg_k,
@@ -101,14 +116,6 @@ module npu_top #(
                                                 : R_D + R_D + C_D - TWO;
     localparam [DIM_W-1:0] T_OS = R_D + C_D - TWO;        // os fold length T = T_OS + K
 
-    // ---------------- operand buffers ----------------
-    reg [ROWS*DATA_W-1:0] amem [0:(1<<A_AW)-1];
-    reg [COLS*DATA_W-1:0] bmem [0:(1<<B_AW)-1];
-    always @(posedge clk) begin
-        if (a_we) amem[a_waddr] <= a_wdata;
-        if (b_we) bmem[b_waddr] <= b_wdata;
-    end
-
     // ---------------- output backpressure ----------------
     // The outputs are a valid/ready stream: while some out_vld lane is high and out_ready is low,
     // en = 0 stalls every register of the design (array, skews, controller, accumulator, outputs),
@@ -121,6 +128,7 @@ module npu_top #(
     reg [MULT_W-1:0] mult_q;
     reg [SHIFT_W-1:0] shift_q;
     reg              run_q, drain_q;
+    reg              flush_q;     // the period after the drain: the psum path's last (one period behind)
     reg [DIM_W-1:0]  lt;          // local cycle within the fold
     reg [CYC_W-1:0]  cyc;         // absolute contract cycle
     // fold indices are counters (not i*R / j*C bases) so that no register bit is constant
@@ -153,7 +161,27 @@ module npu_top #(
     wire last_j   = (nb + C_X >= n_x);
     wire last_fold = last_i && last_j;
 
-    assign busy = run_q | drain_q;
+    assign busy = run_q | drain_q | flush_q;
+    wire run_start = en && !busy && start;
+
+    // ---------------- operand input streams ----------------
+    // A word is taken at a rising edge with tvalid & tready and written at the stream's write
+    // pointer, which then advances; the pointers return to 0 when a run starts (and at rst), so each
+    // GEMM's words go to addresses 0, 1, ... tready is high exactly while idle with start low: no word
+    // is taken at the edge that starts a run nor while a run (or its drain) uses the buffers, so a
+    // buffer sees writes only while idle and reads only while busy (one access per period).
+    assign s_a_tready = !busy && !start;
+    assign s_b_tready = !busy && !start;
+    wire a_xfer = s_a_tvalid && s_a_tready;
+    wire b_xfer = s_b_tvalid && s_b_tready;
+    reg [A_AW-1:0] a_wptr;
+    reg [B_AW-1:0] b_wptr;
+    always @(posedge clk) begin
+        if (rst || run_start) a_wptr <= {A_AW{1'b0}};
+        else if (a_xfer) a_wptr <= a_wptr + 1'b1;
+        if (rst || run_start) b_wptr <= {B_AW{1'b0}};
+        else if (b_xfer) b_wptr <= b_wptr + 1'b1;
+    end
     wire tail_run = (DATAFLOW == 0 && TIMING != 0) && (lt + 1'b1 < R_D);  // the drain's first R cycles count
     assign cycles = cyc;
 
@@ -161,13 +189,16 @@ module npu_top #(
         if (rst) begin
             run_q <= 1'b0;
             drain_q <= 1'b0;
+            flush_q <= 1'b0;
             done <= 1'b0;
             p_have <= 1'b0;
         end else if (en) begin
-            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them
-            done <= drain_q && (lt == PREV_W);
+            // the drain (after the last fold) lasts PREV_W + 1 periods; lt counts them; the psum path
+            // (one period behind) ends in the flush period after it, and done follows
+            flush_q <= drain_q && (lt == PREV_W);
+            done <= flush_q;
             if (drain_q && (lt == PREV_W)) drain_q <= 1'b0;
-            if (!run_q && !drain_q && start) begin
+            if (run_start) begin
                 run_q <= 1'b1;
                 p_have <= 1'b0;
             end else if (fold_end) begin
@@ -183,7 +214,7 @@ module npu_top #(
     always @(posedge clk) begin
         if (!en) begin
             // stalled: every register holds
-        end else if (!run_q && !drain_q && start) begin
+        end else if (run_start) begin
             m_q <= cfg_m;
             n_q <= cfg_n;
             k_q <= cfg_k;
@@ -234,17 +265,24 @@ module npu_top #(
     end
 
     // ---------------- double buffering (ws): the weight bank of the fold, the previous fold's A base ----
-    wire             bank;     // the bank the current fold loads and computes with (fold index % 2)
+    // the bank the current fold loads and computes with (fold index % 2); os reads it nowhere
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire             bank;
+    /* verilator lint_on UNUSEDSIGNAL */
     // the previous fold's A base (its last activation may enter at local 0); os reads it nowhere
     /* verilator lint_off UNUSEDSIGNAL */
     wire [A_AW-1:0]  pa_base;
     /* verilator lint_on UNUSEDSIGNAL */
+    // the fold before the previous one (its psum arrives at local 0; ws double-buffered, C = 1 only)
+    wire             sel_prev2;
+    wire             pp_have;
+    wire [DIM_W-1:0] pp_fi, pp_fj;
     generate
         if (DATAFLOW == 0 && TIMING != 0) begin : g_dbuf
             reg             bank_q;
             reg [A_AW-1:0]  pa_q;
             always @(posedge clk) begin
-                if (en && !run_q && !drain_q && start) bank_q <= 1'b0;
+                if (run_start) bank_q <= 1'b0;
                 else if (en && fold_end) bank_q <= ~bank_q;
                 if (en && fold_end) pa_q <= a_base;
             end
@@ -254,17 +292,63 @@ module npu_top #(
             assign bank = 1'b0;
             assign pa_base = {A_AW{1'b0}};
         end
+        // ws double-buffered with C = 1 and M = 1: T = R, a fold's psum arrives (one period behind
+        // the controller) at its local 2R = local 0 two folds later, so the psum path needs the fold
+        // before the previous one as well (pp_*); with C > 1 or M > 1 (T > R) it never does
+        if (DATAFLOW == 0 && TIMING != 0 && COLS == 1) begin : g_prev2
+            reg             pp_have_q;
+            reg [DIM_W-1:0] pp_fi_q, pp_fj_q;
+            always @(posedge clk) begin
+                if (rst) pp_have_q <= 1'b0;
+                else if (en && run_start) pp_have_q <= 1'b0;
+                else if (en && fold_end) pp_have_q <= p_have;
+                if (en && fold_end) begin
+                    pp_fi_q <= p_fi;
+                    pp_fj_q <= p_fj;
+                end
+            end
+            assign sel_prev2 = (run_q || drain_q)
+                               && ({{(IX_W-DIM_W){1'b0}}, lt} + {{(IX_W-DIM_W){1'b0}}, t_len} <= R_X);
+            assign pp_have = pp_have_q;
+            assign pp_fi = pp_fi_q;
+            assign pp_fj = pp_fj_q;
+        end else begin : g_no_prev2
+            assign sel_prev2 = 1'b0;
+            assign pp_have = 1'b0;
+            assign pp_fi = {DIM_W{1'b0}};
+            assign pp_fj = {DIM_W{1'b0}};
+        end
     endgenerate
 
-    // ---------------- array edge feeds ----------------
+    // ---------------- operand SRAMs and array edge feeds ----------------
+    // The controller reads the buffers (a_rd / b_rd at a_raddr / b_raddr) in period p; the words are on
+    // the SRAMs' rdata in period p + 1 (read latency 1) and enter the array then, together with their control
+    // (load, bank, window and valid bits, os tags), which goes through one register stage (the *_d
+    // registers, one more stage of the tag and bank delay lines). A buffer is written only while idle
+    // (a_xfer / b_xfer) and read only while busy (a_win / b_win need run_q or drain_q): one access per period.
+    // ws: the B word read now is shifted into the weights next period (os: constant 0, unread)
+    /* verilator lint_off UNUSEDSIGNAL */
     wire                    load;
-    wire [ROWS*DATA_W-1:0]  a_word;
-    wire [COLS*DATA_W-1:0]  b_word;
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire                    a_win;     // an A word is read now
+    wire                    a_rd, b_rd;
+    wire [A_AW-1:0]         a_raddr;
+    wire [B_AW-1:0]         b_raddr;
+    wire [ROWS*DATA_W-1:0]  a_rdata;
+    wire [COLS*DATA_W-1:0]  b_rdata;
+    wire [ROWS*DATA_W-1:0]  a_word;    // the A word entering the skew this period (0 outside a window)
+    wire [COLS*DATA_W-1:0]  b_word;    // the B word at the array's north edge this period
+    wire                    load_feed; // the array's load (ws) and load bank (ws double-buffered)
+    wire                    bank_feed;
     wire [ROWS*DATA_W-1:0]  a_west;
     wire [ROWS*3-1:0]       a_tag_west;
     wire [COLS*DATA_W-1:0]  b_north;
     wire [COLS-1:0]         b_vld_north;
-    wire                    a_win;
+    // os: the A and B words' valid bits per row / column (registered with the read); ws: unused
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [ROWS-1:0]         a_vld_feed;
+    wire [COLS-1:0]         b_vld_feed;
+    /* verilator lint_on UNUSEDSIGNAL */
     // ws double-buffered: the bank of the activation read now (unread otherwise)
     /* verilator lint_off UNUSEDSIGNAL */
     wire                    a_bank;
@@ -274,10 +358,28 @@ module npu_top #(
     wire                    b_win;
     /* verilator lint_on UNUSEDSIGNAL */
 
+    genvar r, c, s;
+    assign a_rd = a_win && en;  // (stalled: no read, rdata holds)
+    assign b_rd = b_win && en;
+`ifdef FORMAL
+    // one access per period per SRAM: never a write (stream word) and a read in the same period, for
+    // every state and input (yosys: read_verilog -formal -DFORMAL; sat -prove-asserts; npukit.rtl._lint)
+    always @* begin
+        assert (!(a_xfer && a_rd));
+        assert (!(b_xfer && b_rd));
+    end
+`endif
+    sram_sp #(.WIDTH(ROWS*DATA_W), .AW(A_AW)) u_amem (
+        .clk(clk), .ce(a_xfer || a_rd), .we(a_xfer), .addr(a_xfer ? a_wptr : a_raddr), .wdata(s_a_tdata),
+        .rdata(a_rdata)
+    );
+    sram_sp #(.WIDTH(COLS*DATA_W), .AW(B_AW)) u_bmem (
+        .clk(clk), .ce(b_xfer || b_rd), .we(b_xfer), .addr(b_xfer ? b_wptr : b_raddr), .wdata(s_b_tdata),
+        .rdata(b_rdata)
+    );
+
     generate
         if (DATAFLOW == 0) begin : g_feed_ws
-            // (gated so that no tool folds the pointer register into a synchronous read port)
-            wire [B_AW-1:0] w_raddr = load ? b_base : {B_AW{1'b0}};
             // double-buffered with C = 1 (T = R + M - 1) the previous fold's last activation is
             // read at local 0 of the next fold (or of the drain): a_prev
             wire [IX_W-1:0] t_x = {{(IX_W-DIM_W){1'b0}}, t_len};
@@ -286,13 +388,27 @@ module npu_top #(
             /* verilator lint_off UNUSEDSIGNAL */
             wire [IX_W-1:0] a_rx = a_prev ? pb_x + lt_x + t_x - R_X : ab_x + lt_x - R_X;  // (cut to the address width)
             /* verilator lint_on UNUSEDSIGNAL */
-            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
+            reg win_d, load_d;
+            always @(posedge clk) begin
+                if (rst) begin
+                    win_d <= 1'b0;
+                    load_d <= 1'b0;
+                end else if (en) begin
+                    win_d <= a_win;
+                    load_d <= load;
+                end
+            end
+            assign a_raddr = a_rx[A_AW-1:0];
+            assign b_raddr = b_base;
             assign load = run_q && (lt < R_D);
             assign a_win = a_prev || (run_q && (lt >= R_D) && (lt < R_D + m_q));
             assign a_bank = a_prev ? ~bank : bank;
             assign b_win = load;
-            assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
-            assign b_word = bmem[w_raddr];
+            assign a_word = win_d ? a_rdata : {ROWS*DATA_W{1'b0}};
+            assign b_word = b_rdata;
+            assign load_feed = load_d;
+            assign a_vld_feed = {ROWS{1'b0}};
+            assign b_vld_feed = {COLS{1'b0}};
             assign b_north = b_word;
             assign b_vld_north = {COLS{1'b0}};
         end else begin : g_feed_os
@@ -300,23 +416,47 @@ module npu_top #(
             wire [IX_W-1:0] a_rx = ab_x + lt_x;  // (both cut to the address width)
             wire [IX_W-1:0] b_rx = bb_x + lt_x;
             /* verilator lint_on UNUSEDSIGNAL */
-            wire [A_AW-1:0] a_raddr = a_rx[A_AW-1:0];
-            wire [B_AW-1:0] b_raddr = b_rx[B_AW-1:0];
+            wire [ROWS-1:0] a_vld_now;  // row r of the word read now is inside A (i*R + r < M)
+            wire [COLS-1:0] b_vld_now;  // column c of the word read now is inside B (j*C + c < N)
+            for (r = 0; r < ROWS; r = r + 1) begin : g_av
+                assign a_vld_now[r] = a_win && (ib + r < m_q);
+            end
+            for (c = 0; c < COLS; c = c + 1) begin : g_bv
+                assign b_vld_now[c] = b_win && (nb + c < n_q);
+            end
+            reg             win_d;
+            reg [ROWS-1:0]  a_vld_d;
+            reg [COLS-1:0]  b_vld_d;
+            always @(posedge clk) begin
+                if (rst) begin
+                    win_d <= 1'b0;
+                    a_vld_d <= {ROWS{1'b0}};
+                    b_vld_d <= {COLS{1'b0}};
+                end else if (en) begin
+                    win_d <= a_win;
+                    a_vld_d <= a_vld_now;
+                    b_vld_d <= b_vld_now;
+                end
+            end
+            assign a_raddr = a_rx[A_AW-1:0];
+            assign b_raddr = b_rx[B_AW-1:0];
             assign load = 1'b0;
             assign a_win = run_q && (lt < k_q);
             assign a_bank = 1'b0;
             assign b_win = a_win;
-            assign a_word = a_win ? amem[a_raddr] : {ROWS*DATA_W{1'b0}};
-            assign b_word = b_win ? bmem[b_raddr] : {COLS*DATA_W{1'b0}};
+            assign a_word = win_d ? a_rdata : {ROWS*DATA_W{1'b0}};
+            assign b_word = win_d ? b_rdata : {COLS*DATA_W{1'b0}};
+            assign load_feed = 1'b0;
+            assign a_vld_feed = a_vld_d;
+            assign b_vld_feed = b_vld_d;
         end
     endgenerate
 
-    genvar r, c, s;
     generate
         // os: the {last, first} tag is the same for every row, so one shared delay line carries it
-        // and row r taps stage r (a per-row copy would be duplicate registers)
-        if (DATAFLOW != 0 && ROWS > 1) begin : g_tagline
-            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+        // and row r taps stage r (stage 0: the SRAM's period; a per-row copy would be duplicate registers)
+        if (DATAFLOW != 0) begin : g_tagline
+            for (s = 0; s < ROWS; s = s + 1) begin : g_st
                 reg [1:0] q;
                 always @(posedge clk) begin
                     if (rst) q <= 2'b00;
@@ -324,15 +464,23 @@ module npu_top #(
                 end
             end
         end
-        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew
-        if (DATAFLOW == 0 && TIMING != 0 && ROWS > 1) begin : g_bankline
-            for (s = 0; s < ROWS - 1; s = s + 1) begin : g_st
+        // ws double-buffered: the weight bank of the activations, delayed like the rows' skew (stage
+        // 0: the SRAM's period), and the bank the weights load into
+        if (DATAFLOW == 0 && TIMING != 0) begin : g_bankline
+            for (s = 0; s < ROWS; s = s + 1) begin : g_st
                 reg q;
                 always @(posedge clk) begin
                     if (rst) q <= 1'b0;
                     else if (en) q <= (s == 0) ? a_bank : g_bankline.g_st[(s == 0) ? 0 : s - 1].q;
                 end
             end
+            reg ld_bank_d;
+            always @(posedge clk) begin
+                if (en) ld_bank_d <= bank;
+            end
+            assign bank_feed = ld_bank_d;
+        end else begin : g_no_bankline
+            assign bank_feed = 1'b0;
         end
         // row skew: lane r of the A word reaches row r after r cycles
         for (r = 0; r < ROWS; r = r + 1) begin : g_askew
@@ -345,21 +493,11 @@ module npu_top #(
                 // the activation's weight bank travels with it (the bank of the fold it belongs to);
                 // the bank is the same for every row, so one shared delay line carries it (g_bankline)
                 assign lane_in = a_word[r*DATA_W +: DATA_W];
-                if (r == 0) begin : g_bank0
-                    assign a_tag_west[r*3 +: 3] = {2'b00, a_bank};
-                end else begin : g_bankr
-                    assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r-1].q};
-                end
+                assign a_tag_west[r*3 +: 3] = {2'b00, g_bankline.g_st[r].q};
             end else begin : g_os_lane
                 // tag {last, first, valid}; rows past M stay invalid (no output)
-                wire [1:0] last_first;
-                assign lane_in = {a_win && (ib + r < m_q), a_word[r*DATA_W +: DATA_W]};
-                if (r == 0) begin : g_tag0
-                    assign last_first = {lt == k_q - 1'b1, lt == {DIM_W{1'b0}}};
-                end else begin : g_tagr
-                    assign last_first = g_tagline.g_st[r-1].q;
-                end
-                assign a_tag_west[r*3 +: 3] = {last_first, lane_out[DATA_W]};
+                assign lane_in = {a_vld_feed[r], a_word[r*DATA_W +: DATA_W]};
+                assign a_tag_west[r*3 +: 3] = {g_tagline.g_st[r].q, lane_out[DATA_W]};
             end
             // r stages of AS_W-bit registers (fixed-width regs: every tool resolves their size; no
             // generate-if per stage: Icarus elaborates those in more than linear time)
@@ -380,7 +518,7 @@ module npu_top #(
         // column skew (os only): lane c of the B word reaches column c after c cycles
         if (DATAFLOW != 0) begin : g_bskew
             for (c = 0; c < COLS; c = c + 1) begin : g_col
-                wire [BS_W-1:0] lane_in = {b_win && (nb + c < n_q), b_word[c*DATA_W +: DATA_W]};
+                wire [BS_W-1:0] lane_in = {b_vld_feed[c], b_word[c*DATA_W +: DATA_W]};
                 wire [BS_W-1:0] lane_out;
                 for (s = 0; s < c; s = s + 1) begin : g_st
                     reg [BS_W-1:0] q;
@@ -414,8 +552,8 @@ module npu_top #(
         .clk(clk),
         .rst(rst),
         .en(en),
-        .load(load),
-        .load_bank(bank),
+        .load(load_feed),
+        .load_bank(bank_feed),
         .a_west(a_west),
         .a_tag_west(a_tag_west),
         .b_north(b_north),
@@ -426,18 +564,27 @@ module npu_top #(
 
     // ---------------- psum path: quantizer + accumulator per column ----------------
     // psums visible in local cycles [0, PREV_W] belong to the previous fold (arrivals of a fold
-    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT)
+    // span local [lo, T + PREV_W], lo >= PREV_W + 1: ws 2R, os K + DRAIN_LAT). The array runs one
+    // period behind the controller (the SRAM read), so the psum path uses the controller's fold
+    // attribution of the previous period: lt_eff, fi_eff, fj_eff and live are registered once.
     wire             sel_prev = drain_q || (run_q && (lt <= PREV_W));
-    wire [DIM_W-1:0] lt_eff = sel_prev ? lt + t_len : lt;
+    reg  [DIM_W-1:0] lt_eff, fi_eff, fj_eff;
+    reg              live;
+    always @(posedge clk) begin
+        if (rst) live <= 1'b0;
+        else if (en) live <= sel_prev2 ? pp_have : sel_prev ? p_have : run_q;
+        if (en) begin
+            lt_eff <= sel_prev2 ? lt + t_len + t_len : sel_prev ? lt + t_len : lt;
+            fi_eff <= sel_prev2 ? pp_fi : sel_prev ? p_fi : fi;
+            fj_eff <= sel_prev2 ? pp_fj : sel_prev ? p_fj : fj;
+        end
+    end
     wire [IX_W-1:0]  lte_x = {{(IX_W-DIM_W){1'b0}}, lt_eff};
-    wire [DIM_W-1:0] fi_eff = sel_prev ? p_fi : fi;
-    wire [DIM_W-1:0] fj_eff = sel_prev ? p_fj : fj;
     wire [IX_W-1:0]  ib_eff = {{(IX_W-DIM_W){1'b0}}, fi_eff} * R_X;
     // (the column base: ws only; os outputs carry the fold index instead)
     /* verilator lint_off UNUSEDSIGNAL */
     wire [IX_W-1:0]  nb_eff = {{(IX_W-DIM_W){1'b0}}, fj_eff} * C_X;
     /* verilator lint_on UNUSEDSIGNAL */
-    wire             live = sel_prev ? p_have : run_q;
     wire             acc_first = (DATAFLOW == 0) ? (ib_eff == {IX_W{1'b0}}) : 1'b1;
     wire             acc_last = (DATAFLOW == 0) ? (ib_eff + R_X >= k_x) : 1'b1;
 

@@ -135,6 +135,12 @@ def test_gemm_with_random_output_stalls(build_root, tmp_path, rows, cols, datafl
     for c in res.cases:
         assert c["passed"], f"seed {SEED}, {cfg.tag()}, stalls: {c['first_mismatch']}"
         assert c["stalls"] > 0 and c["rtl_cycles"] == c["model_cycles"], c
+        # the operand streams had tvalid gaps while loading and were offered junk while busy (not taken)
+        assert c["input_gaps"] > 0 and c["junk_offered"] > 0, c
+    # back-to-back input words (no gaps, no junk): the same cycles
+    tight = run_gemm_suite(cfg, cases[:2], build_root, stall_prob=0.3, gap_prob=0.0)
+    assert tight.passed and [c["input_gaps"] + c["junk_offered"] for c in tight.cases] == [0, 0]
+    assert [c["rtl_cycles"] for c in tight.cases] == [c["rtl_cycles"] for c in res.cases[:2]]
     # an accumulator that ignores the stall loses the held outputs: the same run must fail
     srcs = _mutated(tmp_path, "accumulator.v", "else if (en) out_vld <= emit;", "else out_vld <= emit;")
     bad = run_gemm_suite(cfg, cases[:1], build_root, sources=srcs, stall_prob=0.3)
@@ -211,6 +217,27 @@ def test_tiny_and_single_fold_gemms(build_root):
     assert res.cases[0]["rtl_cycles"] == run_gemm(cases[0].a, cases[0].b, 4, 4).cycles
 
 
+@pytest.mark.parametrize("rows,cols,dataflow,timing,dims,fold", [(3, 1, "ws", "double-buffered", (2, 2, 9), 4),
+                                                                (3, 2, "ws", "double-buffered", (1, 4, 9), 4),
+                                                                (3, 1, "ws", "double-buffered", (1, 2, 9), 3),
+                                                                (3, 1, "ws", "double-buffered", (1, 3, 6), 3),
+                                                                (1, 1, "ws", "double-buffered", (1, 2, 3), 1),
+                                                                (3, 1, "is", "double-buffered", (2, 1, 9), 3),
+                                                                (1, 1, "os", "scalesim", (3, 2, 1), 1)])
+def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims, fold):
+    # folds as short as the contract allows (double-buffered T = R with C = 1 and hardware M = 1,
+    # else R + 1; os T = 1): the psums of one fold arrive while the next one runs (T = R: at local 0
+    # of the fold after it), one period behind the controller (the SRAM read)
+    m, n, k = dims
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, timing=timing, max_m=m, max_n=n, max_k=k, psum_bits=16)
+    rng = np.random.default_rng(SEED)
+    cases = [GemmCase(f"c{i}", rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (k, n)), None, SEED + i)
+             for i in range(2)]
+    res = run_gemm_suite(cfg, cases, build_root, stall_prob=0.3)
+    assert res.passed, f"seed {SEED}: {[c['first_mismatch'] for c in res.cases]}"
+    assert cfg.fold_cycles(m, n, k) == fold
+
+
 def test_bad_gemm_for_build_is_a_config_error(build_root):
     cfg = RtlConfig(rows=4, cols=4, max_m=4, max_n=4, max_k=4)
     with pytest.raises(ConfigError, match="exceeds this build"):
@@ -247,18 +274,24 @@ yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not i
 @yosys
 @pytest.mark.parametrize("rows,cols,dataflow,overflow,p,timing", [(4, 4, "ws", "saturate", 32, "scalesim"),
                                                                   (3, 5, "os", "wrap", 12, "scalesim"),
-                                                                  (4, 3, "ws", "wrap", 12, "double-buffered")])
+                                                                  (4, 3, "ws", "wrap", 12, "double-buffered"),
+                                                                  (3, 1, "ws", "wrap", 12, "double-buffered")])
 def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing):
-    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_ff_bits
+    from npukit.rtl._stats import module_parameters, rtl_stats, yosys_counts
 
     cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8,
                     timing=timing)
     st = rtl_stats(cfg)
     mods = {m["module"]: m for m in st["modules"]}
-    assert set(mods) == {"npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"}
+    assert set(mods) == {"npu_top", "sram_sp", "systolic_array", "pe", "psum_quantizer", "accumulator"}
     assert mods["pe"]["instances"] == rows * cols and mods["accumulator"]["instances"] == cols
     assert st["ff_bits"] == sum(m["ff_bits_total"] for m in mods.values())
-    assert st["ff_bits"] == yosys_ff_bits("npu_top", module_parameters(cfg, "npu_top"))
+    # the operand SRAMs are memory cells, not flip-flops: 2**A_AW + 2**B_AW words of one array row / column
+    prm = cfg.parameters()
+    assert mods["sram_sp"]["instances"] == 2 and mods["sram_sp"]["ff_bits_total"] == 0
+    assert st["sram_bits"] == 8 * (rows * 2 ** prm["A_AW"] + cols * 2 ** prm["B_AW"])
+    assert yosys_counts("npu_top", module_parameters(cfg, "npu_top")) == {"ff_bits": st["ff_bits"],
+                                                                           "memory_bits": st["sram_bits"]}
     # a pe holds a, b (ws: the weight) and the psum register; os adds 3 tag + b valid + fin bits;
     # double-buffered ws a second weight bank and the activation's bank bit
     extra = 5 if dataflow == "os" else (8 + 1 if timing == "double-buffered" else 0)

@@ -2,8 +2,10 @@
 
 Each mutation (``>=`` -> ``>`` in the fold-boundary compares ``last_j``, ``last_i``, ``acc_last`` of
 npu_top.v; round half up and ties to odd in psum_quantizer.v; the double-buffered weight-bank tag
-ignored in pe.v; the os drain tree dropping a child's finish flag in systolic_array.v) is applied to a
-temporary copy of the Verilog and the standard cases are run on a 4x4 build: the cases named by the mutation must fail,
+ignored in pe.v; the os drain tree dropping a child's finish flag in systolic_array.v; the operand
+streams' write pointer advancing without tvalid, tready high while busy, the A window gate not delayed
+by the SRAM's read latency in npu_top.v) is applied to a temporary copy of the Verilog and the
+standard cases are run on a 4x4 build: the cases named by the mutation must fail,
 while the same cases pass on the shipped design. The runs go in parallel (one Icarus process each).
 The seed is the session's (``NPUKIT_RTL_SEED``).
 """

@@ -16,7 +16,7 @@ import pytest
 from npukit.cli import main
 from npukit.rtl._cases import standard_cases, suite_dims
 from npukit.rtl._config import RtlConfig, source_paths
-from npukit.rtl._lint import lint_all, longest_comb_path, verilator_lint, yosys_check
+from npukit.rtl._lint import lint_all, longest_comb_path, sram_access_proof, verilator_lint, yosys_check
 from npukit.rtl._runner import run_gemm_suite, run_quant_suite
 from npukit.rtl._tools import MIN_VERILATOR_SIM, check_simulator, verilator_tools
 
@@ -39,7 +39,7 @@ def _cfg(rows, cols, dataflow, overflow, p, b=None, timing="scalesim"):
 
 def _copy_with(tmp_path, file, old, new):
     out = []
-    for s in source_paths(("pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v",
+    for s in source_paths(("sram_sp.v", "pe.v", "systolic_array.v", "psum_quantizer.v", "accumulator.v", "npu_top.v",
                            "quantizer_lanes.v")):
         text = s.read_text()
         if s.name == file:
@@ -54,8 +54,8 @@ def _copy_with(tmp_path, file, old, new):
 def test_drain_latency_is_ceil_log2_rows_for_os_only():
     for rows, lat in ((1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (8, 3), (9, 4), (128, 7)):
         cfg = RtlConfig(rows=rows, cols=1, dataflow="os")
-        assert cfg.drain_latency == lat and cfg.out_latency == 2 + lat
-        assert RtlConfig(rows=rows, cols=1, dataflow="ws").out_latency == 2
+        assert cfg.drain_latency == lat and cfg.out_latency == 3 + lat
+        assert RtlConfig(rows=rows, cols=1, dataflow="ws").out_latency == 3
         assert RtlConfig(rows=rows, cols=1, dataflow="is").drain_latency == 0
 
 
@@ -87,7 +87,7 @@ def test_lint_clean_with_every_verilator_and_yosys(tmp_path):
                                          (3, 1, "is", "saturate", 32, 12, "double-buffered")):
         cfg = RtlConfig(rows=rows, cols=cols, dataflow=df, overflow=ov, psum_bits=p, acc_bits=b, timing=tm)
         results = lint_all(cfg)
-        assert len(results) == 2 * (len(verilator_tools()) + 1)
+        assert len(results) == 2 * (len(verilator_tools()) + 1) + 1
         assert all(not found for _, _, found in results), (cfg.tag(), [r for r in results if r[2]])
     # the checks can fail: an implicit truncation and a second driver
     cfg = RtlConfig(rows=4, cols=4)
@@ -96,9 +96,12 @@ def test_lint_clean_with_every_verilator_and_yosys(tmp_path):
                       "a_base <= a_next;\n                    end else begin\n                        fi <= {DIM_W{1'b0}};")
     for tool in verilator_tools():
         assert any("WIDTH" in w for w in verilator_lint(tool, "npu_top", cfg.parameters(), srcs)), tool
-    srcs = _copy_with(tmp_path, "npu_top.v", "    assign busy = run_q | drain_q;",
-                      "    assign busy = run_q | drain_q;\n    assign busy = run_q;")
+    srcs = _copy_with(tmp_path, "npu_top.v", "    assign busy = run_q | drain_q | flush_q;",
+                      "    assign busy = run_q | drain_q | flush_q;\n    assign busy = run_q;")
     assert yosys_check("npu_top", cfg.parameters(), srcs)
+    # the SRAM proof fails when a stream word can be taken while the run reads the buffer
+    srcs = _copy_with(tmp_path, "npu_top.v", "assign s_b_tready = !busy && !start;", "assign s_b_tready = !start;")
+    assert sram_access_proof(RtlConfig(rows=3, cols=2, dataflow="os").parameters(), srcs)
 
 
 @needs_lint
