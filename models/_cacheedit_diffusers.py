@@ -538,7 +538,6 @@ def _hook_classes() -> tuple[type, type]:
             rows = st.rows  # (1, A) shared or (B, A) per image
             assert rows is not None
             shared = rows.shape[0] == 1
-            txt = torch.arange(st.n_txt, device=rows.device)
             if shared:
                 a["hidden_states"] = hs.index_select(1, rows[0])
             else:
@@ -546,7 +545,8 @@ def _hook_classes() -> tuple[type, type]:
             rope = a.get("image_rotary_emb")
             if rope is not None:
                 if st.kind == "flux":  # (cos, sin) over [text | image] rows: (S, D), or (B, S, D) per image
-                    sel = torch.cat([txt.expand(rows.shape[0], -1), st.n_txt + rows], 1)
+                    txt = torch.arange(st.n_txt, device=rows.device).expand(rows.shape[0], -1)
+                    sel = torch.cat([txt, st.n_txt + rows], 1)
                     a["image_rotary_emb"] = tuple(r.index_select(0, sel[0]) if shared else r[sel] for r in rope)
                 else:  # Qwen: (image freqs, text freqs)
                     a["image_rotary_emb"] = (rope[0].index_select(0, rows[0]) if shared else rope[0][rows], rope[1])
