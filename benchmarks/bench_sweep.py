@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from npukit.sim import format_table, prepare_out_dir, write_csv
-from npukit.sim.sweep import expand_points, parse_sweep_spec, run_points
+from npukit.sweeps import expand_points, parse_sweep_spec, run_points
 
 TARGET = 2000.0  # layer-points per second
 

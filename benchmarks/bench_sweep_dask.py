@@ -12,7 +12,7 @@ same repetition). Scheduler overhead per point is given two ways: (a) the extra 
 Dask run over the local pool run of the same repetition (median), divided by the points; (b) the
 round trip of an empty task (submit, schedule, run, return to the client), measured on
 ``--noop-tasks`` no-op tasks, divided by the points per task the sweep uses (the sweep sends chunks
-of about total layers / (8 x workers) layers, see npukit.sim.sweep).
+of about total layers / (8 x workers) layers, see npukit.sweeps).
 
     python benchmarks/bench_sweep_dask.py [--out out/bench] [--repeat 3] [--noop-tasks 400]
 """
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from npukit.sim import format_table, prepare_out_dir, write_csv
-from npukit.sim.sweep import LocalPoolExecutor, SerialExecutor, expand_points, parse_sweep_spec, run_points
+from npukit.sweeps import LocalPoolExecutor, SerialExecutor, expand_points, parse_sweep_spec, run_points
 
 SPEC = {
     "sweep": {"name": "bench-dask", "arch": "npu128",
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per backend; medians reported (default 3)")
     ap.add_argument("--noop-tasks", type=int, default=400, help="empty tasks for the per-task overhead (default 400)")
     args = ap.parse_args(argv)
-    from npukit.sim._sweep_dask import DaskExecutor
+    from npukit.sweeps._dask import DaskExecutor
 
     out = prepare_out_dir(args.out)
     points = expand_points(parse_sweep_spec(SPEC, origin="bench"))
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         dask_ex.close()
         pool.close()
 
-    target = min(2000, max(20, -(-layers // (8 * 2))))  # layers per chunk with 2 workers (npukit.sim.sweep._chunks)
+    target = min(2000, max(20, -(-layers // (8 * 2))))  # layers per chunk with 2 workers (npukit.sweeps._chunks)
     per_chunk = max(1, round(target / (layers / n)))
     med = {k: statistics.median(v) for k, v in times.items()}
     rows = []

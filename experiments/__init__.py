@@ -11,7 +11,7 @@ the same four names, so that the CLI only parses flags and a script can run it d
   (one line naming the option and the fix) before any work;
 * ``run_experiment(out_dir, config, *, executor=None, progress=True) -> list[Path]``: runs it, writes
   only inside ``out_dir`` and returns the files written (the CLI prints ``wrote PATH`` for each).
-  ``executor`` is an :class:`npukit.sim.sweep.Executor` for its grid (None: in-process).
+  ``executor`` is an :class:`npukit.sweeps.Executor` for its grid (None: in-process).
 
 :data:`EXPERIMENTS` maps each name to its package and a one-line description.
 """

@@ -46,7 +46,7 @@ def check_executor_options(args: argparse.Namespace) -> None:
     if scheduler is not None and dask_local is not None:
         raise ConfigError("pass either --scheduler tcp://HOST:PORT or --dask-local N, not both")
     if scheduler is not None:
-        from npukit.sim import check_scheduler_address
+        from npukit.sweeps import check_scheduler_address
 
         check_scheduler_address(scheduler)
     int_option(dask_local, "--dask-local", 1, MAX_DASK_WORKERS, " (worker processes)")

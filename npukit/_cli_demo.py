@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     check_cache_dir()
 
     from npukit.models.resnet18 import resnet18 as torch_resnet18
-    from npukit.models.trace import trace_workload
     from npukit.sim.report import write_report
+    from npukit.workloads.trace import trace_workload
 
     out = prepare_out_dir(args.out)
     import torch

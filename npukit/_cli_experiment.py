@@ -14,7 +14,7 @@ import importlib
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from npukit.experiments import EXPERIMENTS
-    from npukit.sim import add_executor_arguments
+    from npukit.sweeps.executor_flags import add_executor_arguments
 
     p = sub.add_parser("experiment", help="reproduce a paper's evaluation offline: " + ", ".join(EXPERIMENTS))
     exp = p.add_subparsers(dest="experiment", metavar="NAME")
@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from npukit.sim import executor_from_args, prepare_out_dir
+    from npukit.sim import prepare_out_dir
+    from npukit.sweeps.executor_flags import executor_from_args
 
     pkg = importlib.import_module(args.experiment_package)
     config = pkg.config_from_args(args)  # every option validated before any work

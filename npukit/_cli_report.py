@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from npukit.sim.errors import ConfigError
-    from npukit.sim.report_sweep import is_sweep_file
+    from npukit.sweeps.report import is_sweep_file
 
     sweeps = [is_sweep_file(f) for f in args.ledgers]
     if any(sweeps):
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{flag} applies to ledger reports, not to a sweep database; drop it")
         if args.depth != 2:
             raise ConfigError("--depth applies to ledger reports, not to a sweep database; drop it")
-        from npukit.sim.report_sweep import write_sweep_report
+        from npukit.sweeps.report import write_sweep_report
 
         written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=args.title)
     else:

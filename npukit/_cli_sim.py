@@ -47,24 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_workload(spec: str, input_shape: str | None):  # -> Workload
-    """A built-in/CSV workload of npukit.sim, else npukit.models' (real or PyTorch models: imports torch only then)."""
-    from pathlib import Path
-
-    from npukit.sim.workload import BUILTIN_WORKLOADS, parse_workload_spec
-
-    if spec.lower().endswith(".onnx"):
-        from npukit.models.onnx_workload import onnx_workload
-
-        return onnx_workload(spec, input_shape)
-    name = spec.partition(":")[0]
-    if name in BUILTIN_WORKLOADS or spec.lower().endswith(".csv") or (":" not in spec and Path(spec).exists()):
-        return parse_workload_spec(spec)
-    from npukit.models import workload_from_spec
-
-    return workload_from_spec(spec, input_shape)
-
-
 def build_arch(args: argparse.Namespace):  # -> Arch
     from npukit.sim.arch import load_arch
 
@@ -95,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
 
     arch = build_arch(args)
     table = load_table(arch.energy_table)
-    workload = load_workload(args.workload, args.input_shape)
+    from npukit.workloads import load_workload
+
+    workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     result = simulate(workload, arch, table=table)
     out = prepare_out_dir(args.out)
     print(render_result(result, table.name, quiet=args.quiet))

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from npukit.sim import add_executor_arguments, executor_from_args
+from npukit.sweeps.executor_flags import add_executor_arguments, executor_from_args
 
 if TYPE_CHECKING:
-    from npukit.sim.sweep import Executor, SweepPoint, SweepSpec
+    from npukit.sweeps import Executor, SweepPoint, SweepSpec
 
 _SPEC_HELP = """\
 spec file (TOML):
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
 
-    from npukit.sim.sweep import MAX_POINTS, check_store, expand_points, load_sweep_spec
+    from npukit.sweeps import MAX_POINTS, check_store, expand_points, load_sweep_spec
 
     limit = MAX_POINTS if args.max_points is None else args.max_points
     if limit < 1:
@@ -126,7 +126,7 @@ def _run(
     args: argparse.Namespace, spec: SweepSpec, points: list[SweepPoint], executor: Executor, db: Path, csv_path: Path
 ) -> int:
     from npukit.sim import prepare_out_dir
-    from npukit.sim.sweep import export_csv, run_points
+    from npukit.sweeps import export_csv, run_points
 
     for folder in {db.parent, csv_path.parent}:
         prepare_out_dir(folder)
@@ -161,7 +161,7 @@ def export(args: argparse.Namespace) -> int:
     """``npukit sweep export DB``: every row of the database into one CSV file."""
     from npukit.sim import check_writable_file
     from npukit.sim.errors import ConfigError
-    from npukit.sim.sweep import export_csv
+    from npukit.sweeps import export_csv
 
     db = Path(args.db)
     if db.is_dir():

@@ -34,7 +34,6 @@ from .workload import (
     llama3_8b_layer,
     load_topology_csv,
     minilm_l6,
-    parse_workload_spec,
     resnet18,
 )
 
@@ -48,19 +47,14 @@ __all__ = [
     "write_report",
     "LayerResult", "SimResult", "map_layer", "render_result", "simulate",
     "Layer", "VECTOR_OPS", "VectorOp", "Workload", "conv_layer", "gemm", "llama3_8b_layer", "load_topology_csv", "minilm_l6",
-    "parse_workload_spec", "resnet18",
-    "run_gemm", "CycleResult", "make_executor", "quantize", "dequantize",
-    "add_executor_arguments", "check_scheduler_address", "executor_from_args",
+    "resnet18",
+    "run_gemm", "CycleResult", "quantize", "dequantize",
 ]
 
 # The cycle-level model and the quantizer need numpy (and numba on first use): loaded on demand so
 # that ``npukit sim`` starts without them.
 _LAZY = {
     "run_gemm": ("cycle", "run_gemm"),
-    "make_executor": ("sweep", "make_executor"),
-    "add_executor_arguments": ("executor_flags", "add_executor_arguments"),
-    "executor_from_args": ("executor_flags", "executor_from_args"),
-    "check_scheduler_address": ("executor_flags", "check_scheduler_address"),
     "CycleResult": ("cycle", "CycleResult"),
     "quantize": ("quant", "quantize"),
     "dequantize": ("quant", "dequantize"),

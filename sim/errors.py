@@ -13,7 +13,7 @@ class EnergyTableError(NpukitError):
     """An energy table with an unknown key, a missing or a negative energy."""
 
 
-class WorkloadError(NpukitError):
+class WorkloadError(ConfigError):
     """An unknown workload, an impossible layer shape or a malformed topology file."""
 
 

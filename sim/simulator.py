@@ -41,7 +41,8 @@ from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .workload import Layer, VectorOp, Workload
 
-__all__ = ["COMPONENTS", "LayerResult", "SimResult", "TRAFFIC_COLUMNS", "map_layer", "simulate", "simulate_layer"]
+__all__ = [
+    "check_buffers","COMPONENTS", "LayerResult", "SimResult", "TRAFFIC_COLUMNS", "map_layer", "simulate", "simulate_layer"]
 
 
 class _CycleTotals:

@@ -247,35 +247,6 @@ BUILTIN_WORKLOADS = {
 }
 
 
-def parse_workload_spec(spec: str) -> Workload:
-    """``name[:key=val,...]`` for built-ins (e.g. ``llama3-8b-layer:seq=512,phase=decode``,
-    ``gemm:M=512,N=512,K=512``), else a SCALE-Sim topology CSV path."""
-    name, _, params = spec.partition(":")
-    if name in BUILTIN_WORKLOADS:
-        fn, types = BUILTIN_WORKLOADS[name]
-        kwargs: dict[str, Any] = {}
-        for item in filter(None, params.split(",")):
-            key, eq, val = item.partition("=")
-            key = key.strip()
-            if not eq or key not in types:
-                raise WorkloadError(
-                    f"workload '{name}': bad parameter '{item}' (takes {', '.join(f'{k}=...' for k in types)})"
-                )
-            try:
-                kwargs[key] = types[key](val.strip())
-            except ValueError:
-                raise WorkloadError(f"workload '{name}': parameter {key} must be {types[key].__name__}, got '{val}'") from None
-        if name == "gemm" and set(kwargs) != {"M", "N", "K"}:
-            raise WorkloadError("workload 'gemm' needs M, N and K, e.g. gemm:M=512,N=512,K=512")
-        return fn(**kwargs)
-    path = Path(spec)
-    if path.suffix.lower() == ".csv" or path.exists():
-        return load_topology_csv(path)
-    raise WorkloadError(
-        f"unknown workload '{spec}': use one of {', '.join(BUILTIN_WORKLOADS)} or a SCALE-Sim topology .csv path"
-    )
-
-
 def load_topology_csv(path: str | Path) -> Workload:
     """Read a SCALE-Sim topology CSV: conv rows ``name, IFMAP H, IFMAP W, Filter H, Filter W,
     Channels, Num filter, Stride,`` or GEMM rows ``name, M, N, K,`` (the format is told by the

@@ -30,8 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._sweep_exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
-from ._sweep_spec import (
+from ..sim.arch import Arch
+from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
+from ..sim.simulator import TRAFFIC_COLUMNS, SimResult, simulate
+from ..sim.workload import Workload
+from ..workloads import load_workload
+from ._exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
+from ._spec import (
     MAX_POINTS,
     SweepPoint,
     SweepSpec,
@@ -41,13 +46,11 @@ from ._sweep_spec import (
     load_sweep_spec,
     parse_sweep_spec,
 )
-from ._sweep_store import SweepStore, base_columns, check_store, export_csv, point_columns, read_rows
-from .arch import Arch
-from .energy import BUILTIN_TABLES, EnergyTable, load_table
-from .simulator import TRAFFIC_COLUMNS, SimResult, simulate
-from .workload import Workload, parse_workload_spec
+from ._store import SweepStore, base_columns, check_store, export_csv, point_columns, read_rows
+from .executor_flags import add_executor_arguments, check_scheduler_address, executor_from_args
 
 __all__ = [
+    "add_executor_arguments", "check_scheduler_address", "executor_from_args",
     "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
     "SweepStore", "base_columns", "check_store", "export_csv", "read_rows",
@@ -112,7 +115,7 @@ def _compute_chunk(chunk: Sequence[tuple[str, Arch, str]]) -> list[tuple[str, di
         t0 = time.perf_counter()
         workload = _WORKLOADS.get(wl)
         if workload is None:
-            workload = _WORKLOADS[wl] = parse_workload_spec(wl)
+            workload = _WORKLOADS[wl] = load_workload(wl)  # a resolved spec; code forms were refused
         table = None
         if arch.energy_table not in BUILTIN_TABLES:
             table = _TABLES.get(arch.energy_table)

@@ -1,7 +1,7 @@
 """The Dask distributed sweep backend: :class:`DaskExecutor`.
 
 Workers only compute; results stream back to this process (the client), which alone writes the
-SQLite store. Imported lazily (by :func:`npukit.sim.sweep.make_executor`), so ``npukit sim`` and a
+SQLite store. Imported lazily (by :func:`npukit.sweeps.make_executor`), so ``npukit sim`` and a
 local sweep never import dask.
 
 Before any work: the scheduler must answer within ``connect_timeout_s`` seconds and have at least
@@ -28,8 +28,8 @@ from concurrent.futures import CancelledError
 from typing import Any, TypeVar
 
 from .. import __version__
-from ._sweep_exec import Executor
-from .errors import ConfigError, NpukitError
+from ..sim.errors import ConfigError, NpukitError
+from ._exec import Executor
 
 T = TypeVar("T")
 R = TypeVar("R")

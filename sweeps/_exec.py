@@ -2,7 +2,7 @@
 function; the executor yields each chunk's result as soon as it is done, in any order.
 
 :class:`SerialExecutor` runs in the calling process; :class:`LocalPoolExecutor` runs a
-``concurrent.futures.ProcessPoolExecutor``; ``npukit.sim._sweep_dask.DaskExecutor`` runs on a Dask
+``concurrent.futures.ProcessPoolExecutor``; ``npukit.sweeps._dask.DaskExecutor`` runs on a Dask
 cluster (imported only by :func:`make_executor` when asked for). Another backend only has to
 implement :meth:`Executor.map_unordered` (and optionally :meth:`Executor.close`); :meth:`Executor.map`
 (results in item order, for callers that merge them) is built on it.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
 
-from .errors import ConfigError
+from ..sim.errors import ConfigError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -158,7 +158,7 @@ def make_executor(
 ) -> Executor:
     """The executor the common CLI flags ask for: ``scheduler`` (``tcp://HOST:PORT`` of an existing Dask
     scheduler) or ``dask_local`` (a Dask LocalCluster of that many worker processes, one thread each)
-    give a :class:`~npukit.sim._sweep_dask.DaskExecutor` (connected and version-checked before it is
+    give a :class:`~npukit.sweeps._dask.DaskExecutor` (connected and version-checked before it is
     returned; ``connect_timeout_s`` seconds at most for the scheduler and its first worker); neither
     gives :func:`local_executor` (``workers``). Dask is imported only in the first two cases. The caller
     closes the executor (or uses it as a context manager). The LocalCluster's workers start by spawn,
@@ -169,6 +169,6 @@ def make_executor(
         raise ConfigError("--workers sizes the local process pool only; with Dask, the cluster's workers run the sweep")
     if scheduler is None and dask_local is None:
         return local_executor(workers)
-    from ._sweep_dask import DaskExecutor
+    from ._dask import DaskExecutor
 
     return DaskExecutor(scheduler=scheduler, local_workers=dask_local, connect_timeout_s=connect_timeout_s)

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ._mapping import check_buffers
-from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
-from .energy import BUILTIN_TABLES, load_table
-from .errors import ConfigError, NpukitError
-from .textfile import check_file, read_text
-from .workload import BUILTIN_WORKLOADS, parse_workload_spec
+from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
+from ..sim.energy import BUILTIN_TABLES, load_table
+from ..sim.errors import ConfigError, NpukitError
+from ..sim.simulator import check_buffers  # re-exported: the buffer check simulate() runs
+from ..sim.textfile import check_file, read_text
+from ..workloads import load_workload
+from ..workloads.loader import resolve_paths
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
 _TABLES = ("sweep", "grid")
@@ -195,13 +196,17 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
                 raise ConfigError(f"{o}: grid key '{key}' = {v!r}: {exc}") from None
     workloads: list[tuple[str, str, int, str | None]] = []
     for i, w in enumerate(spec.workloads):
-        name = w.partition(":")[0]
-        path = w if name in BUILTIN_WORKLOADS else _resolve(spec, w)
-        try:
-            n_layers = len(parse_workload_spec(path).layers)
+        try:  # every form but those that run code; relative files are read beside the spec file
+            path, files = resolve_paths(w, spec.base_dir)
+            n_layers = len(load_workload(path).layers)
         except NpukitError as exc:
             raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): {exc}") from None
-        digest = None if name in BUILTIN_WORKLOADS else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        digest = None
+        if files:
+            h = hashlib.sha256()
+            for f in files:
+                h.update(f.read_bytes())
+            digest = h.hexdigest()
         workloads.append((w, path, n_layers, digest))
     keys = list(grid)
     tables_ok: set[str] = set()

@@ -29,11 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._sweep_spec import _SUBTABLES, SweepPoint, column_name, grid_keys
-from .arch import Arch
-from .errors import ConfigError
-from .output import atomic_write_text
-from .simulator import COMPONENTS, TRAFFIC_COLUMNS
+from ..sim.arch import Arch
+from ..sim.errors import ConfigError
+from ..sim.output import atomic_write_text
+from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS
+from ._spec import _SUBTABLES, SweepPoint, column_name, grid_keys
 
 _ARCH_TYPES: dict[str, str] = {}
 for _f in fields(Arch):

@@ -11,7 +11,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sweep import Executor
+    from . import Executor
 
 
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,11 +27,11 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def executor_from_args(args: argparse.Namespace, local_workers: int | None = None) -> Executor:
-    """The executor of the parsed flags (:func:`npukit.sim.sweep.make_executor`): Dask when ``--scheduler``
+    """The executor of the parsed flags (:func:`npukit.sweeps.make_executor`): Dask when ``--scheduler``
     or ``--dask-local`` is given (connected and version-checked now, before any work), else the local
     backend with ``args.workers`` (when the parser has ``--workers``) or ``local_workers`` (default:
     CPU count; 1 = in-process)."""
-    from ._sweep_exec import make_executor
+    from ._exec import make_executor
 
     scheduler, dask_local = getattr(args, "scheduler", None), getattr(args, "dask_local", None)
     workers = getattr(args, "workers", None)
@@ -44,6 +44,6 @@ def executor_from_args(args: argparse.Namespace, local_workers: int | None = Non
 def check_scheduler_address(address: str) -> str:
     """``address`` as a Dask scheduler address (``tcp://HOST:PORT``), or :class:`ConfigError` with one line;
     checked without importing or connecting to Dask."""
-    from ._sweep_dask import normalize_address
+    from ._dask import normalize_address
 
     return normalize_address(address)

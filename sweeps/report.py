@@ -1,7 +1,7 @@
 """Sweep reports: a sweep database (SQLite written by ``npukit sweep``, or its CSV export) -> ``report.md``,
 a self-contained ``report.html`` and PNG figures.
 
-The swept parameters are the grid columns (arch fields, :func:`~npukit.sim.sweep.grid_keys`) whose value
+The swept parameters are the grid columns (arch fields, :func:`~npukit.sweeps.grid_keys`) whose value
 differs between rows, in grid order. Every workload is reported on its own (their energies do not
 compare). Per workload:
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .output import check_out_dir
-from .report_figures import fig_text, palette, plain_log_ticks, png
-from .report_render import Block, code, write_document
-from .textfile import read_text
+from ..sim.errors import ConfigError
+from ..sim.output import check_out_dir
+from ..sim.report_figures import fig_text, palette, plain_log_ticks, png
+from ..sim.report_render import Block, code, write_document
+from ..sim.textfile import read_text
 
 PJ_PER_UJ = 1e6
 KIB_BITS = 8 * 1024
@@ -88,7 +88,7 @@ def read_sweep(path: str | Path) -> list[dict[str, Any]]:
         text = read_text(p, "sweep CSV", ConfigError)
         rows = [{k: _parse(v) for k, v in r.items() if k is not None} for r in csv.DictReader(io.StringIO(text))]
     else:
-        from .sweep import read_rows
+        from . import read_rows
 
         rows = read_rows(p)
     if not rows:
@@ -110,7 +110,7 @@ def _parse(v: str) -> Any:
 
 def swept_parameters(rows: list[dict[str, Any]]) -> list[str]:
     """Grid columns whose value differs between rows, in grid order."""
-    from .sweep import column_name, grid_keys
+    from . import column_name, grid_keys
 
     cols = [column_name(k) for k in grid_keys()]
     return [c for c in cols if c in rows[0] and len({str(r.get(c)) for r in rows}) > 1]
@@ -120,7 +120,7 @@ def resolve_parameter(name: str | None, swept: list[str], flag: str) -> str | No
     """A swept column from ``name`` (a column or grid key); None passes through."""
     if name is None:
         return None
-    from .sweep import column_name
+    from . import column_name
 
     col = column_name(name.strip())
     if col not in swept:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from npukit.models import cacheedit as ce
-from npukit.models._cacheedit_data import make_batch
+from npukit.models.cacheedit._data import make_batch
 
 TINY = dict(layers=1, single_layers=1, heads=2, head_dim=16, joint_dim=16)
 

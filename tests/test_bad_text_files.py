@@ -12,7 +12,7 @@ import pytest
 
 from npukit.cli import main
 from npukit.sim import ConfigError, EnergyTableError, Ledger, LedgerError, WorkloadError, load_arch, load_table, load_topology_csv
-from npukit.sim.sweep import load_sweep_spec
+from npukit.sweeps import load_sweep_spec
 
 GARBAGE = b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary"
 READERS = [
@@ -102,7 +102,7 @@ def test_sweep_output_file_that_is_a_folder_fails_before_any_point(tmp_path: Pat
 def test_foreign_database_is_refused_and_left_untouched(tmp_path: Path, kind: str) -> None:
     import sqlite3
 
-    from npukit.sim.sweep import SweepStore
+    from npukit.sweeps import SweepStore
 
     db = tmp_path / "theirs.sqlite"
     if kind == "foreign-sqlite":

@@ -265,7 +265,7 @@ def test_reference_previous_round_or_block_input(flux) -> None:
 
 
 def test_padded_rows_pads_with_highest_scores_and_shares_equal_rows() -> None:
-    from npukit.models._cacheedit_diffusers import padded_rows
+    from npukit.models.cacheedit._diffusers import padded_rows
 
     act = torch.tensor([[True, False, False, True, False], [False, False, True, False, False]])
     scores = torch.tensor([[9.0, 1.0, 2.0, 8.0, 3.0], [0.0, 5.0, 9.0, 1.0, 4.0]])
@@ -286,7 +286,7 @@ def test_batch_rows_per_image_equal_each_image_alone(name: str, request: pytest.
     xs = _inputs()
     a, b = _mask(3), _mask(5).roll(2)
     masks = torch.stack([a, b])
-    from npukit.models._cacheedit_diffusers import padded_rows
+    from npukit.models.cacheedit._diffusers import padded_rows
 
     rows = padded_rows(masks)
     assert rows.shape == (2, 5)

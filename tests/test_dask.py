@@ -20,8 +20,8 @@ distributed = pytest.importorskip("distributed")
 import npukit  # noqa: E402
 from npukit.cli import build_parser, main  # noqa: E402
 from npukit.sim import ConfigError  # noqa: E402
-from npukit.sim._sweep_dask import DaskExecutor, VersionMismatchError, version_problems, worker_versions  # noqa: E402
-from npukit.sim.sweep import Executor, expand_points, load_sweep_spec, make_executor, read_rows, run_points, run_sweep  # noqa: E402
+from npukit.sweeps import Executor, expand_points, load_sweep_spec, make_executor, read_rows, run_points, run_sweep  # noqa: E402
+from npukit.sweeps._dask import DaskExecutor, VersionMismatchError, version_problems, worker_versions  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_sweep import BIG, kept_keys, killed_midway, write_spec  # noqa: E402
@@ -255,8 +255,8 @@ def test_run_points_on_dask_skips_present_points(cluster, reference, tmp_path):
 
 
 def test_executor_from_experiment_flags(cluster):
-    from npukit.sim import executor_from_args
-    from npukit.sim.sweep import SerialExecutor
+    from npukit.sweeps import SerialExecutor
+    from npukit.sweeps.executor_flags import executor_from_args
 
     parser = build_parser()
     args = parser.parse_args(["experiment", "omnimoe", "--scheduler", cluster.scheduler_address])

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from npukit.sim.sweep import expand_points, load_sweep_spec
+from npukit.sweeps import expand_points, load_sweep_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
 
 @pytest.mark.skipif(not ce.FLUX_WEIGHTS.is_file(), reason="shipped weights missing")
 def test_cacheedit_sessions_on_dask_equal_in_process(tmp_path: Path) -> None:
-    from npukit.sim._sweep_dask import DaskExecutor
+    from npukit.sweeps._dask import DaskExecutor
 
     cfg = ce_exp.Config(quick=True, images=3, rounds=2, steps=4, threads=1, batch=2)  # jobs: batches of 2 and 1
     for name in ("serial", "dask"):

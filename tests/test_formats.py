@@ -7,11 +7,11 @@ from npukit.sim import (
     WorkloadError,
     load_arch,
     load_topology_csv,
-    parse_workload_spec,
     resnet18,
     simulate,
 )
 from npukit.sim.workload import write_topology_csv
+from npukit.workloads import load_workload
 
 SCALESIM_CFG = """[general]
 run_name = GoogleTPU_v1_ws
@@ -64,13 +64,13 @@ def test_scalesim_conv_topology_equals_builtin_resnet18(tmp_path):
 
 
 def test_gemm_topology_round_trip(tmp_path):
-    p = write_topology_csv(parse_workload_spec("minilm-l6:seq=64"), tmp_path / "m.csv")
+    p = write_topology_csv(load_workload("minilm-l6:seq=64"), tmp_path / "m.csv")
     w = load_topology_csv(p)
-    assert w.macs == parse_workload_spec("minilm-l6:seq=64").macs
+    assert w.macs == load_workload("minilm-l6:seq=64").macs
     assert w.layers[0].kind == "gemm"
     # a workload with vector ops writes its GEMMs only (SCALE-Sim has no vector unit)
-    q = write_topology_csv(parse_workload_spec("llama3-8b-layer:seq=16"), tmp_path / "l.csv")
-    assert load_topology_csv(q).macs == parse_workload_spec("llama3-8b-layer:seq=16").macs
+    q = write_topology_csv(load_workload("llama3-8b-layer:seq=16"), tmp_path / "l.csv")
+    assert load_topology_csv(q).macs == load_workload("llama3-8b-layer:seq=16").macs
 
 
 def test_npukit_toml_arch(tmp_path):
@@ -135,14 +135,14 @@ def test_bad_topology(tmp_path, text, msg):
 
 def test_bad_workload_specs():
     with pytest.raises(WorkloadError, match="unknown workload 'vgg'"):
-        parse_workload_spec("vgg")
-    with pytest.raises(WorkloadError, match="bad parameter"):
-        parse_workload_spec("llama3-8b-layer:len=5")
+        load_workload("vgg")
+    with pytest.raises(WorkloadError, match="unknown option .len."):
+        load_workload("llama3-8b-layer:len=5")
     with pytest.raises(WorkloadError, match="needs M, N and K"):
-        parse_workload_spec("gemm:M=5")
+        load_workload("gemm:M=5")
     with pytest.raises(WorkloadError, match="M must be a positive integer"):
-        parse_workload_spec("gemm:M=0,N=1,K=1")
+        load_workload("gemm:M=0,N=1,K=1")
     with pytest.raises(WorkloadError, match="does not exist"):
-        parse_workload_spec("/nonexistent/topo.csv")
+        load_workload("/nonexistent/topo.csv")
     with pytest.raises(ConfigError, match="does not exist"):
         load_arch("/nonexistent/arch.toml")

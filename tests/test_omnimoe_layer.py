@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from npukit.models._omnimoe_reference import reference_forward, reference_route
 from npukit.models.omnimoe import PEER, OmniMoE
+from npukit.models.omnimoe._reference import reference_forward, reference_route
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 

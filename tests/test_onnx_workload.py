@@ -1,4 +1,4 @@
-"""ONNX models as workloads (npukit.models.onnx_workload): lowering, opset variations, bad files."""
+"""ONNX models as workloads (npukit.workloads.onnx_workload): lowering, opset variations, bad files."""
 
 
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from npukit.cli import main
-from npukit.models import onnx_workload
 from npukit.sim import Layer, VectorOp, WorkloadError, resnet18
+from npukit.workloads import onnx_workload
 
 F = TensorProto.FLOAT
 
@@ -148,7 +148,7 @@ def test_resnet18_torch_export_matches_builtin(tmp_path):
 def test_minilm_export_with_dynamic_axes_matches_tracer(tmp_path):
     torch = pytest.importorskip("torch")
     from npukit.models.minilm import minilm_l6
-    from npukit.models.trace import trace_workload
+    from npukit.workloads.trace import trace_workload
 
     model = minilm_l6().eval()
     ids = torch.randint(0, 1000, (1, 128))

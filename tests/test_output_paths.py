@@ -105,8 +105,8 @@ def test_folder_where_a_file_is_expected_says_so(ws, capsys, tmp_path) -> None:
 def test_model_file_and_weights_that_are_folders(tmp_path) -> None:
     pytest.importorskip("torch")
     from npukit.models.cacheedit import load_editor
-    from npukit.models.model_specs import workload_from_model_spec
     from npukit.sim import WorkloadError
+    from npukit.workloads.model_specs import workload_from_model_spec
 
     (tmp_path / "m.py").mkdir()
     with pytest.raises(WorkloadError, match="is a folder"):

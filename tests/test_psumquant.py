@@ -58,7 +58,7 @@ def _rel(y: torch.Tensor, ref: torch.Tensor) -> float:
 # ---------------------------------------------------------------------------------- integer-exact path
 @pytest.mark.parametrize("overflow", ["saturate", "wrap"])
 def test_int_path_equals_run_gemm_buffer(overflow: str) -> None:
-    from npukit.models._psum_exec import int_tiled_gemm
+    from npukit.models.psumquant._exec import int_tiled_gemm
 
     rng = np.random.default_rng(7)
     for _ in range(4):
@@ -75,7 +75,7 @@ def test_int_path_equals_run_gemm_buffer(overflow: str) -> None:
 
 
 def test_int_path_transfer_equals_quantized_fold_psums() -> None:
-    from npukit.models._psum_exec import int_tiled_gemm
+    from npukit.models.psumquant._exec import int_tiled_gemm
 
     rng = np.random.default_rng(8)
     A = rng.integers(-128, 128, (9, 45))

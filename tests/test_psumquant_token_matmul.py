@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from npukit.kernels.psumquant import psumquant_matmul
-from npukit.models._psum_matmul import bmm_psum
 from npukit.models.psumquant import (
     POLICIES,
     Matmul,
@@ -28,6 +27,7 @@ from npukit.models.psumquant import (
     reconfigure,
     unconvert,
 )
+from npukit.models.psumquant._matmul import bmm_psum
 from npukit.sim import quant as squant
 from npukit.sim.cycle import run_gemm
 from npukit.sim.errors import NpukitError

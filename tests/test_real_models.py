@@ -1,4 +1,4 @@
-"""Whole real models of transformers and diffusers as workloads (npukit.models.real_models).
+"""Whole real models of transformers and diffusers as workloads (npukit.workloads.real_models).
 
 The fast tests check spec parsing, the trace cache and the lazy imports without loading the model libraries;
 those that build a model (transformers + diffusers take ~8 s to import) are marked slow: tiny random configs
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from npukit.models import REAL_MODELS, real_models, workload_from_spec
-from npukit.models import _trace_cache as tc
 from npukit.sim import Layer, VectorOp, Workload, WorkloadError
+from npukit.workloads import REAL_MODELS, real_models, workload_from_spec
+from npukit.workloads import _trace_cache as tc
 
 
 @pytest.fixture(autouse=True)
@@ -181,7 +181,7 @@ def test_cache_hit_and_rewrite_of_a_corrupt_entry(tmp_path, monkeypatch):
     assert first.meta["options"] == {"batch": 1, "phase": "prefill", "seq": 16}
     entries = list((tmp_path / "cache").glob("*.json"))
     assert len(entries) == 1
-    code = (f"import sys; from npukit.models import workload_from_spec; wl = workload_from_spec('hf:{cfg}:seq=16'); "
+    code = (f"import sys; from npukit.workloads import workload_from_spec; wl = workload_from_spec('hf:{cfg}:seq=16'); "
             f"assert wl.macs == {first.macs}; bad = {{'torch', 'transformers'}} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # a hit imports no torch
     entries[0].write_text("{garbage")
@@ -333,7 +333,7 @@ def test_qwen_image_edit_builtin_macs():
     ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill"}),
 ])
 def test_one_traced_block_repeated_equals_every_block_traced(cfg, library, opts):
-    from npukit.models.real_models import _trace
+    from npukit.workloads.real_models import _trace
 
     c = dict(globals()[cfg])
     if library == "transformers":

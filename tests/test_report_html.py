@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from npukit.sim import load_arch, parse_workload_spec, simulate
+from npukit.sim import load_arch, simulate
 from npukit.sim.report import write_report
-from npukit.sim.report_sweep import write_sweep_report
+from npukit.sweeps.report import write_sweep_report
+from npukit.workloads import load_workload
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EVIL = '<img src="http://evil.example/x.png" onerror=alert(1)><script>alert(2)</script>&amp;'
@@ -69,7 +70,7 @@ def _fast_figures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ledger_report_html_is_self_contained(tmp_path: Path) -> None:
-    arch, w = load_arch("npu32"), parse_workload_spec("gemm:M=256,N=128,K=512")
+    arch, w = load_arch("npu32"), load_workload("gemm:M=256,N=128,K=512")
     a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum": 8})).ledger
     paths = write_report([a, b], tmp_path / "r", labels=[EVIL, "plain"], title=EVIL)
     pngs = [p for k, p in paths.items() if k.endswith(".png")]

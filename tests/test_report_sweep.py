@@ -11,7 +11,7 @@ import pytest
 from _cli_util import refused
 
 from npukit.cli import main
-from npukit.sim.sweep import read_rows
+from npukit.sweeps import read_rows
 
 SPEC = """[sweep]
 name = "tiny"

@@ -73,9 +73,9 @@ def test_cli_reports_equal_scalesim_goldens(tmp_path: Path, case: int) -> None:
 def test_npukit_memory_mode_counts_and_vector_ops_left_out() -> None:
     # own accounting: the report carries npukit's counts (ofmap writes = final outputs), one row per GEMM
     arch = load_arch("npu128")
-    from npukit.sim import parse_workload_spec
+    from npukit.workloads import load_workload
 
-    w = parse_workload_spec("llama3-8b-layer:seq=64")
+    w = load_workload("llama3-8b-layer:seq=64")
     res = simulate(w, arch)
     texts = scalesim_reports(w, res)
     gemm_rows = [r for r in res.layers if r.kind != "vector"]

@@ -17,9 +17,9 @@ import pytest
 from _cli_util import refused
 
 from npukit.cli import main
-from npukit.sim import ConfigError, load_arch, parse_workload_spec, simulate
+from npukit.sim import ConfigError, load_arch, simulate
 from npukit.sim.simulator import COMPONENTS
-from npukit.sim.sweep import (
+from npukit.sweeps import (
     Executor,
     LocalPoolExecutor,
     SerialExecutor,
@@ -29,6 +29,7 @@ from npukit.sim.sweep import (
     read_rows,
     run_sweep,
 )
+from npukit.workloads import load_workload
 
 SMALL = """
 [sweep]
@@ -113,7 +114,7 @@ def test_grid_expansion_and_keys(tmp_path, monkeypatch):
     # same config -> same key (256 KiB written as an int or a float); another npukit version -> another key
     again = write_spec(tmp_path / "b", SMALL.replace("[256, 1024]", "[256.0, 1024.0]"))
     assert [p.key for p in expand_points(load_sweep_spec(again))] == [p.key for p in points]
-    monkeypatch.setattr("npukit.sim._sweep_spec.__version__", "9.9.9")
+    monkeypatch.setattr("npukit.sweeps._spec.__version__", "9.9.9")
     assert not {p.key for p in expand_points(spec)} & {p.key for p in points}
 
 
@@ -145,7 +146,7 @@ def test_rows_equal_direct_simulate(tmp_path):
     cases = [("resnet18", 64, "os", 8, 256), ("topo.csv", 128, "ws", 32, 1024), ("gemm:M=512,N=256,K=384", 64, "is", 8, 1024)]
     for wl, r, df, bp, sp in cases:
         arch = base.with_(rows=r, dataflow=df, **{"bits.psum": bp, "sram_kib.psum": sp})
-        res = simulate(parse_workload_spec(str(tmp_path / wl) if wl.endswith(".csv") else wl), arch)
+        res = simulate(load_workload(str(tmp_path / wl) if wl.endswith(".csv") else wl), arch)
         row = rows[(wl, r, df, bp, sp)]
         assert (row["layers"], row["macs"]) == (len(res.layers), res.macs)
         assert (row["compute_cycles"], row["stall_cycles"], row["total_cycles"]) == (res.compute_cycles, res.stall_cycles,
@@ -313,7 +314,7 @@ def test_database_of_the_old_cycles_column_is_resumed(tmp_path):
 def test_sweep_path_imports_no_torch_or_dask(tmp_path):
     spec = write_spec(tmp_path)
     code = (
-        "import sys; from npukit.cli import main; import npukit.sim, npukit.sim.sweep, npukit._cli_sweep\n"
+        "import sys; from npukit.cli import main; import npukit.sim, npukit.sweeps, npukit._cli_sweep\n"
         f"rc = main(['sweep', {str(spec)!r}, '--out', {str(tmp_path / 'o')!r}, '--workers', '1', '--no-progress'])\n"
         "heavy = [m for m in ('torch', 'triton', 'dask', 'distributed') if m in sys.modules]\n"
         "assert rc == 0 and not heavy, (rc, heavy)\n"
@@ -431,7 +432,7 @@ def test_new_npukit_version_recomputes_and_never_mixes_rows(tmp_path, monkeypatc
     spec = write_spec(tmp_path)
     db = tmp_path / "s.sqlite"
     old = run_sweep(spec, db, workers=1)
-    monkeypatch.setattr("npukit.sim._sweep_spec.__version__", "9.9.9")
+    monkeypatch.setattr("npukit.sweeps._spec.__version__", "9.9.9")
     new = run_sweep(spec, db, workers=1)
     assert (new.computed, new.present) == (72, 0)  # old rows are not reused under another version
     assert not set(old.keys) & set(new.keys)

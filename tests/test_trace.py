@@ -1,4 +1,4 @@
-"""Tracing PyTorch models into npukit workloads (npukit.models.trace)."""
+"""Tracing PyTorch models into npukit workloads (npukit.workloads.trace)."""
 
 import math
 import subprocess
@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from npukit.models.minilm import minilm_l6 as minilm_module
-from npukit.models.model_specs import workload_from_model_spec
 from npukit.models.resnet18 import resnet18 as resnet18_module
-from npukit.models.trace import trace_workload
 from npukit.sim import Layer, WorkloadError, load_arch, minilm_l6, resnet18, simulate
+from npukit.workloads.model_specs import workload_from_model_spec
+from npukit.workloads.trace import trace_workload
 
 
 def _rows(wl):
@@ -414,7 +414,7 @@ def test_meta_device_trace_equals_cpu_trace():
     ],
 )
 def test_fast_meta_outputs_match_torch(name, make):
-    from npukit.models._trace_meta import _fast_meta
+    from npukit.workloads._trace_meta import _fast_meta
 
     func, args, kwargs = make()
     args = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)

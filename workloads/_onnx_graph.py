@@ -1,4 +1,4 @@
-"""ONNX models for :mod:`npukit.models.onnx_workload`: loading without weights, input-shape overrides,
+"""ONNX models for :mod:`npukit.workloads.onnx_workload`: loading without weights, input-shape overrides,
 shape inference with constant folding, and shape helpers."""
 
 from __future__ import annotations

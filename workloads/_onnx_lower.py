@@ -1,4 +1,4 @@
-"""ONNX nodes -> npukit GEMM layers and vector ops (the lowering of :mod:`npukit.models.onnx_workload`)."""
+"""ONNX nodes -> npukit GEMM layers and vector ops (the lowering of :mod:`npukit.workloads.onnx_workload`)."""
 
 from __future__ import annotations
 

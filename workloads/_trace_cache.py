@@ -2,7 +2,7 @@
 
 An entry is ``<cache dir>/<name>-<key>.json``; the cache dir is ``$NPUKIT_CACHE_DIR`` if set, else
 ``~/.cache/npukit/traces`` (never inside the repository). The key (see
-:func:`npukit.models.real_models.workload_from_spec`) hashes everything a trace depends on, so an entry is
+:func:`npukit.workloads.real_models.workload_from_spec`) hashes everything a trace depends on, so an entry is
 never stale, only unused. A corrupt or unreadable entry is ignored (the caller traces again and rewrites it);
 a cache folder that cannot be written is skipped silently. Imports nothing heavy (no torch).
 """

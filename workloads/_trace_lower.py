@@ -1,7 +1,7 @@
 """How the tracer lowers what it sees into recorder entries: GEMM-like aten ops (``mm``, ``bmm``,
 ``convolution`` ...) into GEMM shapes, every other floating-point aten op into a vector op class, norm and
 activation modules recorded whole, and the RoPE functions and KV-cache update of transformers and diffusers
-wrapped for the trace (see :func:`npukit.models.trace.trace_workload` for the lowering rules).
+wrapped for the trace (see :func:`npukit.workloads.trace.trace_workload` for the lowering rules).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The tracer's recorder: the GEMMs and vector ops one forward pass issued, in program order, and their names.
 
-Shared state of the module hooks and the two torch modes of :mod:`npukit.models.trace`; :meth:`_Recorder.layers`
+Shared state of the module hooks and the two torch modes of :mod:`npukit.workloads.trace`; :meth:`_Recorder.layers`
 turns what was recorded into :class:`~npukit.sim.Layer` / :class:`~npukit.sim.workload.VectorOp` entries named
 after the innermost named module (``layer3.0.conv2``, repeats ``.1``, ``.2``).
 """

@@ -1,6 +1,6 @@
 """PyTorch models named by a spec string, traced into workloads: ``torch:<built-in>``, ``path/to/file.py:factory``
 and ``package.module:factory`` (the last two import and run that code). The tracing itself is
-:func:`npukit.models.trace.trace_workload`."""
+:func:`npukit.workloads.trace.trace_workload`."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ __all__ = ["BUILTIN_MODELS", "workload_from_model_spec"]
 
 
 def _builtin_resnet18() -> nn.Module:
-    from .resnet18 import resnet18
+    from ..models.resnet18 import resnet18
 
     return resnet18()
 
 
 def _builtin_minilm() -> nn.Module:
-    from .minilm import minilm_l6
+    from ..models.minilm import minilm_l6
 
     return minilm_l6()
 

@@ -6,7 +6,7 @@ propagation), folds the shape arithmetic that inference cannot follow (``Shape``
 small nodes of constants, evaluated with ``onnx.reference``; torch writes such chains for every dynamic
 axis) and lowers every node in graph order, the way ZigZag's ONNX front end reads a model:
 
-GEMM layers (:class:`~npukit.sim.Layer`), lowered as :mod:`npukit.models.trace` lowers torch ops:
+GEMM layers (:class:`~npukit.sim.Layer`), lowered as :mod:`npukit.workloads.trace` lowers torch ops:
 
 * ``Conv`` / ``ConvInteger`` / ``QLinearConv``: M = N_batch*OH*OW, N = Cout/group, K = Cin/group*prod(kernel),
   ``batch`` = group (a grouped or depthwise convolution is one GEMM per group). ``pads``, ``strides``,

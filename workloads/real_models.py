@@ -4,7 +4,7 @@ Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_
 
 * a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` (transformers ``LlamaForCausalLM``),
   ``flux.1-kontext-dev`` (diffusers ``FluxTransformer2DModel``), ``qwen-image-edit`` (diffusers
-  ``QwenImageTransformer2DModel``), each from its public config in ``models/configs/`` (sources in the files);
+  ``QwenImageTransformer2DModel``), each from its public config in ``workloads/configs/`` (sources in the files);
 * ``hf:path/to/config.json``: transformers ``AutoConfig`` + ``AutoModelForCausalLM`` (else ``AutoModel``);
 * ``diffusers:path/to/config.json``: the diffusers class named by the config's ``_class_name`` (supported:
   :data:`DIFFUSION_CLASSES`);
@@ -21,11 +21,11 @@ guidance is not added: give ``batch=2`` for a cond + uncond pair per step.
 
 The model is instantiated on ``torch.device("meta")`` (no weights, nothing downloaded or computed) in the config's
 ``torch_dtype`` (else bfloat16) with PyTorch's SDPA attention and traced once with
-:func:`npukit.models.trace.trace_workload`, GEMMs and vector ops. The attention GEMMs are the full Lq x Lk
+:func:`npukit.workloads.trace.trace_workload`, GEMMs and vector ops. The attention GEMMs are the full Lq x Lk
 products the SDPA kernel is given (causal masking does not halve them). Meta tensors hold no values, so
 transformers' packed-sequence detection (data-dependent) is skipped: each batch row is one sequence.
 
-Traces are cached as JSON (:mod:`npukit.models._trace_cache`) under ``$NPUKIT_CACHE_DIR`` or
+Traces are cached as JSON (:mod:`npukit.workloads._trace_cache`) under ``$NPUKIT_CACHE_DIR`` or
 ``~/.cache/npukit/traces``, keyed by the config file's content hash, the trace options, the npukit version, the
 torch/transformers/diffusers versions and the hash of the tracer's source; ``steps`` is applied after the cache.
 Importing this module imports nothing heavy: torch and the model libraries load only when a trace is needed.
@@ -46,6 +46,7 @@ from typing import Any
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
+from .loader import parse_options
 
 __all__ = ["REAL_MODELS", "DIFFUSION_CLASSES", "RealModel", "workload_from_spec", "real_model_workload"]
 
@@ -54,7 +55,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 @dataclass(frozen=True)
 class RealModel:
-    """A built-in real model: its config file (in ``models/configs``), library and default reference images."""
+    """A built-in real model: its config file (in ``workloads/configs``), library and default reference images."""
 
     config: str
     library: str  # 'transformers' | 'diffusers'
@@ -85,7 +86,7 @@ _TRACER_SOURCES = ("trace.py", "real_models.py")  # the model-spec loader (model
 def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
     """The workload for any spec ``npukit.sim`` does not know: a real model (see the module docstring) or a
     PyTorch model (``torch:NAME``, ``FILE.py:FACTORY``, ``module:FACTORY``, see
-    :func:`npukit.models.model_specs.workload_from_model_spec`; ``input_shape`` applies to those only). Every failure
+    :func:`npukit.workloads.model_specs.workload_from_model_spec`; ``input_shape`` applies to those only). Every failure
     raises :class:`WorkloadError` with one line."""
     if not isinstance(spec, str) or not spec.strip():
         raise WorkloadError(f"workload spec must be a non-empty string, got {spec!r}")
@@ -107,12 +108,9 @@ def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
         from .model_specs import workload_from_model_spec
 
         return workload_from_model_spec(spec, input_shape)
-    from ..sim.workload import BUILTIN_WORKLOADS
+    from .loader import WORKLOAD_FORMS
 
-    raise WorkloadError(
-        f"unknown workload '{spec}': use a built-in ({', '.join([*BUILTIN_WORKLOADS, *REAL_MODELS])}), a SCALE-Sim "
-        f"topology .csv, hf:CONFIG.json, diffusers:CONFIG.json, torch:NAME, FILE.py:FACTORY or module:FACTORY"
-    )
+    raise WorkloadError(f"unknown workload '{spec}': expected {'; '.join(WORKLOAD_FORMS)}")
 
 
 def _split_path_options(rest: str) -> tuple[str, str]:
@@ -132,18 +130,7 @@ def _no_input_shape(spec: str, input_shape: str | None) -> None:
 def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[str, Any]:
     """Validate ``key=val,...`` for a model family ('lm' or 'diffusion') and fill in the defaults."""
     allowed = _LM_OPTIONS if family == "lm" else _DIFFUSION_OPTIONS
-    takes = ", ".join(f"{k}={v}" for k, v in allowed.items())
-    given: dict[str, str] = {}
-    if text.strip():
-        for item in text.split(","):
-            key, eq, val = (s.strip() for s in item.partition("="))
-            if not eq or not key or not val:
-                raise WorkloadError(f"workload '{spec}': bad option '{item.strip()}'; write key=value (takes {takes})")
-            if key not in allowed:
-                raise WorkloadError(f"workload '{spec}': unknown option '{key}' (takes {takes})")
-            if key in given:
-                raise WorkloadError(f"workload '{spec}': option '{key}' is given twice")
-            given[key] = val
+    given: dict[str, str] = parse_options(text, dict.fromkeys(allowed, str), spec)
     opts: dict[str, Any] = {}
     for key, val in given.items():
         if key == "phase":

@@ -40,8 +40,8 @@ The model is traced in eval mode (so batch-norm statistics are not updated and t
 are skipped); its training flags are restored, all hooks removed and the library functions restored afterwards.
 
 This module holds the two modes and :func:`trace_workload`; the recorder and the naming are in
-:mod:`npukit.models._trace_record`, the lowering of ops into GEMMs and vector ops in
-:mod:`npukit.models._trace_lower`, the meta-tensor fast path in :mod:`npukit.models._trace_meta`.
+:mod:`npukit.workloads._trace_record`, the lowering of ops into GEMMs and vector ops in
+:mod:`npukit.workloads._trace_lower`, the meta-tensor fast path in :mod:`npukit.workloads._trace_meta`.
 """
 
 from __future__ import annotations

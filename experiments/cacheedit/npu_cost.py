@@ -55,8 +55,8 @@ def sparse_step(wl: Any, active: int) -> Any:
 def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, quick: bool = False) -> list[dict[str, Any]]:
     """Rows per active fraction (``measured``, then :data:`SWEEP`; --quick: measured and 0.1, 0.5): latency
     (s) and energy (J) of one round, full vs CacheEdit, and their ratios."""
-    from npukit.models import workload_from_spec
     from npukit.sim import load_arch, simulate
+    from npukit.workloads import workload_from_spec
 
     arch = load_arch(arch_name)
     wl = workload_from_spec(SPEC)

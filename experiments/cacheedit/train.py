@@ -1,6 +1,6 @@
 """Train the CacheEdit Flux editor (a diffusers FluxTransformer2DModel, Kontext layout) on the procedural data.
 
-``python -m npukit.experiments.cacheedit.train --minutes 15 --out models/weights/cacheedit_flux.pt`` trains
+``python -m npukit.experiments.cacheedit.train --minutes 15 --out models/cacheedit/weights/cacheedit_flux.pt`` trains
 (rectified flow, x0 loss with the edit region weighted 3x, shaded data, balanced op mix) for a wall-clock
 budget on the CPU, evaluates held-out edit accuracy per edit type (28-step sampling) and writes the weights
 (fp16) with their config and training record. Run it niced on a shared machine.

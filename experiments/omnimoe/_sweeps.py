@@ -23,7 +23,7 @@ from npukit.kernels.omnimoe.router import cartesian_router, dense_router
 from npukit.kernels.omnimoe.token import token_centric
 from npukit.kernels.timing import median_timer
 from npukit.sim.ledger import Ledger
-from npukit.sim.sweep import Executor, SerialExecutor
+from npukit.sweeps import Executor, SerialExecutor
 
 from .npu_cost import npu_cost, uniform_counts
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._cacheedit_cache import CacheConfig, dilate, divergence, ledger_totals, otsu_threshold, select_active
-from ._cacheedit_count import WorkCounter
-from ._cacheedit_count import record as record_work
-from ._cacheedit_data import IMAGE, OPS, TRAIN_OP_WEIGHTS, describe, make_batch, make_session
-from ._cacheedit_diffusers import CacheEdit, CacheEditConfig, CacheEditState, apply_cacheedit, remove_cacheedit
-from ._cacheedit_flux import (
+from ..weights import WeightsError, check_finite, check_state, read_torch_file
+from ._cache import CacheConfig, dilate, divergence, ledger_totals, otsu_threshold, select_active
+from ._count import WorkCounter
+from ._count import record as record_work
+from ._data import IMAGE, OPS, TRAIN_OP_WEIGHTS, describe, make_batch, make_session
+from ._diffusers import CacheEdit, CacheEditConfig, CacheEditState, apply_cacheedit, remove_cacheedit
+from ._flux import (
     DEFAULT_STEPS,
     FluxEditor,
     FluxEditorConfig,
@@ -36,11 +37,10 @@ from ._cacheedit_flux import (
     timesteps,
     unpatchify,
 )
-from ._cacheedit_methods import METHODS as SESSION_METHODS
-from ._cacheedit_methods import SessionRun, calibrate_mag_ratios, edit_session, token_mask
-from ._cacheedit_metrics import TEXTURE_SMOOTH, edit_correct, iou, mse, patch_mask, psnr_db, ssim
-from ._cacheedit_pipelines import pipeline_rounds
-from .weights import WeightsError, check_finite, check_state, read_torch_file
+from ._methods import METHODS as SESSION_METHODS
+from ._methods import SessionRun, calibrate_mag_ratios, edit_session, token_mask
+from ._metrics import TEXTURE_SMOOTH, edit_correct, iou, mse, patch_mask, psnr_db, ssim
+from ._pipelines import pipeline_rounds
 
 KEEP = (0, 0, 0, 0)  # the identity instruction
 _MAX_SIZE = 4096  # any FluxEditorConfig size above this is not a weights file of this model

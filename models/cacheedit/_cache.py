@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from npukit.sim.ledger import Ledger
 
-from .weights import WeightsError
+from ..weights import WeightsError
 
 
 @dataclass(frozen=True)

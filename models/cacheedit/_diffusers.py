@@ -54,7 +54,7 @@ import torch
 
 from npukit.sim.errors import ConfigError
 
-from ._cacheedit_cache import CacheConfig, divergence, select_active
+from ._cache import CacheConfig, divergence, select_active
 
 _MODEL_HOOK = "npukit_cacheedit"
 _BLOCK_HOOK = "npukit_cacheedit_block"

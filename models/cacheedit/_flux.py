@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._cacheedit_data import VOCAB
+from ._data import VOCAB
 
 DEFAULT_STEPS = 28  # sampling steps, as FLUX.1 Kontext's default
 

@@ -37,9 +37,9 @@ import torch
 
 from npukit.sim.errors import ConfigError
 
-from ._cacheedit_count import WorkCounter
-from ._cacheedit_diffusers import CacheEditConfig, apply_cacheedit, remove_cacheedit
-from ._cacheedit_flux import FluxEditor, patchify, timesteps
+from ._count import WorkCounter
+from ._diffusers import CacheEditConfig, apply_cacheedit, remove_cacheedit
+from ._flux import FluxEditor, patchify, timesteps
 
 METHODS = ("full", "cacheedit", "cacheedit-ctx", "oracle", "toca-random", "toca-attn", "fbcache", "magcache",
            "taylorseer", "pab")
@@ -130,8 +130,8 @@ def default_cache(steps: int) -> CacheEditConfig:
 
 def check_inputs(editor: FluxEditor, src: torch.Tensor, instrs: list[torch.Tensor], noise: torch.Tensor) -> None:
     """ConfigError for a wrong shape or an instruction token out of range, :class:`WeightsError` for NaN/Inf."""
-    from ._cacheedit_data import VOCAB
-    from .weights import WeightsError
+    from ..weights import WeightsError
+    from ._data import VOCAB
 
     c = editor.cfg
     b = src.shape[0] if isinstance(src, torch.Tensor) and src.dim() == 4 and src.shape[0] >= 1 else 1

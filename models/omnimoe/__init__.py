@@ -35,7 +35,7 @@ from npukit.kernels.omnimoe.token import token_centric
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-from ._omnimoe_reference import reference_forward
+from ._reference import reference_forward
 
 __all__ = ["OmniMoE", "PEER", "SwiGLU", "reference_forward"]
 

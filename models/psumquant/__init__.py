@@ -26,17 +26,17 @@ quantized. ``exact=True`` runs the integer-exact path (NumPy int64, the shared q
 Triton kernel on CUDA) gives identical results for power-of-two steps when B <= 22 and K-tile psums
 stay below 2^24 (int8 data, R <= 1024), and agrees within one LSB per K-tile otherwise.
 
-Scale policies: see :mod:`npukit.models._psum_policies` (none, static, tile-max, a2q, sigma,
-psumquant); the psumquant predictor: :mod:`npukit.models._psum_predictor`.
+Scale policies: see :mod:`npukit.models.psumquant._policies` (none, static, tile-max, a2q, sigma,
+psumquant); the psumquant predictor: :mod:`npukit.models.psumquant._predictor`.
 
 This module is the model-level API (convert, calibrate, reconfigure, ...); the config lives in
-:mod:`npukit.models._psum_config`, the converted modules in :mod:`npukit.models._psum_layer` and the
-traffic ledger in :mod:`npukit.models._psum_traffic` (all re-exported here).
+:mod:`npukit.models.psumquant._config`, the converted modules in :mod:`npukit.models.psumquant._layer` and the
+traffic ledger in :mod:`npukit.models.psumquant._traffic` (all re-exported here).
 
 Activation x activation products (attention ``QK^T`` and ``PV``): a model marks them with
 :class:`Matmul` slots (transformers models get them through transformers' attention interface, see
-:mod:`npukit.models._psum_hf`); ``convert(..., matmuls=True)`` turns those into :class:`PsumMatmul` modules,
-calibrated with the layers and using every policy (:mod:`npukit.models._psum_matmul`).
+:mod:`npukit.models.psumquant._hf`); ``convert(..., matmuls=True)`` turns those into :class:`PsumMatmul` modules,
+calibrated with the layers and using every policy (:mod:`npukit.models.psumquant._matmul`).
 :func:`psum_matmul` is the functional, calibration-free form.
 
 Typical use::
@@ -63,13 +63,13 @@ from torch import nn
 
 from npukit.kernels.psumquant import psumquant_matmul
 
-from . import _psum_hf
-from ._psum_config import GEOMETRY_FIELDS, PsumQuantConfig, PsumQuantError
-from ._psum_exec import CalibStats, Geom, hw_steps, int_tiled_gemm
-from ._psum_layer import NO_FEATURES, PsumMatmul, PsumQuantLayer, converted, convertible, psum_layers, psum_matmuls
-from ._psum_matmul import Matmul, MatmulStats, quantize_operands
-from ._psum_policies import POLICIES, FitContext, make_policy
-from ._psum_traffic import PsumTraffic
+from . import _hf
+from ._config import GEOMETRY_FIELDS, PsumQuantConfig, PsumQuantError
+from ._exec import CalibStats, Geom, hw_steps, int_tiled_gemm
+from ._layer import NO_FEATURES, PsumMatmul, PsumQuantLayer, converted, convertible, psum_layers, psum_matmuls
+from ._matmul import Matmul, MatmulStats, quantize_operands
+from ._policies import POLICIES, FitContext, make_policy
+from ._traffic import PsumTraffic
 
 __all__ = [
     "POLICIES",
@@ -102,7 +102,7 @@ def convert(
     :class:`PsumQuantLayer`, and with ``matmuls=True`` every :class:`Matmul` slot (attention
     products) for a :class:`PsumMatmul`; a transformers model (anywhere in ``model``) first gets a slot
     pair for ``QK^T`` / ``PV`` on each attention module and the ``"npukit_psum"`` attention
-    implementation (:mod:`npukit.models._psum_hf`; no model code is patched, :func:`unconvert` restores
+    implementation (:mod:`npukit.models.psumquant._hf`; no model code is patched, :func:`unconvert` restores
     it). Then calibrate on ``calib_batches`` when given. ``skip``:
     qualified names of modules to leave alone. Returns the converted model (the same object unless the root
     itself is a Linear/Conv2d). Raises :class:`PsumQuantError` if nothing can be converted."""
@@ -120,7 +120,7 @@ def convert(
         model = PsumQuantLayer(model, config, "")
     else:
         if matmuls:  # transformers models: Matmul slots on their attention modules, our attention implementation
-            _psum_hf.install(model)
+            _hf.install(model)
         targets = [(n, m) for n, m in model.named_modules()
                    if n and (convertible(m) or (matmuls and isinstance(m, Matmul))) and n not in skip]
         if not targets:
@@ -142,7 +142,7 @@ def unconvert(model: nn.Module) -> nn.Module:
     for name, layer in converted(model):
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, layer.orig)
-    _psum_hf.uninstall(model)
+    _hf.uninstall(model)
     return model
 
 

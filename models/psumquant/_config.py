@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from npukit.sim.errors import NpukitError
 
-from ._psum_policies import POLICIES
+from ._policies import POLICIES
 
 
 class PsumQuantError(NpukitError):

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._psum_matmul import Matmul
+from ._matmul import Matmul
 
 ATTN_NAME = "npukit_psum"
 _PREV = "_npukit_prev_attn_implementation"  # attribute on a transformers model: the implementation before install
@@ -72,7 +72,7 @@ def install(model: nn.Module) -> int:
     """Put :class:`Matmul` slots on every attention module of every transformers model in ``model`` and
     select the ``"npukit_psum"`` attention implementation; returns the number of attention modules.
     Raises ``PsumQuantError`` for a transformers model that cannot switch its attention implementation."""
-    from ._psum_config import PsumQuantError
+    from ._config import PsumQuantError
 
     roots = hf_roots(model)
     if not roots:
@@ -113,7 +113,7 @@ def psum_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, va
     """transformers' eager attention with ``QK^T`` and ``PV`` through ``module.psum_qk`` / ``psum_pv``
     (plain matmuls when the module has no slots). ``query``: (B, heads, Lq, D); ``key`` / ``value``:
     (B, kv_heads, Lk, D); returns (output (B, Lq, heads, D), attention weights (B, heads, Lq, Lk))."""
-    from ._psum_config import PsumQuantError
+    from ._config import PsumQuantError
 
     if kwargs.get("s_aux") is not None:
         raise PsumQuantError(f"{type(module).__name__}: attention sinks (s_aux) are not supported by the npukit_psum attention")

@@ -12,10 +12,10 @@ from torch import nn
 
 from npukit.kernels.psumquant import psumquant_matmul
 
-from ._psum_config import PsumQuantConfig, PsumQuantError
-from ._psum_exec import CalibStats, Geom, TileFeatures, hw_steps, int_tiled_gemm, tile_features
-from ._psum_matmul import Matmul, MatmulPolicy, MatmulStats, fit_key, quantize_operands
-from ._psum_policies import FitContext, ScalePolicy, make_policy
+from ._config import PsumQuantConfig, PsumQuantError
+from ._exec import CalibStats, Geom, TileFeatures, hw_steps, int_tiled_gemm, tile_features
+from ._matmul import Matmul, MatmulPolicy, MatmulStats, fit_key, quantize_operands
+from ._policies import FitContext, ScalePolicy, make_policy
 
 
 class PsumQuantLayer(nn.Module):
@@ -269,7 +269,7 @@ class PsumMatmul(nn.Module):
     (fitted by :func:`calibrate` like the converted layers). ``a``: (..., M, K), ``b``: (..., K, N)
     with equal leading dims; returns a tensor of ``a``'s dtype. Operand scales are dynamic (per
     tensor, or per row of ``a`` / column of ``b`` with ``act_granularity='token'``); see
-    :mod:`npukit.models._psum_matmul` for the policies. The original slot is ``.orig``."""
+    :mod:`npukit.models.psumquant._matmul` for the policies. The original slot is ``.orig``."""
 
     def __init__(self, orig: nn.Module, config: PsumQuantConfig, name: str = "") -> None:
         super().__init__()

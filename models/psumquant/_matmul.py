@@ -25,7 +25,7 @@ so nothing is tied to a fixed N-tile:
   calibration slices.
 * ``sigma``: ``mu +- k sigma`` of all calibration psums pooled (the columns of an activation operand
   are tokens or head channels, not fixed array columns with their own statistics).
-* ``psumquant``: the predictor of :mod:`npukit.models._psum_predictor` with the same input-tile
+* ``psumquant``: the predictor of :mod:`npukit.models.psumquant._predictor` with the same input-tile
   features and the same "weight" features computed from ``b`` at run time, when it is loaded into the
   array (max column L2 norm per N-tile, top-8 |a| times the |b| row maxima), without the per-N-tile
   one-hot (N changes with the sequence); one coefficient vector fitted by ridge over calibration
@@ -34,7 +34,7 @@ so nothing is tied to a fixed N-tile:
 
 Execution: a batched torch path (float32, all slices at once; equal to the 2-D torch path of
 :func:`npukit.kernels.psumquant.psumquant_matmul` slice by slice), or ``exact=True``: the integer-exact
-NumPy path (:func:`npukit.models._psum_exec.int_tiled_gemm`) per slice.
+NumPy path (:func:`npukit.models.psumquant._exec.int_tiled_gemm`) per slice.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._psum_exec import LOG2_FLOOR, Geom, TileFeatures, hw_steps, int_tiled_gemm, log2_qmax, safe_log2, tile_features
-from ._psum_predictor import ridge_fit
+from ._exec import LOG2_FLOOR, Geom, TileFeatures, hw_steps, int_tiled_gemm, log2_qmax, safe_log2, tile_features
+from ._predictor import ridge_fit
 
 QUANTILES = (0.25, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0)  # residual quantiles tried as psumquant margins
 
@@ -157,7 +157,7 @@ def matmul_features(a3: torch.Tensor, b3: torch.Tensor, g: Geom, semantics: str)
     1, log2 row RMS, log2 row crest, mean and max over K-tiles of the tile log2 crest, log2 max tile
     RMS, log2 max column L2 norm of b over the N-tile, log2 peak-times-b; transfer (S, M, kf, nt, 6)
     with 1, log2 tile RMS, log2 tile crest, log2 max column L2 norm of b's K-tile slice, tile
-    position t / kf, log2 peak-times-b (see :mod:`npukit.models._psum_predictor`)."""
+    position t / kf, log2 peak-times-b (see :mod:`npukit.models.psumquant._predictor`)."""
     S, M, K = a3.shape
     f: TileFeatures = tile_features(a3.reshape(S * M, K), g)
     wp = torch.nn.functional.pad(b3.float().abs(), (0, g.nt * g.cols - g.N, 0, g.kf * g.rows - g.K))

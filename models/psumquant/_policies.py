@@ -2,7 +2,7 @@
 
 A policy decides, for every psum tile of one GEMM, the *range* R it must represent (psum-domain
 units); the quantizer step is ``R / (2^(B-1) - 1)``, rounded to hardware form (power of two, or
-16-bit multiplier and shift) by :func:`npukit.models._psum_exec.hw_steps`. Ranges are per
+16-bit multiplier and shift) by :func:`npukit.models.psumquant._exec.hw_steps`. Ranges are per
 (row, K-tile, N-tile) for transfer semantics and per (row, N-tile) for buffer semantics (the
 psum buffer keeps one step per output for all K-tiles), or anything broadcastable to those.
 
@@ -16,7 +16,7 @@ psum buffer keeps one step per output for all K-tiles), or anything broadcastabl
   (2^(b-1)-1 in the integer domain) or the calibrated max in the float domain. Never clips.
 * ``sigma``: clip at mu +- k sigma of the calibration psums per array column tile (as ColumnQuant),
   per (K-tile, N-tile) for transfer, per N-tile over the running sums for buffer; k = ``sigma_k``.
-* ``psumquant``: the learnable predictor of :mod:`npukit.models._psum_predictor` (crest factor, RMS,
+* ``psumquant``: the learnable predictor of :mod:`npukit.models.psumquant._predictor` (crest factor, RMS,
   tile position, weight norm, top-8 peaks times their weight rows -> log2 range) plus a per-layer head-room margin picked on the
   calibration rows among quantiles of the fit residuals and fixed clipping offsets (-3..-0.5 log2):
   the one minimising the layer's output MSE under the actual B-bit execution; plus the config's
@@ -33,8 +33,8 @@ import torch
 
 from npukit.kernels.psumquant import psumquant_matmul
 
-from ._psum_exec import LOG2_FLOOR, CalibStats, Geom, TileFeatures, hw_steps, log2_qmax, oracle_ranges, safe_log2, tile_features
-from ._psum_predictor import ScalePredictor, weight_absmax, weight_norms
+from ._exec import LOG2_FLOOR, CalibStats, Geom, TileFeatures, hw_steps, log2_qmax, oracle_ranges, safe_log2, tile_features
+from ._predictor import ScalePredictor, weight_absmax, weight_norms
 
 POLICIES = ("none", "static", "tile-max", "a2q", "sigma", "psumquant")
 
@@ -184,7 +184,7 @@ class SigmaPolicy(ScalePolicy):
 
 
 class PsumQuantPolicy(ScalePolicy):
-    """The learnable input-aware predictor (see :mod:`npukit.models._psum_predictor`)."""
+    """The learnable input-aware predictor (see :mod:`npukit.models.psumquant._predictor`)."""
 
     name = "psumquant"
     needs_calibration = True

@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from ._psum_exec import LOG2_FLOOR, Geom, TileFeatures, safe_log2
+from ._exec import LOG2_FLOOR, Geom, TileFeatures, safe_log2
 
 MAX_ONE_HOT = 64
 

@@ -10,8 +10,8 @@ from torch import nn
 
 from npukit.sim.ledger import Ledger
 
-from ._psum_config import PsumQuantError
-from ._psum_layer import psum_layers
+from ._config import PsumQuantError
+from ._layer import psum_layers
 
 
 class PsumTraffic:
