@@ -20,25 +20,30 @@ is in the units of the psums (for integer-valued inputs: integer psum units). Al
 float32; with integer-valued inputs whose tile psums stay below 2^24 in magnitude, B <= 22 and
 power-of-two steps, the result is exact and equals the integer path bit for bit.
 
-Backends: ``'triton'`` (CUDA tensors, or any tensors under ``TRITON_INTERPRET=1``), ``'torch'``
-(anywhere), ``'auto'`` = Triton on CUDA, torch on CPU. Forward only (no autograd).
+Backends (:data:`PSUM_BACKENDS`, resolved by :func:`npukit.kernels.backend.choose_backend`): ``'triton'``
+(CUDA tensors, or any tensors under ``TRITON_INTERPRET=1``), ``'torch'`` (plain eager torch, anywhere),
+``'numba'`` (CPU: ``torch.mm`` per K-tile plus one fused numba quantize-accumulate pass; same results as
+``'torch'``), ``'auto'`` = Triton on CUDA, numba on CPU (torch where numba cannot run: ``bits > 22``, no
+numba). Forward only (no autograd).
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from npukit.sim.arch import PSUM_SEMANTICS
 from npukit.sim.errors import NpukitError
+from npukit.sim.quant import OVERFLOW_MODES
+
+from .backend import BACKENDS, choose_backend, interpreting
 
 if TYPE_CHECKING:  # imported lazily at first kernel use (keeps `import npukit.models` light)
     import triton.language as tl
 
-SEMANTICS = ("buffer", "transfer")
-OVERFLOWS = ("saturate", "wrap")
-BACKENDS = ("auto", "torch", "triton")
+#: the psum matmul's backends: the shared ones plus its fused CPU path
+PSUM_BACKENDS = (*BACKENDS, "numba")
 
 
 class PsumKernelError(NpukitError):
@@ -53,10 +58,10 @@ def _check(a: torch.Tensor, b: torch.Tensor, rows: int, cols: int, bits: int, se
         raise PsumKernelError(f"rows and cols must be positive integers, got rows={rows!r} cols={cols!r}")
     if not isinstance(bits, int) or not 2 <= bits <= 32:
         raise PsumKernelError(f"psum bits must be an integer in 2..32, got {bits!r}")
-    if semantics not in SEMANTICS:
-        raise PsumKernelError(f"unknown psum semantics '{semantics}': use one of {', '.join(SEMANTICS)}")
-    if overflow not in OVERFLOWS:
-        raise PsumKernelError(f"unknown overflow mode '{overflow}': use one of {', '.join(OVERFLOWS)}")
+    if semantics not in PSUM_SEMANTICS:
+        raise PsumKernelError(f"unknown psum semantics '{semantics}': use one of {', '.join(PSUM_SEMANTICS)}")
+    if overflow not in OVERFLOW_MODES:
+        raise PsumKernelError(f"unknown overflow mode '{overflow}': use one of {', '.join(OVERFLOW_MODES)}")
 
 
 def tile_counts(K: int, N: int, rows: int, cols: int) -> tuple[int, int]:
@@ -201,6 +206,41 @@ def _cpu_fused(a: torch.Tensor, b: torch.Tensor, inv: torch.Tensor, rows: int, c
     return out
 
 
+def numba_available(bits: int) -> bool:
+    """Whether the fused numba path can run ``bits``-bit psums (numba imports and ``bits <= 22``)."""
+    return bits <= 22 and _numba_kernels() is not None
+
+
+def psumquant_matmul_numba(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    inv_step: torch.Tensor | float,
+    rows: int,
+    cols: int,
+    bits: int,
+    semantics: str = "buffer",
+    overflow: str = "saturate",
+    chunk: int = 512,
+) -> torch.Tensor:
+    """Fused CPU path of :func:`psumquant_matmul`: each K-tile is one ``torch.mm`` per chunk of ``chunk`` rows
+    followed by one fused numba pass (quantize, accumulate, overflow), cache-resident; gives the results of
+    :func:`psumquant_matmul_torch` bit for bit. CPU tensors and ``bits <= 22`` only."""
+    _check(a, b, rows, cols, bits, semantics, overflow)
+    if not a.device.type == b.device.type == "cpu":
+        raise PsumKernelError("backend 'numba' runs CPU tensors only; use 'triton' or 'torch' on a GPU")
+    if not numba_available(bits):
+        raise PsumKernelError(f"backend 'numba' needs numba and bits <= 22 (got bits={bits}); use backend='torch'")
+    a = a.float()
+    b = b.float()
+    M, K = a.shape
+    N = b.shape[1]
+    kf, nt = tile_counts(K, N, rows, cols)
+    if K == 0 or M == 0:
+        return psumquant_matmul_torch(a, b, inv_step, rows, cols, bits, semantics, overflow)
+    inv = _expand_inv(inv_step, M, kf, nt, semantics, a.device)
+    return _cpu_fused(a, b, inv, rows, cols, bits, semantics, overflow, chunk)
+
+
 def psumquant_matmul_torch(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -210,14 +250,8 @@ def psumquant_matmul_torch(
     bits: int,
     semantics: str = "buffer",
     overflow: str = "saturate",
-    fused: bool = True,
-    chunk: int = 512,
 ) -> torch.Tensor:
-    """Torch path of :func:`psumquant_matmul` (float32, any device); returns M x N.
-
-    On CPU with ``fused=True`` each K-tile is one ``torch.mm`` per chunk of ``chunk`` rows followed
-    by one fused numba pass (quantize, accumulate, overflow), cache-resident; ``fused=False`` is the
-    plain eager-torch loop (the reference). Both give identical results."""
+    """Plain eager-torch path of :func:`psumquant_matmul` (float32, any device; the reference); returns M x N."""
     _check(a, b, rows, cols, bits, semantics, overflow)
     a = a.float()
     b = b.float()
@@ -225,8 +259,6 @@ def psumquant_matmul_torch(
     N = b.shape[1]
     kf, nt = tile_counts(K, N, rows, cols)
     inv = _expand_inv(inv_step, M, kf, nt, semantics, a.device)
-    if fused and bits <= 22 and a.device.type == b.device.type == "cpu" and K > 0 and M > 0 and _numba_kernels() is not None:
-        return _cpu_fused(a, b, inv, rows, cols, bits, semantics, overflow, chunk)
     lo, hi = -(2.0 ** (bits - 1)), 2.0 ** (bits - 1) - 1
     even = N % cols == 0
 
@@ -332,7 +364,7 @@ def _kernel() -> Any:
     import triton
     import triton.language as tl
 
-    interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    interp = interpreting()
     if interp not in _KERNELS:
         fn = _psumquant_kernel
         fn.__annotations__ = {k: (tl.constexpr if v == tl.constexpr else v) for k, v in fn.__annotations__.items()}
@@ -366,7 +398,7 @@ def psumquant_matmul_triton(
     _check(a, b, rows, cols, bits, semantics, overflow)
     if bits > 22:
         raise PsumKernelError(f"the Triton psum kernel supports bits <= 22 (float32 exact rounding), got {bits}")
-    interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    interp = interpreting()
     if not (a.is_cuda or interp):
         raise PsumKernelError("the Triton psum kernel needs CUDA tensors (or TRITON_INTERPRET=1); use backend='torch'")
     bn, bk = _pow2_divisor(cols, 64), _pow2_divisor(rows, 32)
@@ -396,15 +428,6 @@ def psumquant_matmul_triton(
     return c
 
 
-def triton_available() -> bool:
-    """True when the Triton package imports (it does not say whether a GPU is present)."""
-    try:
-        import triton  # noqa: F401
-    except Exception:  # pragma: no cover - triton is a declared dependency
-        return False
-    return True
-
-
 def psumquant_matmul(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -416,16 +439,19 @@ def psumquant_matmul(
     overflow: str = "saturate",
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Psum-quantized ``a @ b`` (see the module docstring); ``backend`` 'auto' | 'torch' | 'triton'.
+    """Psum-quantized ``a @ b`` (see the module docstring); ``backend`` one of :data:`PSUM_BACKENDS`.
 
     'auto' picks Triton for CUDA tensors when Triton imports and ``bits <= 22`` and rows/cols are
-    multiples of 16, else the torch path (never silently on a bad argument: those raise)."""
-    if backend not in BACKENDS:
-        raise PsumKernelError(f"unknown backend '{backend}': use one of {', '.join(BACKENDS)}")
-    if backend == "auto":
-        use = a.is_cuda and triton_available() and bits <= 22 and rows % 16 == 0 and cols % 16 == 0
-        backend = "triton" if use else "torch"
+    multiples of 16, numba for CPU tensors when numba runs ``bits``, else the torch path (never silently on a
+    bad argument: those raise)."""
+    explicit = backend != "auto"
+    triton_ok = bits <= 22 and rows % 16 == 0 and cols % 16 == 0
+    backend = choose_backend(backend, a, triton_ok=triton_ok, choices=PSUM_BACKENDS, error=PsumKernelError)
+    if backend == "torch" and a.device.type == b.device.type == "cpu" and numba_available(bits) and not explicit:
+        backend = "numba"
     with torch.no_grad():
         if backend == "triton":
             return psumquant_matmul_triton(a, b, inv_step, rows, cols, bits, semantics, overflow)
+        if backend == "numba":
+            return psumquant_matmul_numba(a, b, inv_step, rows, cols, bits, semantics, overflow)
         return psumquant_matmul_torch(a, b, inv_step, rows, cols, bits, semantics, overflow)

@@ -11,12 +11,15 @@ import importlib.resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from npukit.sim.arch import DATAFLOWS
 from npukit.sim.errors import ConfigError
+from npukit.sim.quant import OVERFLOW_MODES
 
 #: Verilog DATAFLOW parameter per dataflow. Input stationary runs on the weight-stationary hardware
 #: with the operands' roles swapped (A' = B^T, B' = A^T, out = out'^T), exactly the contract's "is".
-DATAFLOWS = {"ws": 0, "os": 1, "is": 0}
-OVERFLOWS = {"saturate": 0, "wrap": 1}
+DATAFLOW_CODES = {"ws": 0, "os": 1, "is": 0}
+#: Verilog OVERFLOW parameter per overflow mode (:data:`npukit.sim.quant.OVERFLOW_MODES`).
+OVERFLOW_CODES = {"saturate": 0, "wrap": 1}
 #: Verilog TIMING parameter per timing mode of the cycle contract. double-buffered is built for ws (and
 #: is, on the ws hardware) only: two weight banks per PE.
 TIMINGS = {"scalesim": 0, "double-buffered": 1}
@@ -98,8 +101,8 @@ class RtlConfig:
                 raise ConfigError(f"{name} must be an integer in [2, {hi}] (got {v!r}); pass {hint}")
         if self.dataflow not in DATAFLOWS:
             raise ConfigError(f"unknown dataflow {self.dataflow!r}; the RTL runs {', '.join(DATAFLOWS)}")
-        if self.overflow not in OVERFLOWS:
-            raise ConfigError(f"unknown overflow mode {self.overflow!r}; use saturate or wrap")
+        if self.overflow not in OVERFLOW_MODES:
+            raise ConfigError(f"unknown overflow mode {self.overflow!r}; use {' or '.join(OVERFLOW_MODES)}")
         if self.timing not in TIMINGS:
             raise ConfigError(f"unknown timing {self.timing!r}; use {' or '.join(TIMINGS)}")
         if self.timing == "double-buffered" and self.dataflow == "os":
@@ -180,8 +183,8 @@ class RtlConfig:
             "ACC_W": self.acc_width,
             "MULT_W": self.mult_bits,
             "SHIFT_W": SHIFT_BITS,
-            "DATAFLOW": DATAFLOWS[self.dataflow],
-            "OVERFLOW": OVERFLOWS[self.overflow],
+            "DATAFLOW": DATAFLOW_CODES[self.dataflow],
+            "OVERFLOW": OVERFLOW_CODES[self.overflow],
             "TIMING": TIMINGS[self.timing],
             "DIM_W": _bits(max(dim, t)),
             "A_AW": _bits(a_words - 1),

@@ -49,14 +49,13 @@ from typing import Any
 
 import numpy as np
 
+from .arch import DATAFLOWS, TIMING_MODES
 from .errors import ConfigError
 from .ledger import Ledger
 from .quant import MAX_SHIFT, MULT_BITS, OVERFLOW_MODES, check_mult, quantize
 
 __all__ = ["CycleResult", "run_gemm", "contract_cycles"]
 
-DATAFLOWS = ("ws", "os", "is")
-TIMING_MODES = ("scalesim", "double-buffered")
 #: Largest array of the cycle-level model, rows x cols PEs (1024 x 1024).
 MAX_PES = 1 << 20
 #: Largest array the model allocates from the sizes (outputs, fold psums), in int64 words (1 GiB).

@@ -9,6 +9,7 @@ import torch
 from npukit.kernels.psumquant import (
     PsumKernelError,
     psumquant_matmul,
+    psumquant_matmul_numba,
     psumquant_matmul_torch,
     psumquant_matmul_triton,
     tile_counts,
@@ -57,8 +58,8 @@ def test_rounding_is_half_to_even_and_step_applies() -> None:
 @pytest.mark.parametrize("overflow", ["saturate", "wrap"])
 def test_fused_cpu_path_equals_eager_reference(semantics: str, overflow: str) -> None:
     a, b, inv = _case(70, 150, 45, 32, 16, semantics, seed=3, integer=False)
-    fused = psumquant_matmul_torch(a, b, inv, 32, 16, 5, semantics, overflow, fused=True, chunk=32)
-    eager = psumquant_matmul_torch(a, b, inv, 32, 16, 5, semantics, overflow, fused=False)
+    fused = psumquant_matmul_numba(a, b, inv, 32, 16, 5, semantics, overflow, chunk=32)
+    eager = psumquant_matmul_torch(a, b, inv, 32, 16, 5, semantics, overflow)
     assert torch.equal(fused, eager)
     assert not torch.equal(fused, a @ b)  # quantization did something
 
@@ -73,9 +74,23 @@ def test_quantization_error_shrinks_with_bits() -> None:
     assert errs[0] > errs[1] > errs[2]
 
 
-def test_auto_backend_on_cpu_is_torch_and_bad_args_raise() -> None:
+def test_auto_backend_on_cpu_is_numba_and_bad_args_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    import npukit.kernels.psumquant as kp
+
     a, b, inv = _case(8, 40, 8, 16, 16, "buffer", seed=5)
-    assert torch.equal(psumquant_matmul(a, b, inv, 16, 16, 8), psumquant_matmul_torch(a, b, inv, 16, 16, 8))
+    ran: list[str] = []
+    for name in ("psumquant_matmul_numba", "psumquant_matmul_torch"):
+        fn = getattr(kp, name)
+        monkeypatch.setattr(kp, name, lambda *x, fn=fn, name=name: ran.append(name) or fn(*x))
+    ref = psumquant_matmul_torch(a, b, inv, 16, 16, 8)
+    assert torch.equal(psumquant_matmul(a, b, inv, 16, 16, 8), ref)
+    assert ran == ["psumquant_matmul_numba"]  # auto on CPU: the fused numba path
+    ran.clear()
+    assert torch.equal(psumquant_matmul(a, b, inv, 16, 16, 8, backend="torch"), ref)
+    assert ran == ["psumquant_matmul_torch"]  # 'torch' is plain torch: never numba
+    ran.clear()
+    psumquant_matmul(a, b, inv, 16, 16, 23)
+    assert ran == ["psumquant_matmul_torch"]  # numba cannot run > 22 bits: auto falls back to torch
     with pytest.raises(PsumKernelError, match="backend"):
         psumquant_matmul(a, b, inv, 16, 16, 8, backend="cuda")
     with pytest.raises(PsumKernelError, match="bits"):
@@ -106,7 +121,7 @@ def test_triton_interpreter_matches_torch_bit_exact(monkeypatch: pytest.MonkeyPa
     a, b, inv = _case(M, K, N, rows, cols, semantics, seed=sum(shape))
     for bits in (4, 8):
         tri = psumquant_matmul_triton(a, b, inv, rows, cols, bits, semantics, overflow)
-        ref = psumquant_matmul_torch(a, b, inv, rows, cols, bits, semantics, overflow, fused=False)
+        ref = psumquant_matmul_torch(a, b, inv, rows, cols, bits, semantics, overflow)
         assert torch.equal(tri, ref), (bits, float((tri - ref).abs().max()))
 
 

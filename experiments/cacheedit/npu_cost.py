@@ -56,10 +56,10 @@ def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, qu
     """Rows per active fraction (``measured``, then :data:`SWEEP`; --quick: measured and 0.1, 0.5): latency
     (s) and energy (J) of one round, full vs CacheEdit, and their ratios."""
     from npukit.sim import load_arch, simulate
-    from npukit.workloads import workload_from_spec
+    from npukit.workloads import load_workload
 
     arch = load_arch(arch_name)
-    wl = workload_from_spec(SPEC)
+    wl = load_workload(SPEC)
     full = simulate(wl, arch)
     fc, fe = float(full.cycles), float(full.energy_pj())
     ghz = arch.clock_ghz

@@ -1,6 +1,6 @@
 """Triton kernels of the CacheEdit sparse-token ops (one program per active row; D up to 8192).
 
-Imported only when a Triton path is chosen (CUDA tensors, or ``impl='triton'`` under
+Imported only when a Triton path is chosen (CUDA tensors, or ``backend='triton'`` under
 ``TRITON_INTERPRET=1`` on CPU). Semantics and references: :mod:`.ops`.
 """
 

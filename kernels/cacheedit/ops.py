@@ -12,8 +12,9 @@ and never written back.
   (B, N, D)), after which attention of the active queries over all keys is plain SDPA
   (:func:`active_attention`).
 
-Each entry point takes ``impl``: ``"auto"`` (Triton on CUDA tensors, torch otherwise), ``"torch"``
-or ``"triton"`` (Triton kernels in :mod:`._triton`; on CPU only under ``TRITON_INTERPRET=1``).
+Each entry point takes ``backend``: ``"auto"`` (Triton on CUDA tensors, torch otherwise), ``"torch"``
+or ``"triton"`` (Triton kernels in :mod:`._triton`; on CPU only under ``TRITON_INTERPRET=1``), resolved by
+:func:`npukit.kernels.backend.choose_backend`.
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-IMPLS = ("auto", "torch", "triton")
+from ..backend import choose_backend
 
 
-def _use_triton(t: torch.Tensor, impl: str) -> bool:
-    if impl not in IMPLS:
-        from npukit.sim.errors import ConfigError
-
-        raise ConfigError(f"impl must be one of {IMPLS}, got {impl!r}")
-    return impl == "triton" or (impl == "auto" and t.is_cuda)
+def _use_triton(t: torch.Tensor, backend: str) -> bool:
+    return choose_backend(backend, t) == "triton"
 
 
 def _flat(idx: torch.Tensor, n: int) -> torch.Tensor:
@@ -70,9 +67,9 @@ def kv_update_ref(k_cache: torch.Tensor, v_cache: torch.Tensor, idx: torch.Tenso
 
 
 def gather_modulate(h: torch.Tensor, idx: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor,
-                    eps: float = 1e-5, impl: str = "auto") -> torch.Tensor:
+                    eps: float = 1e-5, backend: str = "auto") -> torch.Tensor:
     """Gather active rows with fused LayerNorm + adaLN modulation: (B, N, D) -> (B, A, D)."""
-    if _use_triton(h, impl):
+    if _use_triton(h, backend):
         from ._triton import gather_modulate_triton
 
         return gather_modulate_triton(h, idx, shift, scale, eps)
@@ -80,9 +77,9 @@ def gather_modulate(h: torch.Tensor, idx: torch.Tensor, shift: torch.Tensor, sca
 
 
 def scatter_residual(h: torch.Tensor, idx: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None = None,
-                     impl: str = "auto") -> torch.Tensor:
+                     backend: str = "auto") -> torch.Tensor:
     """In place ``h[b, idx] += gate[b] * y`` (or ``= y`` when ``gate`` is None); returns ``h``."""
-    if _use_triton(h, impl):
+    if _use_triton(h, backend):
         from ._triton import scatter_residual_triton
 
         return scatter_residual_triton(h, idx, y, gate)
@@ -90,9 +87,9 @@ def scatter_residual(h: torch.Tensor, idx: torch.Tensor, y: torch.Tensor, gate: 
 
 
 def kv_update(k_cache: torch.Tensor, v_cache: torch.Tensor, idx: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              impl: str = "auto") -> None:
+              backend: str = "auto") -> None:
     """Write fresh K/V rows of the active tokens into the per-block caches (B, N, D), in place."""
-    if _use_triton(k_cache, impl):
+    if _use_triton(k_cache, backend):
         from ._triton import kv_update_triton
 
         kv_update_triton(k_cache, v_cache, idx, k, v)

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
+from ..backend import choose_backend, next_pow2
 from . import accounting
-from ._backend import choose, next_pow2
 from .scheduler import Schedule, build_schedule
 
 CHUNK_PAIRS = 1 << 15  # torch paths: pairs per chunk (bounds the (chunk, H) temporaries)
@@ -221,7 +221,7 @@ def omni_expert(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, g: torch.Tens
     ``ledger`` (optional) receives the FLOPs and bytes of the scheduler, forward and backward.
     """
     check_shapes(x, u, v, g, idx)
-    be = choose(backend, x)
+    be = choose_backend(backend, x)
     if schedule is None:
         schedule = build_schedule(idx, u.shape[0], be, ledger)
     if ledger is not None:

@@ -21,7 +21,7 @@ import torch
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-from ._backend import choose, next_pow2
+from ..backend import choose_backend, next_pow2
 from .accounting import record_router_topk
 
 
@@ -151,7 +151,7 @@ def cartesian_router(
     int64 in ``[0, n*n)`` with ``index = row * n + column``. ``ledger`` (optional) receives the
     top-k work and traffic (scope ``router_topk``; the projections belong to the caller).
     """
-    be = choose(backend, lp_x)
+    be = choose_backend(backend, lp_x)
     n = _check(lp_x, lp_y, k)
     if ledger is not None:
         record_router_topk(ledger, lp_x.shape[0], n, k, lp_x.element_size() * 8)

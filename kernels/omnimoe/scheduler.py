@@ -26,7 +26,7 @@ import torch
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
-from ._backend import choose
+from ..backend import choose_backend
 from .accounting import record_schedule
 
 
@@ -111,7 +111,7 @@ def build_schedule(indices: torch.Tensor, num_experts: int, backend: str = "auto
                    ) -> Schedule:
     """The schedule of ``indices`` (T, k) over ``num_experts`` experts (auto: Triton on CUDA);
     ``ledger`` (optional) receives its traffic (scope ``scheduler``)."""
-    be = choose(backend, indices)
+    be = choose_backend(backend, indices)
     sched = schedule_triton(indices, num_experts) if be == "triton" else schedule_torch(indices, num_experts)
     if ledger is not None:
         record_schedule(ledger, sched.num_pairs, num_experts, sched.num_active)

@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from npukit.sim.errors import ConfigError
 from npukit.sim.ledger import Ledger
 
+from ..backend import choose_backend, next_pow2
 from . import accounting
-from ._backend import choose, next_pow2
 from .expert import acc_dtype, check_shapes
 
 ACTS = ("silu", "gelu")
@@ -90,7 +90,7 @@ def token_centric(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, g: torch.Te
     check_shapes(x, u, v, g, idx)
     if act not in ACTS:
         raise ConfigError(f"unknown activation '{act}'; use one of {', '.join(ACTS)}")
-    be = choose(backend, x)
+    be = choose_backend(backend, x)
     active = 0
     if ledger is not None:
         T, k = idx.shape

@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from npukit.kernels.psumquant import PSUM_BACKENDS
+from npukit.sim.arch import PSUM_SEMANTICS
 from npukit.sim.errors import NpukitError
+from npukit.sim.quant import OVERFLOW_MODES
 
 from ._policies import POLICIES
 
@@ -15,10 +18,7 @@ class PsumQuantError(NpukitError):
     """Bad PsumQuant input: unknown policy, impossible width, nothing to convert, NaN activations..."""
 
 
-SEMANTICS = ("buffer", "transfer")
-OVERFLOWS = ("saturate", "wrap")
 SCALE_FORMS = ("pow2", "mult_shift")
-BACKENDS = ("auto", "torch", "triton")
 ACT_GRANULARITIES = ("tensor", "token")
 # fields that change the tile geometry or the number system: changing them needs a new calibration
 GEOMETRY_FIELDS = ("rows", "cols", "wa_bits", "act_granularity")
@@ -47,7 +47,7 @@ class PsumQuantConfig:
     calibration batches for the predictor fit (margin_rows of them for the margin choice).
     headroom_log2: extra head-room (log2 units, >= 0 means fewer clipped tiles) added to the margin
     the psumquant fit picks by output MSE.
-    backend: 'auto' (Triton on CUDA, torch on CPU) | 'torch' | 'triton'. seed: sampling seed.
+    backend: 'auto' (Triton on CUDA, numba on CPU) | 'torch' (plain torch) | 'numba' | 'triton'. seed: sampling seed.
     """
 
     rows: int = 128
@@ -81,14 +81,14 @@ class PsumQuantConfig:
                 bad(f"{name} must be a positive integer (array size in PEs), got {v!r}")
         if isinstance(self.bits, bool) or not isinstance(self.bits, int) or not 2 <= self.bits <= 32:
             bad(f"psum bits must be an integer in 2..32, got {self.bits!r}")
-        if self.semantics not in SEMANTICS:
+        if self.semantics not in PSUM_SEMANTICS:
             bad(f"unknown psum semantics '{self.semantics}': use 'buffer' (B-bit psum buffer) or 'transfer' (B-bit transfers)")
-        if self.overflow not in OVERFLOWS:
+        if self.overflow not in OVERFLOW_MODES:
             bad(f"unknown overflow mode '{self.overflow}': use 'saturate' or 'wrap'")
         if self.scale_form not in SCALE_FORMS:
             bad(f"unknown scale_form '{self.scale_form}': use 'pow2' or 'mult_shift'")
-        if self.backend not in BACKENDS:
-            bad(f"unknown backend '{self.backend}': use one of {', '.join(BACKENDS)}")
+        if self.backend not in PSUM_BACKENDS:
+            bad(f"unknown backend '{self.backend}': use one of {', '.join(PSUM_BACKENDS)}")
         wa = self.wa_bits
         if wa is not None and (isinstance(wa, bool) or not isinstance(wa, int) or not 2 <= wa <= 16):
             bad(f"wa_bits must be None (float weights/activations) or an integer in 2..16, got {self.wa_bits!r}")
