@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any
 
-from npukit.sim import format_table, markdown_table, write_csv, write_figure, write_text
+from npukit.sim import markdown_table, write_csv, write_figure, write_text
 
 from ._energy import PAPER_REDUCTION_8BIT
 
@@ -263,12 +262,3 @@ def write_all(out: Path, res: dict[str, list[dict[str, Any]]], assumptions: list
     paths.append(plot_energy(res["energy"], out / "energy_breakdown.png"))
     paths.append(write_text(out / "summary.md", summary_markdown(res, assumptions, plan, timings)))
     return paths
-
-
-def console_table(rows: list[dict[str, Any]], key: str) -> str:
-    """A compact policy x bits text table of ``key`` per array (for the terminal)."""
-    buf = io.StringIO()
-    for arr in dict.fromkeys(r["array"] for r in rows):
-        h, body = _matrix(rows, key, arr)
-        buf.write(f"{rows[0]['model']} {key}, array {arr}\n{format_table(['policy', *h], body)}\n")
-    return buf.getvalue()

@@ -51,17 +51,9 @@ class Schedule:
     def num_active(self) -> int:
         return int(self.expert_ids.numel())
 
-    @property
-    def max_count(self) -> int:
-        return int(self.counts.max()) if self.counts.numel() else 0
-
     def segment_of_pair(self) -> torch.Tensor:
         """(P,) int64: the active-expert slot (0..A-1) of each sorted pair."""
         return torch.repeat_interleave(torch.arange(self.num_active, device=self.counts.device), self.counts)
-
-    def sorted_experts(self) -> torch.Tensor:
-        """(P,) int64: the expert of each sorted pair."""
-        return torch.repeat_interleave(self.expert_ids, self.counts)
 
 
 def _check(indices: torch.Tensor, num_experts: int) -> None:

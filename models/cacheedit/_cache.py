@@ -141,14 +141,6 @@ def select_active(scores: torch.Tensor, cfg: CacheConfig, grid: int) -> tuple[to
     return act, det
 
 
-def mask_to_index(mask: torch.Tensor) -> torch.Tensor:
-    """(B, P) bool -> (B, A_max) int64 token rows in ascending order, padded with -1."""
-    counts = mask.sum(1)
-    a = max(1, int(counts.max().item()))
-    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, :a]
-    return torch.where(torch.arange(a) < counts[:, None], order, torch.full_like(order, -1))
-
-
 # ------------------------------------------------------------------------------------------- steps
 
 
