@@ -17,7 +17,7 @@ spec file (TOML):
   [sweep]
   name = "psum-study"                 # optional
   arch = "npu128"                     # built-in, .toml or SCALE-Sim .cfg (relative to the spec file)
-  workloads = ["resnet18", "gemm:M=512,N=512,K=512"]   # workload specs or topology CSV paths
+  workloads = ["resnet18", "gemm:M=512,N=512,K=512"]   # any npukit sim --workload string but FILE.py:FACTORY
   [grid]                              # Arch fields or dotted sub-fields; the cartesian product
   rows = [64, 128]
   dataflow = ["ws", "os", "is"]

@@ -5,7 +5,7 @@ A sweep file::
     [sweep]
     name = "psum-study"                       # optional, default: the file's stem
     arch = "npu128"                           # built-in, .toml or SCALE-Sim .cfg (relative to this file)
-    workloads = ["resnet18", "gemm:M=512,N=512,K=512"]   # workload specs or topology CSV paths
+    workloads = ["resnet18", "gemm:M=512,N=512,K=512"]   # any load_workload string but code forms
     [grid]                                    # Arch fields or dotted sub-fields -> lists of values
     rows = [64, 128]
     dataflow = ["ws", "os", "is"]
