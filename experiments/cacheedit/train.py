@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "models" / "weights" / "cacheedit_flux.pt"
+DEFAULT_WEIGHTS = Path(__file__).resolve().parents[2] / "models" / "cacheedit" / "weights" / "cacheedit_flux.pt"
 FORMAT = "npukit-cacheedit-flux/1"
 
 
