@@ -10,7 +10,6 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from npukit.models import _psum_hf  # noqa: E402
 from npukit.models.psumquant import (  # noqa: E402
     PsumQuantConfig,
     PsumQuantError,
@@ -21,6 +20,7 @@ from npukit.models.psumquant import (  # noqa: E402
     psum_matmuls,
     unconvert,
 )
+from npukit.models.psumquant import _hf as _psum_hf  # noqa: E402
 
 
 def _llama() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:

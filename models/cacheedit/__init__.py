@@ -1,18 +1,18 @@
 """CacheEdit: multi-round image editing with an Adaptive Activation Cache on diffusers' FLUX / Qwen-Image transformers.
 
 >>> editor = load_editor()                                          # the shipped Flux editor (CPU)
->>> handle = apply_cacheedit(editor.transformer, CacheEditConfig())  # diffusers hooks (:mod:`._cacheedit_diffusers`)
+>>> handle = apply_cacheedit(editor.transformer, CacheEditConfig())  # diffusers hooks (:mod:`._diffusers`)
 >>> out = sample(editor, src, instr)                                 # src (1, 3, 32, 32) in [-1, 1], instr (1, 4)
 >>> remove_cacheedit(editor.transformer)
 
-The editor (:mod:`._cacheedit_flux`) is a small diffusers ``FluxTransformer2DModel`` in the FLUX.1 Kontext
+The editor (:mod:`._flux`) is a small diffusers ``FluxTransformer2DModel`` in the FLUX.1 Kontext
 layout (source-image tokens concatenated as context, the instruction embedding as the text stream), trained on
-the procedural editing data (:mod:`._cacheedit_data`). :func:`edit_session` runs a multi-round session under
+the procedural editing data (:mod:`._data`). :func:`edit_session` runs a multi-round session under
 CacheEdit, the ground-truth mask (oracle), ToCa-like token caching or one of diffusers' caches
-(:mod:`._cacheedit_methods`); :class:`WorkCounter` counts the executed MACs and bytes whatever a cache skips
-(:mod:`._cacheedit_count`). :func:`pipeline_rounds` runs an unmodified ``FluxKontextPipeline`` /
+(:mod:`._methods`); :class:`WorkCounter` counts the executed MACs and bytes whatever a cache skips
+(:mod:`._count`). :func:`pipeline_rounds` runs an unmodified ``FluxKontextPipeline`` /
 ``QwenImageEditPipeline`` for several rounds, each round's output image the next round's input
-(:mod:`._cacheedit_pipelines`).
+(:mod:`._pipelines`).
 """
 
 from __future__ import annotations

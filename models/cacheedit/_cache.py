@@ -1,6 +1,6 @@
 """The Adaptive Activation Cache's token selection: divergence scores -> Otsu split -> budget -> ring dilation.
 
-Used by the diffusers hooks (:mod:`._cacheedit_diffusers`) at call 0 of a round: the divergence of each
+Used by the diffusers hooks (:mod:`._diffusers`) at call 0 of a round: the divergence of each
 target token's deep-block activation from a reference (:func:`divergence`: ``'l2'``, its ``'log'``, or
 ``'rel'`` the distance relative to the reference activation's norm, which a few massive activation channels
 do not dominate) is split by Otsu's histogram threshold into invariant vs active tokens (:func:`select_active`,
@@ -25,7 +25,7 @@ from ..weights import WeightsError
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Selection options (see :class:`._cacheedit_diffusers.CacheEditConfig`, which builds this)."""
+    """Selection options (see :class:`._diffusers.CacheEditConfig`, which builds this)."""
 
     ring: int = 0
     ring_floor: float = 0.8

@@ -16,11 +16,11 @@ also calls at the end of every pipeline call through ``reset_stateful_hooks``: o
   and any call before a selection exists) run every token unchanged and store, for every block, its image-stream output and the
   image tokens' K/V (after QK-norm and RoPE, as the attention sees them).
 * At **call 0** the image-stream output of block ``layer`` (the blocks counted double-stream first) is
-  scored per target token by :func:`._cacheedit_cache.divergence` against a *reference*:
+  scored per target token by :func:`._cache.divergence` against a *reference*:
   ``reference='previous'`` (default) the previous round's call-0 activation of that block when its shape
   matches, else -- and always with ``reference='input'`` -- the block's own input (the identity map; the
   score is then how much the deep block moves each token). The scores are split by
-  :func:`._cacheedit_cache.select_active` (batched Otsu, ``levels``, the [min_active, max_active] budget,
+  :func:`._cache.select_active` (batched Otsu, ``levels``, the [min_active, max_active] budget,
   ``ring`` dilation), one active set per image of the batch. The rows an image computes at sparse steps are its
   active tokens, padded with its highest-scoring other tokens up to the batch's largest active set (every image
   of a batch runs the same number of rows; a padded row is simply computed, i.e. exact). When every image

@@ -4,7 +4,7 @@ Sequence layout per image (what ``FluxKontextPipeline`` feeds the transformer): 
 ``[target tokens (P) | source-image tokens (P)]`` (P = (S / patch)^2 patch tokens of ``channels * patch^2``
 values, packed as FLUX packs its latents), with RoPE ids ``(0, y, x)`` for the target and ``(1, y, x)`` for the
 source (Kontext's context image); the text stream is the instruction, 4 learned embeddings (one per field of
-``(op, colour, arg_a, arg_b)``, :data:`._cacheedit_data.VOCAB`) of width ``joint_dim``, with zero text ids; the
+``(op, colour, arg_a, arg_b)``, :data:`._data.VOCAB`) of width ``joint_dim``, with zero text ids; the
 pooled projection is their mean. The transformer is the unmodified diffusers class: nothing inside it is
 npukit's. Its output on the target tokens is read as the edit residual ``x0 - src`` (an unedited token's
 prediction is zero to learn), and :meth:`FluxEditor.forward` turns it into the rectified-flow velocity
