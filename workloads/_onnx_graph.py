@@ -172,6 +172,13 @@ def _fold_once(onnx: Any, lite: Any, inferred: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- input shapes
+def _dim_size(text: str) -> int:
+    """A dim size: decimal digits only (``int`` alone would take '+1', ' 1' or '1_0')."""
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
 def _parse_overrides(
     input_shape: Any, dims: Mapping[str, int] | None, batch: int | None
 ) -> tuple[dict[str | None, list[int]], dict[str, int]]:
@@ -185,14 +192,15 @@ def _parse_overrides(
         if parts and all(x.isdigit() for x in parts):
             shapes[None] = [int(x) for x in parts]
         else:
-            for item in filter(None, (x.strip() for x in input_shape.split(","))):
-                key, eq, val = item.partition("=")
-                if not eq or not key.strip() or not val.strip().isdigit():
-                    raise WorkloadError(
-                        f"ONNX input shape '{input_shape}' must be the input's shape (1,3,224,224) or dim sizes by "
-                        f"name (batch_size=1,sequence_length=128)"
-                    )
-                out[key.strip()] = int(val)
+            from .loader import parse_options
+
+            try:
+                out.update(parse_options(input_shape.strip(",").replace(",,", ","), {}, input_shape, other=_dim_size))
+            except WorkloadError:
+                raise WorkloadError(
+                    f"ONNX input shape '{input_shape}' must be the input's shape (1,3,224,224) or dim sizes by "
+                    f"name (batch_size=1,sequence_length=128)"
+                ) from None
     elif isinstance(input_shape, Mapping):
         shapes.update({str(k): list(v) for k, v in input_shape.items()})
     elif input_shape is not None:

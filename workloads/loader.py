@@ -39,13 +39,15 @@ WORKLOAD_FORMS = (
 CODE_FORMS = ("code",)
 
 
-def parse_options(text: str, types: Mapping[str, Callable[[str], Any]], what: str) -> dict[str, Any]:
+def parse_options(text: str, types: Mapping[str, Callable[[str], Any]], what: str, *,
+                  other: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """``key=val,key=val`` -> ``{key: types[key](val)}``, the one option grammar of every workload form.
 
-    ``types`` maps each accepted key to a converter (``int``, ``str``, ...); ``what`` names the workload in
-    errors. An empty item, an item without ``=``, an unknown or repeated key, or a value the converter refuses
-    raises :class:`WorkloadError` with one line naming the keys it takes."""
-    takes = ", ".join(f"{k}=..." for k in types)
+    ``types`` maps each accepted key to a converter (``int``, ``str``, ...); ``other``, when given, converts the
+    value of any key not in ``types`` (open key sets: an ONNX model's dynamic dim names); ``what`` names the
+    workload in errors. An empty item, an item without ``=``, an unknown or repeated key, or a value the
+    converter refuses raises :class:`WorkloadError` with one line naming the keys it takes."""
+    takes = ", ".join([*(f"{k}=..." for k in types), *(["NAME=..."] if other is not None else [])])
     out: dict[str, Any] = {}
     if not text.strip():
         return out
@@ -53,14 +55,15 @@ def parse_options(text: str, types: Mapping[str, Callable[[str], Any]], what: st
         key, eq, val = (s.strip() for s in item.partition("="))
         if not eq or not key or not val:
             raise WorkloadError(f"workload '{what}': bad option '{item.strip()}'; write key=value (takes {takes})")
-        if key not in types:
+        convert = types.get(key, other)
+        if convert is None:
             raise WorkloadError(f"workload '{what}': unknown option '{key}' (takes {takes})")
         if key in out:
             raise WorkloadError(f"workload '{what}': option '{key}' is given twice")
         try:
-            out[key] = types[key](val)
+            out[key] = convert(val)
         except ValueError:
-            name = getattr(types[key], "__name__", "a valid value")
+            name = getattr(convert, "__name__", "a valid value")
             raise WorkloadError(f"workload '{what}': option {key} must be {name}, got '{val}'") from None
     return out
 
