@@ -257,7 +257,7 @@ def int_tiled_gemm(
     (M, nt) for buffer / (M, kf, nt) for transfer), then
 
     * buffer: ``acc <- ovf(acc + q, bits, overflow)`` (first K-tile: ``acc <- q``), as
-      ``run_gemm(..., acc_bits=bits, quant=(mult, shift))``;
+      ``run_gemm(..., psum_buffer_bits=bits, quant=(mult, shift))``;
     * transfer: the quantizer output is ``saturate``-d (or ``wrap``-ped) to ``bits``, and
       accumulated exactly (high precision).
     """
