@@ -16,7 +16,7 @@ compare). Per workload:
 
 ``x``, ``y`` and ``color`` (the parameter that colours the Pareto plots' points; default the third
 swept parameter, else the first) name swept parameters by their column (``rows``, ``dataflow``,
-``bits_psum``) or grid key (``bits.psum``); anything else is a :class:`ConfigError` naming the choices.
+``bits_psum_buffer``) or grid key (``bits.psum_buffer``); anything else is a :class:`ConfigError` naming the choices.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def test_energy_rows_match_two_simulate_calls(quick_run):
     arch = load_arch("npu128")
     for wl in (resnet18(), llama3_8b_layer()):
         e32 = simulate(wl, arch).energy_pj()
-        e8 = simulate(wl, arch.with_(**{"bits.psum": 8})).energy_pj()
+        e8 = simulate(wl, arch.with_(**{"bits.psum_buffer": 8})).energy_pj()
         assert e8 < e32
         row = next(r for r in csv_rows if r["workload"] == wl.name and int(r["bits"]) == 8)
         assert math.isclose(float(row["reduction_vs_32"]), 1 - e8 / e32, rel_tol=1e-9)

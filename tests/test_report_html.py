@@ -70,7 +70,7 @@ def _fast_figures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_ledger_report_html_is_self_contained(tmp_path: Path) -> None:
     arch, w = load_arch("npu32"), parse_workload_spec("gemm:M=256,N=128,K=512")
-    a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum": 8})).ledger
+    a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum_buffer": 8})).ledger
     paths = write_report([a, b], tmp_path / "r", labels=[EVIL, "plain"], title=EVIL)
     pngs = [p for k, p in paths.items() if k.endswith(".png")]
     page = _check_self_contained(paths["html"], pngs)
