@@ -131,7 +131,7 @@ def test_experiment_with_unknown_arch_fails_before_any_work(tmp_path: Path, caps
 
 ARCH_FIELDS = ['name = [1, 2]', 'name = ""', 'name = {a = 1}', "name = 5", "dataflow = [1]", "timing = 3",
                "energy_table = [1]", "mapping = true", "rows = \"8\"", "rows = [8]", 'clock_ghz = "x"', "bits = 3",
-               '[bits]\npsum = "8"', "[psum_quant]\npolicy = [1]"]
+               '[bits]\npsum_buffer = "8"', "[psum_quant]\npolicy = [1]"]
 
 
 @pytest.mark.parametrize("field", ARCH_FIELDS)
