@@ -178,7 +178,7 @@ def test_captions_name_arch_and_table(report: dict) -> None:
     assert len(captions) == 9
     for cap in captions:
         assert "npu128 (128x128 PEs, WS dataflow, psum" in cap and "energy table horowitz45" in cap
-    assert any("psum 8 bits" in c for c in captions) and any("psum 32 bits" in c for c in captions)
+    assert any("psum buffer 8 bits" in c for c in captions) and any("psum buffer 32 bits" in c for c in captions)
 
 
 def test_api_single_ledger_unknown_arch_and_depth(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_sweep_report_html_is_self_contained(tmp_path: Path) -> None:
     for r in (16, 32):
         for df in ("ws", EVIL):
             rows.append({"key": f"k{r}{len(df)}", "workload": EVIL, "rows": r, "cols": 32, "dataflow": df,
-                         "bits_input": 8, "bits_weight": 8, "bits_accumulator": 32, "sram_kib_ifmap": 64,
+                         "bits_input": 8, "bits_weight": 8, "bits_pe_psum": 32, "sram_kib_ifmap": 64,
                          "sram_kib_filter": 64, "sram_kib_psum": 32, "sram_kib_ofmap": 32,
                          "energy_total_pj": 1e6 * r * (2 if df == "ws" else 1), "latency_s": 1e-3 / r})
     path = tmp_path / "sweep.csv"

@@ -78,7 +78,7 @@ def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
     assert len(rows) == 8
 
     def cfg(r: dict) -> str:
-        return f"rows={r['rows']} dataflow={r['dataflow']} psum={r['bits_psum_buffer']}"
+        return f"rows={r['rows']} dataflow={r['dataflow']} psum_buffer={r['bits_psum_buffer']}"
 
     want = _front([(r["latency_s"], r["energy_total_pj"], cfg(r)) for r in rows])
     got = _table_after(sweep["md"], "### Pareto front: energy vs latency")
@@ -88,7 +88,7 @@ def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
         assert float(r[1].replace(",", "")) == pytest.approx(row["latency_s"] * 1e6, abs=5e-4)
         assert float(r[2].replace(",", "")) == pytest.approx(row["energy_total_pj"] / 1e6, abs=5e-4)
     # area proxy: PEs x (input + weight + accumulator bits) + SRAM bits
-    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_accumulator"])
+    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_pe_psum"])
             + 8192 * (r["sram_kib_ifmap"] + r["sram_kib_filter"] + r["sram_kib_psum"] + r["sram_kib_ofmap"])
             for r in rows}
     want_a = _front([(area[cfg(r)], r["energy_total_pj"], cfg(r)) for r in rows])
