@@ -30,7 +30,7 @@ def psum_hw(c: PsumQuantConfig) -> PsumQuantHW | None:
                        scale_form=c.scale_form, multiplier_bits=MULT_BITS, top_k=TOP_K)
 
 
-def psum_bits(c: PsumQuantConfig) -> Bits:
+def datapath_bits(c: PsumQuantConfig) -> Bits:
     """The datapath widths of a config: operands at ``wa_bits`` (32 for float), ``pe_psum_bits``, and the psum
     buffer at ``psum_buffer_bits`` (``pe_psum_bits`` when policy is 'none': unquantized psums)."""
     wa = c.wa_bits or 32
@@ -43,7 +43,7 @@ class PsumTraffic:
 
     ``record(ledger, scope=None)`` writes per layer (scope = layer name under ``scope``) what
     :func:`npukit.sim.psum_path.psum_records` makes of the layer's GEMMs (M rows in all, K, N, the
-    config's array) at the widths :func:`psum_bits` and the hardware :func:`psum_hw`: ``psum_buffer``
+    config's array) at the widths :func:`datapath_bits` and the hardware :func:`psum_hw`: ``psum_buffer``
     reads and writes and ``psum_adder`` adds, M*N*(kf-1) each (the last K-fold's sum goes to the
     output, not back to the buffer), and the ``psum_quantizer``/``psum_features``/``psum_predictor``
     work of a quantizing policy; plus ``pe_array`` ``mac`` at (wa, wa, pe_psum_bits) (wa = ``wa_bits``
@@ -83,7 +83,7 @@ class PsumTraffic:
             sc = "/".join(p for p in (scope, name or "root") if p)
             updates = int(t["tile_psums"] - t["outputs"])  # K-folds after the first
             counts = PsumCounts(int(t["outputs"]) // g.N, g.K, g.N, g.rows, g.cols, updates, updates)
-            b = psum_bits(c)
+            b = datapath_bits(c)
             for comp, act, bits, n in psum_records(counts, b, psum_hw(c)):
                 ledger.record(comp, act, bits, n, sc)
             ledger.record("pe_array", "mac", (b.input, b.weight, b.pe_psum), t["macs"], sc)

@@ -155,15 +155,15 @@ def test_cycles_outputs_and_schedule_match_contract(d, dataflow, timing, seed):
     st.one_of(st.none(), st.integers(2, 16)),
     st.integers(0, 2**32 - 1),
 )
-def test_overflow_follows_the_rule(d, dataflow, timing, mode, P, acc_bits, seed):
+def test_overflow_follows_the_rule(d, dataflow, timing, mode, P, buffer_bits, seed):
     """Small P, big operands: every PE add saturates/wraps to P bits in the contract's order."""
     R, C, M, N, K = d
     rng = np.random.default_rng(seed)
     A, B = _rand(rng, (M, K), 8), _rand(rng, (K, N), 8)
-    if acc_bits is not None:  # the width rule: at most P + ceil(log2(K-folds)) (os: no K-folds)
-        acc_bits = min(acc_bits, P + fold_growth_bits(1 if dataflow == "os" else math.ceil(K / R)))
-    res = run_gemm(A, B, R, C, dataflow, pe_psum_bits=P, overflow=mode, timing=timing, psum_buffer_bits=acc_bits)
-    Bb = P if acc_bits is None else acc_bits
+    if buffer_bits is not None:  # the width rule: at most P + ceil(log2(K-folds)) (os: no K-folds)
+        buffer_bits = min(buffer_bits, P + fold_growth_bits(1 if dataflow == "os" else math.ceil(K / R)))
+    res = run_gemm(A, B, R, C, dataflow, pe_psum_bits=P, overflow=mode, timing=timing, psum_buffer_bits=buffer_bits)
+    Bb = P if buffer_bits is None else buffer_bits
     np.testing.assert_array_equal(res.out, ref_out(A, B, R, dataflow, P, Bb, mode, None))
 
 
@@ -317,12 +317,12 @@ def test_wide_operands_and_psums():
         ({"timing": "fast"}, "unknown timing"),
         ({"overflow": "clip"}, "unknown overflow"),
         ({"rows": 0}, "rows must be a positive integer"),
-        ({"psum_bits": 63}, "psum_bits"),
+        ({"pe_psum_bits": 63}, "pe_psum_bits"),
         ({"data_bits": 0}, "data_bits"),
         ({"quant": (1 << 15, 0)}, "multiplier"),
         ({"quant": (3, 64)}, "shift"),
         ({"quant": 3}, "quant must be"),
-        ({"quant": (30000, 2), "psum_bits": 50}, "psum_bits <= 48"),
+        ({"quant": (30000, 2), "pe_psum_bits": 50}, "pe_psum_bits <= 48"),
     ],
 )
 def test_bad_input_raises_one_line(kwargs, match):

@@ -74,7 +74,7 @@ def test_config_limits_are_typed_and_exact() -> None:
     """Each limit is a boundary: its value is accepted, one more is refused with ConfigError."""
     RtlConfig(rows=8, cols=8, max_m=MAX_GEMM_DIM, max_n=MAX_GEMM_DIM, max_k=8)
     for kw in ({"max_m": MAX_GEMM_DIM + 1}, {"max_n": MAX_GEMM_DIM + 1}, {"max_k": MAX_GEMM_DIM + 1},
-               {"rows": 128, "cols": 129}, {"psum_bits": 63}, {"data_bits": 17}, {"data_bits": "8"},
+               {"rows": 128, "cols": 129}, {"pe_psum_bits": 63}, {"data_bits": 17}, {"data_bits": "8"},
                {"rows": True}, {"mult_bits": 1}):
         with pytest.raises(ConfigError):
             RtlConfig(**kw)

@@ -115,7 +115,7 @@ def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
         hm, hn, hk = cfg.hw_dims(case.a.shape[0], case.b.shape[1], case.a.shape[1])
         assert hn == cf * cols and (hm if dataflow == "os" else hk) == rf * rows
     # quantized cases span the B-bit range (scale from the data); many_folds has ties of both parities
-    qmax = (1 << (cfg.acc_width - 1)) - 1
+    qmax = (1 << (cfg.psum_buffer_width - 1)) - 1
     for name in ("quant", "many_folds"):
         st = quant_stats(cfg, by_name[name])
         assert st["distinct"] >= st["psums"] // 4 and st["max_abs"] >= qmax // 32, st

@@ -70,7 +70,7 @@ BAD_SPECS = [
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrows = [64, 0]\n', "'rows'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\ndataflow = ["ws", "xs"]\n', "'dataflow'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum_buffer" = [8, 8]\n', "'bits.psum_buffer'"),
-    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nbits.psum = [8, 128]\n', "'bits.psum_buffer'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nbits.psum_buffer = [8, 128]\n', "'bits.psum_buffer'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet99"]\n', "sweep.workloads[0]"),
     ('[sweep]\narch = "nosuch.toml"\nworkloads = ["resnet18"]\n', "sweep.arch"),
     # each value is fine alone; the combination leaves the psum buffer too small for one row of psums
