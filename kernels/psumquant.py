@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from npukit.sim.datapath import OVERFLOW_MODES, PSUM_SEMANTICS
 from npukit.sim.errors import NpukitError
 
 if TYPE_CHECKING:  # imported lazily at first kernel use (keeps `import npukit.models` light)
     import triton.language as tl
 
-SEMANTICS = ("buffer", "transfer")
-OVERFLOWS = ("saturate", "wrap")
+SEMANTICS = PSUM_SEMANTICS  # the datapath vocabulary's (npukit.sim.datapath)
+OVERFLOWS = OVERFLOW_MODES
 BACKENDS = ("auto", "torch", "triton")
 
 
@@ -52,7 +53,7 @@ def _check(a: torch.Tensor, b: torch.Tensor, rows: int, cols: int, bits: int, se
     if not (isinstance(rows, int) and rows >= 1 and isinstance(cols, int) and cols >= 1):
         raise PsumKernelError(f"rows and cols must be positive integers, got rows={rows!r} cols={cols!r}")
     if not isinstance(bits, int) or not 2 <= bits <= 32:
-        raise PsumKernelError(f"psum bits must be an integer in 2..32, got {bits!r}")
+        raise PsumKernelError(f"psum bits (the psum_buffer width) must be an integer in 2..32, got {bits!r}")
     if semantics not in SEMANTICS:
         raise PsumKernelError(f"unknown psum semantics '{semantics}': use one of {', '.join(SEMANTICS)}")
     if overflow not in OVERFLOWS:
