@@ -81,6 +81,11 @@ def test_cli_old_flag_warns_once_and_wide_buffer_exits_2(tmp_path: Path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["npukit sim: warning: --psum-bits is deprecated, use --psum-buffer-bits"]
     assert (out / "gemm8x8x256_npu128_ws_psum8.csv").is_file()
+    old = tmp_path / "old.toml"
+    old.write_text("[bits]\npsum = 8\n")
+    assert main([*argv[:-2], "--arch", str(old), "--out", str(tmp_path / "o2")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("npukit sim: warning: ") and "'psum' is deprecated, use 'psum_buffer'" in err[0]
     bad = tmp_path / "bad"
     assert main(["sim", "--workload", "gemm:M=8,N=8,K=256", "--psum-buffer-bits", "64", "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
