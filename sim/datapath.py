@@ -75,6 +75,7 @@ PSUMQUANT_ALIASES = {"bits": "psum_buffer_bits", "psum_bits": "pe_psum_bits"}
 FLAG_ALIASES = {
     "sim": {"--psum-bits": "--psum-buffer-bits"},
     "rtl": {"--psum-bits": "--pe-psum-bits", "--acc-bits": "--psum-buffer-bits"},
+    "experiment": {"--bits": "--psum-buffer-bits"},  # npukit experiment psumquant's psum widths
 }
 
 

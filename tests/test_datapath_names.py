@@ -94,3 +94,15 @@ def test_cli_old_flag_warns_once_and_wide_buffer_exits_2(tmp_path: Path, capsys)
     assert main(["rtl", "stats", "--pe-psum-bits", "16", "--psum-buffer-bits", "30"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "psum_buffer_bits = 30" in err[0]
+
+
+def test_flag_aliases_are_per_verb() -> None:
+    from npukit.sim.datapath import rename_flags
+
+    lines: list[str] = []
+    assert rename_flags(["--bits=8,4", "--quick"], "experiment", lines.append) == ["--psum-buffer-bits=8,4", "--quick"]
+    assert rename_flags(["--psum-bits", "16", "--acc-bits", "20"], "rtl", lines.append) == [
+        "--pe-psum-bits", "16", "--psum-buffer-bits", "20"]
+    assert rename_flags(["--psum-bits", "8"], "sim", lines.append) == ["--psum-buffer-bits", "8"]
+    assert rename_flags(["--bits", "8"], "sim", lines.append) == ["--bits", "8"]  # not a sim flag: argparse refuses it
+    assert len(lines) == 4 and all(line.startswith("warning: --") and "is deprecated, use --" in line for line in lines)
