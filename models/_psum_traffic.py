@@ -21,10 +21,11 @@ from ._psum_layer import psum_layers
 
 
 def psum_hw(c: PsumQuantConfig) -> PsumQuantHW | None:
-    """The psum path hardware a config stands for (None: policy 'none', psums kept whole). ``psumquant`` is
-    the quantizer, feature unit and scale predictor; every other quantizing policy (static, tile-max, a2q,
-    sigma) is charged as a quantizer with stored scales (``static``): their scale logic is not priced."""
-    if c.policy == "none":
+    """The psum path hardware a config stands for (None: policy 'none', psums kept whole, or psums as wide as
+    pe_psum_bits: as :func:`npukit.sim.psum_path.quantized`, there is nothing to narrow). ``psumquant`` is the
+    quantizer, feature unit and scale predictor; every other quantizing policy (static, tile-max, a2q, sigma)
+    is charged as a quantizer with stored scales (``static``): their scale logic is not priced."""
+    if c.policy == "none" or c.psum_buffer_bits >= c.pe_psum_bits:
         return None
     return PsumQuantHW(policy="psumquant" if c.policy == "psumquant" else "static", semantics=c.semantics,
                        scale_form=c.scale_form, multiplier_bits=MULT_BITS, top_k=TOP_K)
