@@ -26,7 +26,7 @@ SPEC = {
     "grid": {
         "rows": [32, 64, 128, 256],
         "dataflow": ["ws", "os", "is"],
-        "bits.psum": [8, 16, 24, 32],
+        "bits.psum_buffer": [8, 16, 24, 32],
         "sram_kib.psum": [64, 256, 1024, 4096, 16384],
     },
 }

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from npukit.sim.arch import PSUM_SEMANTICS
+from npukit.sim.datapath import OVERFLOW_MODES, PSUM_SEMANTICS
 from npukit.sim.errors import NpukitError
-from npukit.sim.quant import OVERFLOW_MODES
 
 from .backend import BACKENDS, choose_backend, interpreting
 
@@ -57,7 +56,7 @@ def _check(a: torch.Tensor, b: torch.Tensor, rows: int, cols: int, bits: int, se
     if not (isinstance(rows, int) and rows >= 1 and isinstance(cols, int) and cols >= 1):
         raise PsumKernelError(f"rows and cols must be positive integers, got rows={rows!r} cols={cols!r}")
     if not isinstance(bits, int) or not 2 <= bits <= 32:
-        raise PsumKernelError(f"psum bits must be an integer in 2..32, got {bits!r}")
+        raise PsumKernelError(f"psum bits (the psum_buffer width) must be an integer in 2..32, got {bits!r}")
     if semantics not in PSUM_SEMANTICS:
         raise PsumKernelError(f"unknown psum semantics '{semantics}': use one of {', '.join(PSUM_SEMANTICS)}")
     if overflow not in OVERFLOW_MODES:

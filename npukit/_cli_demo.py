@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     if base.dataflow != "ws":
         base = base.with_(dataflow="ws")
     table = load_table(base.energy_table)
-    archs = {bits: base.with_(**{"bits.psum": bits}) for bits in (32, 8)}
+    archs = {bits: base.with_(**{"bits.psum_buffer": bits}) for bits in (32, 8)}
     for arch in archs.values():  # the arch maps ResNet-18's layers (the analytical shapes; milliseconds)
         simulate(resnet18_shapes(), arch, table=table)
     check_cache_dir()

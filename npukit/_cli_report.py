@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", default="out/report", help="output folder (default: out/report)")
     p.add_argument("--depth", type=int, default=2, help="ledgers: scope path components per layer (default: 2 = per layer)")
     p.add_argument("--title", help="report title")
-    p.add_argument("--x", help="sweep: swept parameter for the heat map's columns (e.g. rows, bits.psum)")
+    p.add_argument("--x", help="sweep: swept parameter for the heat map's columns (e.g. rows, bits.psum_buffer)")
     p.add_argument("--y", help="sweep: swept parameter for the heat map's rows")
     p.add_argument("--color", help="sweep: swept parameter that colours the Pareto plots' points")
     p.set_defaults(func=run)

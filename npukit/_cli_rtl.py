@@ -17,15 +17,18 @@ _DIR = {"input": "in", "output": "out", "inout": "inout"}
 _LIMITS = (f"Input limits (checked before anything is built or allocated): rows x cols <= {MAX_PES:,} PEs, "
            f"M, N, K <= {MAX_GEMM_DIM:,}, each operand buffer <= {MAX_BUFFER_WORDS:,} words "
            "(ws: ceil(K/R)*M and ceil(N/C)*ceil(K/R)*R, os: ceil(M/R)*K and ceil(N/C)*K), data bits 2-16, "
-           "psum and accumulator bits 2-62.")
+           "pe_psum and psum_buffer bits 2-62, psum_buffer <= pe_psum + ceil(log2(K-folds)).")
 
 
 def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
     p.add_argument("--rows", type=int, default=rows, help=f"array rows R (default {rows}; rows x cols <= {MAX_PES:,})")
     p.add_argument("--cols", type=int, default=rows, help=f"array columns C (default {rows})")
     p.add_argument("--data-bits", type=int, default=8, help="operand width D in bits, 2-16 (default 8)")
-    p.add_argument("--psum-bits", type=int, default=32, help="PE psum register width P in bits, 2-62 (default 32)")
-    p.add_argument("--acc-bits", type=int, help="accumulator width B in bits, 2-62 (default P)")
+    p.add_argument("--pe-psum-bits", type=int, default=32,
+                   help="PE psum register width P in bits, 2-62 (default 32; --psum-bits is its deprecated name)")
+    p.add_argument("--psum-buffer-bits", type=int,
+                   help="width B of the running psums between K-folds in bits, 2-62 (default P; at most P + "
+                   "ceil(log2(K-folds)); --acc-bits is its deprecated name)")
     p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
                    help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
     p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
@@ -95,9 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace, m: int = 16, n: int = 16, k: int = 16):
     from npukit.rtl import RtlConfig
 
-    return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, psum_bits=args.psum_bits,
-                     acc_bits=args.acc_bits, dataflow=args.dataflow, overflow=args.overflow, max_m=m, max_n=n, max_k=k,
-                     timing=args.timing)
+    return RtlConfig(rows=args.rows, cols=args.cols, data_bits=args.data_bits, pe_psum_bits=args.pe_psum_bits,
+                     psum_buffer_bits=args.psum_buffer_bits, dataflow=args.dataflow, overflow=args.overflow,
+                     max_m=m, max_n=n, max_k=k, timing=args.timing)
 
 
 def _params_text(params: dict) -> str:
@@ -175,8 +178,8 @@ def run_test(args: argparse.Namespace) -> int:
     given = (args.m, args.n, args.k) != (None, None, None) or max(suite_dims(probe)) > MAX_GEMM_DIM
     cfg: RtlConfig = _config(args, m, n, k) if given else _config(args, *suite_dims(probe))  # the size limits
     build_dir = prepare_out_dir(args.build_dir, "--build-dir")
-    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} {cfg.timing} D={cfg.data_bits} P={cfg.psum_bits} "
-          f"B={cfg.acc_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} {cfg.timing} D={cfg.data_bits} P={cfg.pe_psum_bits} "
+          f"B={cfg.psum_buffer_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
           f"{args.sim}", flush=True)
     t0 = time.perf_counter()
     cases = standard_cases(cfg, args.seed, (m, n, k) if given else None)
@@ -199,7 +202,7 @@ def run_test(args: argparse.Namespace) -> int:
         if not c["passed"]:
             failures.append(c["first_mismatch"])
     if args.quant_samples:
-        qres = run_quant_suite(cfg.psum_bits, cfg.acc_width, args.quant_samples, args.seed, build_dir,
+        qres = run_quant_suite(cfg.pe_psum_bits, cfg.psum_buffer_width, args.quant_samples, args.seed, build_dir,
                                mult_bits=cfg.mult_bits, lanes=32, sim=args.sim)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
@@ -236,8 +239,8 @@ def run_lint(args: argparse.Namespace) -> int:
     for check, top, found in lint_all(cfg):
         rows.append((check, top, "clean" if not found else f"{len(found)} warnings"))
         problems.extend(f"{check} {top}: {p}" for p in found)
-    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.psum_bits} "
-          f"B={cfg.acc_width}")
+    print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} D={cfg.data_bits} P={cfg.pe_psum_bits} "
+          f"B={cfg.psum_buffer_width}")
     print(format_table(("check", "top", "result"), rows))
     for p in problems:
         print(p, file=sys.stderr)

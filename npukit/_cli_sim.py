@@ -30,7 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224; for a model.onnx "
                    "its input's shape or dynamic dims by name (batch_size=1,sequence_length=128)")
     p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
-    p.add_argument("--psum-bits", type=int, help="override the psum buffer width (bits)")
+    p.add_argument("--psum-buffer-bits", type=int, help="override bits.psum_buffer, the width of the running psums "
+                   "between K-folds (bits; at most bits.pe_psum; --psum-bits is its deprecated name)")
+    p.add_argument("--pe-psum-bits", type=int, help="override bits.pe_psum, the accumulator width inside the array (bits)")
     p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
     p.add_argument("--memory", choices=("npukit", "scalesim"),
                    help="DRAM/SRAM accounting: npukit's unique-data model or SCALE-Sim v3's own (needs --mapping fixed)")
@@ -54,8 +56,10 @@ def build_arch(args: argparse.Namespace):  # -> Arch
     changes: dict[str, object] = {}
     if args.dataflow:
         changes["dataflow"] = args.dataflow
-    if args.psum_bits is not None:
-        changes["bits.psum"] = args.psum_bits
+    if args.psum_buffer_bits is not None:
+        changes["bits.psum_buffer"] = args.psum_buffer_bits
+    if args.pe_psum_bits is not None:
+        changes["bits.pe_psum"] = args.pe_psum_bits
     if args.timing:
         changes["timing"] = args.timing
     if args.memory:
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(workload, arch, table=table)
     out = prepare_out_dir(args.out)
     print(render_result(result, table.name, quiet=args.quiet))
-    stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum}")
+    stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum_buffer}")
     ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
     print(f"wrote {ledger_path}")

@@ -21,7 +21,7 @@ spec file (TOML):
   [grid]                              # Arch fields or dotted sub-fields; the cartesian product
   rows = [64, 128]
   dataflow = ["ws", "os", "is"]
-  "bits.psum" = [8, 16, 32]
+  "bits.psum_buffer" = [8, 16, 32]
 
 Points already in the database (same arch, workload and npukit version) are not recomputed, so a
 killed sweep resumes where it stopped.

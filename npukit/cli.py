@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 VERBS = ("demo", "sim", "sweep", "report", "rtl", "bench", "experiment")
 
@@ -41,12 +42,22 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv[0] if argv else None)
+    verb = argv[0] if argv else None
+    if verb in VERBS:  # deprecated flags (npukit.sim.datapath's alias layer): one stderr line each
+        from npukit.sim.datapath import rename_flags
+
+        argv = [verb, *rename_flags(argv[1:], verb, lambda line: print(f"npukit {verb}: {line}", file=sys.stderr))]
+    parser = build_parser(verb)
     args = parser.parse_args(argv)
     from npukit.sim.errors import NpukitError
 
     try:
-        rc = args.func(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DeprecationWarning)
+            try:
+                rc = args.func(args)
+            finally:  # deprecated names in input files (e.g. TOML [bits] psum): one stderr line each
+                _report_warnings(args.verb, caught)
     except NpukitError as exc:
         print(f"npukit {args.verb}: error: {exc}", file=sys.stderr)
         return 2
@@ -54,6 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"npukit {args.verb}: interrupted", file=sys.stderr)
         return 130
     return int(rc or 0)
+
+
+def _report_warnings(verb: str, caught: list[warnings.WarningMessage]) -> None:
+    """The alias layer's deprecation warnings as one ``npukit VERB: warning: ...`` line each; others as usual."""
+    seen: set[str] = set()
+    for w in caught:
+        msg = str(w.message)
+        if issubclass(w.category, DeprecationWarning) and "is deprecated, use" in msg:
+            if msg not in seen:
+                seen.add(msg)
+                print(f"npukit {verb}: warning: {msg}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 if __name__ == "__main__":

@@ -70,8 +70,8 @@ def fold_psums(cfg: RtlConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     flattened; os: the final values), as int64."""
     from npukit.sim.cycle import run_gemm
 
-    res = run_gemm(a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, psum_bits=cfg.psum_bits,
-                   overflow=cfg.overflow, acc_bits=cfg.acc_bits, return_fold_psums=True)
+    res = run_gemm(a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, pe_psum_bits=cfg.pe_psum_bits,
+                   overflow=cfg.overflow, psum_buffer_bits=cfg.psum_buffer_bits, return_fold_psums=True)
     return np.concatenate([fp[4].ravel() for fp in res.fold_psums])
 
 
@@ -84,13 +84,13 @@ def _mult_max(cfg: RtlConfig) -> int:
     """Largest |multiplier|: MULT_W bits and, for ws/is, |mult| * 2**(P-1) < 2**63 (the int64 model)."""
     hi = (1 << (cfg.mult_bits - 1)) - 1
     if cfg.hw_dataflow == "ws":
-        hi = min(hi, ((1 << 63) - 1) >> (cfg.psum_bits - 1))
+        hi = min(hi, ((1 << 63) - 1) >> (cfg.pe_psum_bits - 1))
     return max(1, hi)
 
 
 def _target(cfg: RtlConfig, kf: int) -> int:
     """Quantized magnitude of the largest psum: the B-bit range over the K-folds of one output."""
-    return max(1, ((1 << (cfg.acc_width - 1)) - 1) // kf)
+    return max(1, ((1 << (cfg.psum_buffer_width - 1)) - 1) // kf)
 
 
 def tile_max_quant(cfg: RtlConfig, psums: np.ndarray, kf: int, rng: np.random.Generator) -> tuple[int, int]:
@@ -114,7 +114,7 @@ def _no_overflow_operands(cfg: RtlConfig, rng: np.random.Generator, dims: tuple[
     m, n, k = dims
     hk = cfg.hw_dims(m, n, k)[2]
     terms = min(cfg.rows, hk) if cfg.hw_dataflow == "ws" else hk
-    amp = max(1, min(1 << (cfg.data_bits - 1), math.isqrt(((1 << (cfg.psum_bits - 1)) - 1) // terms)))
+    amp = max(1, min(1 << (cfg.data_bits - 1), math.isqrt(((1 << (cfg.pe_psum_bits - 1)) - 1) // terms)))
     lo, hi = -(1 << (cfg.data_bits - 1)), (1 << (cfg.data_bits - 1)) - 1
     a = np.clip(rng.integers(-amp, amp + 1, (m, k)), lo, hi)
     b = np.clip(rng.integers(-amp, amp + 1, (k, n)), lo, hi)
@@ -192,8 +192,8 @@ def quant_stats(cfg: RtlConfig, case: GemmCase) -> dict[str, int]:
     mult, shift = case.quant
     xs = [int(v) for v in fold_psums(cfg, case.a, case.b)]
     ties_even, ties_odd = _tie_counts(xs, mult, shift)
-    qs = [quantize(x, mult, shift, cfg.acc_width, mult_bits=cfg.mult_bits) for x in xs]
-    qmax = (1 << (cfg.acc_width - 1)) - 1
+    qs = [quantize(x, mult, shift, cfg.psum_buffer_width, mult_bits=cfg.mult_bits) for x in xs]
+    qmax = (1 << (cfg.psum_buffer_width - 1)) - 1
     return {"psums": len(xs), "ties_even": ties_even, "ties_odd": ties_odd,
             "saturated": sum(1 for q in qs if q in (qmax, -qmax - 1)), "distinct": len(set(qs)),
             "max_abs": max(abs(q) for q in qs)}

@@ -11,9 +11,8 @@ import importlib.resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npukit.sim.arch import DATAFLOWS
+from npukit.sim.datapath import DATAFLOWS, GEMM_ALIASES, OVERFLOW_MODES, accepts_old_names, check_psum_widths
 from npukit.sim.errors import ConfigError
-from npukit.sim.quant import OVERFLOW_MODES
 
 #: Verilog DATAFLOW parameter per dataflow. Input stationary runs on the weight-stationary hardware
 #: with the operands' roles swapped (A' = B^T, B' = A^T, out = out'^T), exactly the contract's "is".
@@ -65,15 +64,21 @@ def source_paths(files: tuple[str, ...] = DESIGN_FILES) -> list[Path]:
     return paths
 
 
+@accepts_old_names(GEMM_ALIASES, "RtlConfig")
 @dataclass(frozen=True)
 class RtlConfig:
-    """One parameter set of ``npu_top`` (array rows x cols, widths in bits, GEMM size range)."""
+    """One parameter set of ``npu_top`` (array rows x cols, widths in bits, GEMM size range).
+
+    Widths use the datapath names (:mod:`npukit.sim.datapath`): ``pe_psum_bits`` P, the PE psum registers
+    (Verilog ``PSUM_W``); ``psum_buffer_bits`` B, the running psums between K-folds (``ACC_W``, default P;
+    at most P + ceil(log2(K-folds of max_k)), see :func:`npukit.sim.datapath.check_psum_widths`). The old
+    keywords ``psum_bits`` and ``acc_bits`` are deprecated aliases."""
 
     rows: int = 4
     cols: int = 4
     data_bits: int = 8
-    psum_bits: int = 32
-    acc_bits: int | None = None
+    pe_psum_bits: int = 32
+    psum_buffer_bits: int | None = None
     mult_bits: int = 16
     dataflow: str = "ws"
     overflow: str = "saturate"
@@ -91,11 +96,11 @@ class RtlConfig:
             raise ConfigError(f"array {self.rows}x{self.cols} has more than {MAX_PES:,} PEs (128x128), the RTL limit; "
                               "pass smaller --rows/--cols")
         # widths limited to what the int64 cycle model (npukit.sim.cycle) checks against
-        for name, hi, hint in (("data_bits", 16, "--data-bits 8"), ("psum_bits", 62, "e.g. --psum-bits 32"),
-                               ("acc_bits", 62, "e.g. --acc-bits 32"),
+        for name, hi, hint in (("data_bits", 16, "--data-bits 8"), ("pe_psum_bits", 62, "e.g. --pe-psum-bits 32"),
+                               ("psum_buffer_bits", 62, "e.g. --psum-buffer-bits 32"),
                                ("mult_bits", 16, "at most 16: the quantizer multiplier is 16 bits wide")):
             v = getattr(self, name)
-            if v is None and name == "acc_bits":
+            if v is None and name == "psum_buffer_bits":
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= hi:
                 raise ConfigError(f"{name} must be an integer in [2, {hi}] (got {v!r}); pass {hint}")
@@ -116,6 +121,9 @@ class RtlConfig:
                 d = name[-1]
                 raise ConfigError(f"GEMM {d.upper()} = {v:,} is above the RTL limit of {MAX_GEMM_DIM:,}; "
                                   f"pass --{d} (rtl stats: --max-{d}) of at most {MAX_GEMM_DIM:,}")
+        kf = 1 if self.dataflow == "os" else -(-self.max_k // self.rows)
+        check_psum_widths(self.pe_psum_bits, self.psum_buffer_width, kf, "RtlConfig",
+                          ("pe_psum_bits", "psum_buffer_bits"))
         words = self.buffer_words(self.max_m, self.max_n, self.max_k)
         if max(words) > MAX_BUFFER_WORDS:
             raise ConfigError(
@@ -125,9 +133,9 @@ class RtlConfig:
             )
 
     @property
-    def acc_width(self) -> int:
-        """Accumulator width B in bits (default: the psum width P)."""
-        return self.psum_bits if self.acc_bits is None else self.acc_bits
+    def psum_buffer_width(self) -> int:
+        """Psum buffer width B in bits (default: the PE psum width P)."""
+        return self.pe_psum_bits if self.psum_buffer_bits is None else self.psum_buffer_bits
 
     @property
     def hw_dataflow(self) -> str:
@@ -137,7 +145,7 @@ class RtlConfig:
     @property
     def out_width(self) -> int:
         """Bits of one output lane of npu_top: B (ws/is) or max(P, B) (os)."""
-        return max(self.psum_bits, self.acc_width) if self.dataflow == "os" else self.acc_width
+        return max(self.pe_psum_bits, self.psum_buffer_width) if self.dataflow == "os" else self.psum_buffer_width
 
     @property
     def drain_latency(self) -> int:
@@ -179,8 +187,8 @@ class RtlConfig:
             "ROWS": self.rows,
             "COLS": self.cols,
             "DATA_W": self.data_bits,
-            "PSUM_W": self.psum_bits,
-            "ACC_W": self.acc_width,
+            "PSUM_W": self.pe_psum_bits,
+            "ACC_W": self.psum_buffer_width,
             "MULT_W": self.mult_bits,
             "SHIFT_W": SHIFT_BITS,
             "DATAFLOW": DATAFLOW_CODES[self.dataflow],
@@ -197,8 +205,8 @@ class RtlConfig:
         p = self.parameters()
         db = "" if self.timing == "scalesim" else "_db"
         return (
-            f"{self.dataflow}_{self.overflow}{db}_r{self.rows}c{self.cols}_d{self.data_bits}p{self.psum_bits}"
-            f"a{self.acc_width}m{self.mult_bits}_dim{p['DIM_W']}a{p['A_AW']}b{p['B_AW']}acc{p['ACC_AW']}"
+            f"{self.dataflow}_{self.overflow}{db}_r{self.rows}c{self.cols}_d{self.data_bits}p{self.pe_psum_bits}"
+            f"a{self.psum_buffer_width}m{self.mult_bits}_dim{p['DIM_W']}a{p['A_AW']}b{p['B_AW']}acc{p['ACC_AW']}"
         )
 
     def to_dict(self) -> dict:

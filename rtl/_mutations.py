@@ -79,9 +79,9 @@ MUTATIONS = (
 
 def mutation_config(dataflow: str, rows: int = 4, cols: int = 4, timing: str = "scalesim") -> RtlConfig:
     """The build a mutation is checked on: rows x cols, saturate, P = 16, sized for the whole suite."""
-    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, psum_bits=16)
+    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, pe_psum_bits=16)
     m, n, k = suite_dims(probe)
-    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, psum_bits=16, max_m=m, max_n=n, max_k=k, timing=timing)
+    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, pe_psum_bits=16, max_m=m, max_n=n, max_k=k, timing=timing)
 
 
 def mutated_sources(mutation: Mutation, dst: str | os.PathLike) -> list[Path]:

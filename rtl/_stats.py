@@ -165,7 +165,7 @@ def _analyze(top: str, module_params: dict[str, dict[str, int]], fast: bool = Tr
 def rtl_stats(cfg: RtlConfig | None = None, top: str = "npu_top", fast: bool = True, **config: Any) -> dict:
     """Modules, ports, parameters and flip-flop bits of ``top`` at ``cfg``'s parameters (pyverilog).
 
-    ``cfg`` or keyword arguments of :class:`RtlConfig` (``rows=8, cols=8, psum_bits=16, ...``;
+    ``cfg`` or keyword arguments of :class:`RtlConfig` (``rows=8, cols=8, pe_psum_bits=16, ...``;
     default 4x4, D=8, P=32, ws, saturate). ``top``: npu_top, systolic_array, pe, psum_quantizer or
     accumulator. ``fast=False`` runs pyverilog unpatched (slower, same result).
 

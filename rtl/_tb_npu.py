@@ -50,8 +50,8 @@ def model_result(cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant: tuple[int,
     from npukit.sim.cycle import run_gemm
 
     return run_gemm(
-        a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, psum_bits=cfg.psum_bits,
-        overflow=cfg.overflow, timing=cfg.timing, acc_bits=cfg.acc_bits, quant=quant,
+        a, b, cfg.rows, cfg.cols, dataflow=cfg.dataflow, data_bits=cfg.data_bits, pe_psum_bits=cfg.pe_psum_bits,
+        overflow=cfg.overflow, timing=cfg.timing, psum_buffer_bits=cfg.psum_buffer_bits, quant=quant,
     )
 
 

@@ -9,10 +9,12 @@ operands every MAC, the stationary one once per fold) and read by every MAC; rea
 the shipped tables (a flip-flop read is part of the MAC's switching) but a table may price them, as a
 register file's would be (``register.read_pj_per_bit`` or a ``[components.NAME]`` section).
 
-Widths: inputs, weights and outputs at their ``bits``; running psums in the psum buffer and spilled
-to DRAM at ``bits.psum``; the adders that update running psums at ``bits.accumulator``. In SCALE-Sim's
-memory mode the ofmap SRAM and DRAM also carry every fold's partial outputs (``ofmap_partial``), priced
-at ``bits.psum``.
+Widths: inputs, weights and outputs at their ``bits``; the MACs and PE psum registers at
+``bits.pe_psum``; the psum buffer, the psum adder and the psum path's hardware by the one set of psum
+charging rules (:func:`npukit.sim.psum_path.psum_records`), and running psums spilled to DRAM at the
+width the buffer holds them (:func:`npukit.sim.psum_path.held_bits`, ``bits.psum_buffer`` unless
+quantized transfer semantics). In SCALE-Sim's memory mode the ofmap SRAM and DRAM also carry every
+fold's partial outputs (``ofmap_partial``), priced at that width too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ._mapping import LayerCounts
 from .arch import Arch
 from .ledger import Ledger
 from .psum_path import COMPONENTS as PSUM_PATH_COMPONENTS
-from .psum_path import psum_path_records
+from .psum_path import PsumCounts, arch_psum_hw, held_bits, psum_records
 from .workload import Layer
 
 Record = tuple[str, str, tuple[int, ...], int]
@@ -33,6 +35,8 @@ COMPONENTS = (
 OFF_CHIP = ("dram",)
 # PE register kind (LayerCounts.reg_writes) -> component
 REGISTERS = {"input": "input_registers", "weight": "weight_registers", "accumulator": "psum_registers"}
+# PE register kind -> datapath width (:class:`npukit.sim.datapath.Bits` field)
+REGISTER_WIDTHS = {"input": "input", "weight": "weight", "accumulator": "pe_psum"}
 SRAMS = (("ifmap", "ifmap_sram"), ("filter", "filter_sram"), ("psum", "psum_buffer"), ("ofmap", "ofmap_sram"))
 # per-operand traffic columns (bytes) of every result row
 TRAFFIC_COLUMNS = (
@@ -77,10 +81,10 @@ def component_attrs(arch: Arch) -> dict[str, dict[str, float]]:
 
 def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
     """Every action of ``batch`` GEMMs of ``layer`` with counts ``c`` (one GEMM's), as records."""
-    b, n = arch.bits, layer.batch
-    reg_bits = {"input": b.input, "weight": b.weight, "accumulator": b.accumulator}
+    b, n, held = arch.bits, layer.batch, held_bits(arch)
+    reg_bits = {kind: getattr(b, w) for kind, w in REGISTER_WIDTHS.items()}
     final = c.ofmap_writes - c.ofmap_partial
-    out: list[Record] = [("pe_array", "mac", (b.input, b.weight, b.accumulator), c.macs)]
+    out: list[Record] = [("pe_array", "mac", (b.input, b.weight, b.pe_psum), c.macs)]
     out += [(REGISTERS[kind], "reg_write", (reg_bits[kind],), cnt) for kind, cnt in c.reg_writes]
     # every MAC reads its input, its weight and the running psum from PE registers
     out += [(REGISTERS[kind], "reg_read", (reg_bits[kind],), c.macs) for kind in REGISTERS]
@@ -88,24 +92,26 @@ def layer_records(layer: Layer, c: LayerCounts, arch: Arch) -> list[Record]:
         ("ifmap_sram", "sram_read", (b.input,), c.ifmap_reads),
         ("ifmap_sram", "sram_write", (b.input,), c.ifmap_dram),
         ("filter_sram", "sram_read", (b.weight,), c.filter_reads),
-        ("psum_buffer", "sram_read", (b.psum,), c.psum_reads),
-        ("psum_buffer", "sram_write", (b.psum,), c.psum_writes),
-        ("psum_adder", "int_add", (b.accumulator,), c.psum_reads + c.psum_dram_reads),
         ("ofmap_sram", "sram_write", (b.output,), final),
-        ("ofmap_sram", "sram_write", (b.psum,), c.ofmap_partial),
+        ("ofmap_sram", "sram_write", (held,), c.ofmap_partial),
         ("ofmap_sram", "sram_read", (b.output,), _final_dram(c)),
-        ("ofmap_sram", "sram_read", (b.psum,), c.ofmap_dram - _final_dram(c)),
+        ("ofmap_sram", "sram_read", (held,), c.ofmap_dram - _final_dram(c)),
         ("dram", "dram_read", (b.input,), c.ifmap_dram),
-        ("dram", "dram_read", (b.psum,), c.psum_dram_reads),
-        ("dram", "dram_write", (b.psum,), c.psum_dram_writes),
+        ("dram", "dram_read", (held,), c.psum_dram_reads),
+        ("dram", "dram_write", (held,), c.psum_dram_writes),
         ("dram", "dram_write", (b.output,), _final_dram(c)),
-        ("dram", "dram_write", (b.psum,), c.ofmap_dram - _final_dram(c)),
+        ("dram", "dram_write", (held,), c.ofmap_dram - _final_dram(c)),
     ]
-    out += psum_path_records(layer, arch)
+    out += psum_records(_psum_counts(layer, c, arch), b, arch_psum_hw(arch))
     recs = [(comp, act, bits, n * cnt) for comp, act, bits, cnt in out if cnt]
     # the right operand is fetched once per group of ``shared`` instances (grouped-query attention)
     fills = [("filter_sram", "sram_write", (b.weight,)), ("dram", "dram_read", (b.weight,))]
     return recs + [(comp, act, bits, n // layer.shared * c.filter_dram) for comp, act, bits in fills if c.filter_dram]
+
+
+def _psum_counts(layer: Layer, c: LayerCounts, arch: Arch) -> PsumCounts:
+    """One GEMM's psum-path counts for :func:`~npukit.sim.psum_path.psum_records`."""
+    return PsumCounts(layer.M, layer.K, layer.N, arch.rows, arch.cols, c.psum_reads, c.psum_writes, c.psum_dram_reads)
 
 
 def _final_dram(c: LayerCounts) -> int:
@@ -115,34 +121,35 @@ def _final_dram(c: LayerCounts) -> int:
 
 def dram_bits(layer: Layer, c: LayerCounts, arch: Arch) -> float:
     """Bits moved over the DRAM interface by ``batch`` GEMMs of ``layer``."""
-    b = arch.bits
+    b, held = arch.bits, held_bits(arch)
     final = _final_dram(c)
     per = (
-        c.ifmap_dram * b.input + c.filter_dram * b.weight + (c.psum_dram_reads + c.psum_dram_writes) * b.psum
-        + final * b.output + (c.ofmap_dram - final) * b.psum
+        c.ifmap_dram * b.input + c.filter_dram * b.weight + (c.psum_dram_reads + c.psum_dram_writes) * held
+        + final * b.output + (c.ofmap_dram - final) * held
     )
     return layer.batch * per - (layer.batch - layer.batch // layer.shared) * c.filter_dram * b.weight
 
 
 def traffic_bytes(layer: Layer, c: LayerCounts, arch: Arch) -> dict[str, float]:
     """The per-operand traffic columns (:data:`TRAFFIC_COLUMNS`, bytes) of ``batch`` GEMMs of ``layer``."""
-    b, n = arch.bits, layer.batch
+    b, n, held = arch.bits, layer.batch, held_bits(arch)
     final = _final_dram(c)
-    ofmap_bits = final * b.output + (c.ofmap_dram - final) * b.psum
-    write_bits = (c.ofmap_writes - c.ofmap_partial) * b.output + c.ofmap_partial * b.psum
-    feat = sum(cnt for comp, act, _, cnt in psum_path_records(layer, arch) if act == "sram_read") * b.input
+    ofmap_bits = final * b.output + (c.ofmap_dram - final) * held
+    write_bits = (c.ofmap_writes - c.ofmap_partial) * b.output + c.ofmap_partial * held
+    recs = psum_records(_psum_counts(layer, c, arch), b, arch_psum_hw(arch))
+    feat = sum(cnt for comp, act, _, cnt in recs if comp == "psum_features" and act == "sram_read") * b.input
     vals = {
         "dram_ifmap_read_bytes": c.ifmap_dram * b.input,
         "dram_filter_read_bytes": c.filter_dram * b.weight,
-        "dram_psum_read_bytes": c.psum_dram_reads * b.psum,
-        "dram_psum_write_bytes": c.psum_dram_writes * b.psum,
+        "dram_psum_read_bytes": c.psum_dram_reads * held,
+        "dram_psum_write_bytes": c.psum_dram_writes * held,
         "dram_ofmap_write_bytes": ofmap_bits,
         "sram_ifmap_read_bytes": c.ifmap_reads * b.input + feat,
         "sram_ifmap_write_bytes": c.ifmap_dram * b.input,
         "sram_filter_read_bytes": c.filter_reads * b.weight,
         "sram_filter_write_bytes": c.filter_dram * b.weight,
-        "sram_psum_read_bytes": c.psum_reads * b.psum,
-        "sram_psum_write_bytes": c.psum_writes * b.psum,
+        "sram_psum_read_bytes": c.psum_reads * held,
+        "sram_psum_write_bytes": c.psum_writes * held,
         "sram_ofmap_read_bytes": ofmap_bits,
         "sram_ofmap_write_bytes": write_bits,
     }

@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from . import _reuse
 from .arch import Arch
 from .errors import ConfigError
+from .psum_path import held_bits
 from .workload import Layer
 
 # ws/is orders: column folds outermost (SCALE-Sim's) or T tiles outermost; os orders over (M, N) folds
@@ -291,7 +292,7 @@ def stationary_counts(layer: Layer, arch: Arch, mapping: Mapping, ws: bool) -> L
     else:
         b_sum, b_big = B.chunks(arch.cols)
         b_dram = b_sum if (col_outer and fits(b_big, b_bits, b_cap)) else tiles * b_sum
-    cap = int(arch.sram_bytes("psum") * 8 // b.psum)
+    cap = int(arch.sram_bytes("psum") * 8 // held_bits(arch))
     resident, spilled = psum_residency(A.tile_sizes(tile), sizes(S_c, arch.cols), cap)
     upd = groups - 1  # a psum leaves the array once per group of K-folds
     counts = dict(
@@ -368,12 +369,12 @@ def check_buffers(arch: Arch) -> None:
     if arch.dataflow == "ws":
         need["filter"] = (tiles * r * c, b.weight, f"{tiles} x {r}x{c} weight tile")
         need["ifmap"] = (r, b.input, f"one {r}-element input vector")
-        need["psum"] = (c, b.psum, f"one row of {c} psums")
+        need["psum"] = (c, held_bits(arch), f"one row of {c} psums")
         need["ofmap"] = (c, b.output, f"one row of {c} outputs")
     elif arch.dataflow == "is":
         need["ifmap"] = (tiles * r * c, b.input, f"{tiles} x {r}x{c} input tile")
         need["filter"] = (r, b.weight, f"one {r}-element weight vector")
-        need["psum"] = (c, b.psum, f"one row of {c} psums")
+        need["psum"] = (c, held_bits(arch), f"one row of {c} psums")
         need["ofmap"] = (c, b.output, f"one row of {c} outputs")
     else:
         need["ifmap"] = (r, b.input, f"one {r}-element input vector")

@@ -12,35 +12,30 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .datapath import (
+    BITS_ALIASES,
+    DATAFLOWS,
+    PSUM_POLICIES,
+    PSUM_SEMANTICS,
+    SCALE_FORMS,
+    TIMING_MODES,
+    Bits,
+    check_psum_widths,
+    rename,
+)
 from .energy import BUILTIN_TABLES
 from .errors import ConfigError
 from .textfile import check_file, read_text
 
-DATAFLOWS = ("ws", "os", "is")
-TIMING_MODES = ("scalesim", "double-buffered")
 MEMORY_MODES = ("npukit", "scalesim")
 MAPPING_MODES = ("search", "fixed")
 OBJECTIVES = ("edp", "energy", "latency")
 BANDWIDTH_MODES = ("user", "calc")
-PSUM_POLICIES = ("psumquant", "static", "none")
-PSUM_SEMANTICS = ("buffer", "transfer")
 BUILTIN_ARCHS = ("npu128", "npu32")
 MAX_STATIONARY_WORDS = 65536  # words per PE register file
 MAX_VECTOR_LANES = 1 << 20
 VECTOR_NUMBERS = ("fp", "int")
 VECTOR_OVERLAP = ("serial", "overlap")
-
-
-@dataclass(frozen=True)
-class Bits:
-    """Datapath widths in bits. ``psum`` is the psum (accumulator) buffer width, ``accumulator`` the
-    width of the adders and psum registers inside the array."""
-
-    input: int = 8
-    weight: int = 8
-    psum: int = 32
-    output: int = 8
-    accumulator: int = 32
 
 
 @dataclass(frozen=True)
@@ -68,19 +63,23 @@ class VectorUnit:
 
 @dataclass(frozen=True)
 class PsumQuantHW:
-    """The psum quantization hardware, charged only when ``bits.psum`` < ``bits.accumulator``.
+    """The psum quantization hardware, charged only when ``bits.psum_buffer`` < ``bits.pe_psum``
+    (see :mod:`npukit.sim.psum_path` for what each part costs).
 
     ``policy``: ``psumquant`` (a quantizer per psum, the crest-factor feature unit on every input tile
     and the scale predictor), ``static`` (quantizer with one scale per layer), ``none`` (psums only
-    saturated to ``bits.psum``). ``semantics``: ``buffer`` (one scale per output row and N-tile shared
+    saturated to ``bits.psum_buffer``). ``semantics``: ``buffer`` (one scale per output row and N-tile shared
     by all K-tiles, so the features of the whole input row are needed before the first K-tile: one
     extra ifmap SRAM pass) or ``transfer`` (one scale per row, K-tile and N-tile, features computed as
-    the tile streams in). ``multiplier_bits``: width of the quantizer's scale multiplier (bits);
+    the tile streams in; each psum is dequantized into a ``pe_psum``-bit running psum). ``scale_form``:
+    ``mult_shift`` (the step is a ``multiplier_bits``-bit multiplier and a shift) or ``pow2`` (a shift:
+    no multiplier). ``multiplier_bits``: width of the quantizer's scale multiplier (bits);
     ``predictor_features``: length of the predictor's dot product; ``top_k``: the peak selector's size.
     """
 
     policy: str = "psumquant"
     semantics: str = "buffer"
+    scale_form: str = "mult_shift"
     multiplier_bits: int = 16
     predictor_features: int = 8
     top_k: int = 8
@@ -119,7 +118,7 @@ class Arch:
         validate_arch(self)
 
     def with_(self, **changes: Any) -> Arch:
-        """Copy with top-level fields and dotted sub-fields changed, e.g. ``{'bits.psum': 8}``."""
+        """Copy with top-level fields and dotted sub-fields changed, e.g. ``{'bits.psum_buffer': 8}``."""
         return apply_overrides(self, changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,6 +150,9 @@ def validate_arch(a: Arch) -> None:
         _pos_int(f"bits.{k}", v)
         if v > 64:
             raise ConfigError(f"arch field 'bits.{k}' = {v} is over 64 bits; use 1..64")
+    # one design for every workload: the K-fold count is not known, so the buffer is at most pe_psum
+    check_psum_widths(a.bits.pe_psum, a.bits.psum_buffer, None, f"arch '{a.name}'",
+                      ("bits.pe_psum", "bits.psum_buffer"))
     for k, v in asdict(a.sram_kib).items():
         _pos_num(f"sram_kib.{k}", v)
     _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
@@ -165,6 +167,7 @@ def validate_arch(a: Arch) -> None:
         ("memory", a.memory, MEMORY_MODES), ("mapping", a.mapping, MAPPING_MODES), ("objective", a.objective, OBJECTIVES),
         ("bandwidth_mode", a.bandwidth_mode, BANDWIDTH_MODES), ("psum_quant.policy", a.psum_quant.policy, PSUM_POLICIES),
         ("psum_quant.semantics", a.psum_quant.semantics, PSUM_SEMANTICS),
+        ("psum_quant.scale_form", a.psum_quant.scale_form, SCALE_FORMS),
     ):
         if val not in allowed:
             raise ConfigError(f"arch field '{key}' = {val!r}: use one of {', '.join(allowed)}")
@@ -214,6 +217,8 @@ def arch_from_dict(data: dict[str, Any], origin: str = "<dict>", base: Arch | No
             if not isinstance(val, dict):
                 raise ConfigError(f"{origin}: '{key}' must be a table like [{key}]")
             cls = _SUB[key]
+            if key == "bits":  # the deprecated width names (one warning each)
+                val = rename(val, BITS_ALIASES, f"{origin}: [bits]", stacklevel=5)
             for sub in val:
                 if sub not in cls.__dataclass_fields__:
                     raise ConfigError(
@@ -229,7 +234,7 @@ def arch_from_dict(data: dict[str, Any], origin: str = "<dict>", base: Arch | No
 
 
 def apply_overrides(arch: Arch, changes: dict[str, Any]) -> Arch:
-    """Apply ``{'rows': 64, 'bits.psum': 8, 'sram_kib.psum': 256}`` style overrides."""
+    """Apply ``{'rows': 64, 'bits.psum_buffer': 8, 'sram_kib.psum': 256}`` style overrides."""
     nested: dict[str, Any] = {}
     for key, val in changes.items():
         if "." in key:

@@ -5,11 +5,12 @@ RTL (``CYCLE_CONTRACT.md``; summary below) and returns the outputs, the exact cy
 the analytical model's ``compute_cycles``), the cycle each output leaves the array, and optionally
 the psums that leave the array in every fold (what the PsumQuant quantizer sees).
 
-Datapath: operands are signed ``data_bits``-bit integers; every PE register holding a psum is
-``psum_bits`` (P) wide and every addition in a PE is saturated or wrapped to P bits (``overflow``).
-For ws/is, psums that leave the array go through the psum quantizer
-(:func:`npukit.sim.quant.quantize`, when ``quant=(mult, shift)``) and the K-fold accumulator of
-``acc_bits`` (B) bits: ``acc <- ovf_B(q)`` for the first K-fold, ``acc <- ovf_B(acc + q)`` after,
+Datapath (width names of :mod:`npukit.sim.datapath`): operands are signed ``data_bits``-bit integers
+(input and weight); every PE register holding a psum is ``pe_psum_bits`` (P) wide and every addition in
+a PE is saturated or wrapped to P bits (``overflow``). For ws/is, psums that leave the array go through
+the psum quantizer (:func:`npukit.sim.quant.quantize`, when ``quant=(mult, shift)``) and the running
+psums of the psum buffer, ``psum_buffer_bits`` (B) wide (at most P + ceil(log2(K-folds)):
+:func:`npukit.sim.datapath.check_psum_widths`): ``acc <- ovf_B(q)`` for the first K-fold, ``acc <- ovf_B(acc + q)`` after,
 summing K-folds in order i = 0, 1, ...; within a fold the psum adds rows 0..R-1 top to bottom.
 For os the accumulator is the PE itself (k = 0..K-1 in order); ``quant`` (if given) maps the final
 P-bit values to ``quantize(x, mult, shift, B)``.
@@ -29,11 +30,17 @@ latch valid data an output needs (see the kernels: weights of mapped PEs once pe
 in mapped PEs, psums in mapped columns including the pass-through rows below the last mapped K row,
 which the analytical model does not count), and one ``reg_read`` of each per MAC;
 ``ifmap_sram``/``filter_sram sram_read`` at D bits for every operand element entering the array;
-``psum_buffer sram_read`` and ``sram_write`` at B bits and ``psum_adder int_add`` at B bits for every
-psum leaving the array in a K-fold after the first; and ``add_cycles(cycles)``. SRAM capacities are not
+the psum path by the one set of psum charging rules (:func:`npukit.sim.psum_path.psum_records`):
+a ``psum_buffer`` read and write and a ``psum_adder`` add for every psum leaving the array in a K-fold
+after the first, and, when B < P (ws/is), the psum path hardware ``psum_hw`` (default: a ``static``
+``mult_shift`` quantizer with a 16-bit multiplier when ``quant`` is given, else policy ``none``, a
+saturating clamp); and ``add_cycles(cycles)``. SRAM capacities are not
 declared: declare them (e.g. ``simulator.declare_components``) before pricing energy.
 
-Limits of the int64 model: ``data_bits`` <= 32, ``psum_bits`` and ``acc_bits`` <= 62, and for ws/is
+Old keyword names (deprecated, one warning): ``psum_bits`` -> ``pe_psum_bits``, ``acc_bits`` ->
+``psum_buffer_bits``.
+
+Limits of the int64 model: ``data_bits`` <= 32, ``pe_psum_bits`` and ``psum_buffer_bits`` <= 62, and for ws/is
 with a quantizer ``|mult| * 2**(P-1) < 2**63`` (P <= 48 for any 16-bit multiplier). Size limits,
 checked before anything is allocated (the model allocates from the sizes, not only from the operands
 passed): ``rows * cols`` <= :data:`MAX_PES`, and the outputs (M x N) and the fold psums (F x M x C for
@@ -49,10 +56,12 @@ from typing import Any
 
 import numpy as np
 
-from .arch import DATAFLOWS, TIMING_MODES
+from .arch import PsumQuantHW
+from .datapath import DATAFLOWS, GEMM_ALIASES, OVERFLOW_MODES, TIMING_MODES, Bits, check_psum_widths, old_keywords
 from .errors import ConfigError
 from .ledger import Ledger
-from .quant import MAX_SHIFT, MULT_BITS, OVERFLOW_MODES, check_mult, quantize
+from .psum_path import PsumCounts, psum_records
+from .quant import MAX_SHIFT, MULT_BITS, check_mult, quantize
 
 __all__ = ["CycleResult", "run_gemm", "contract_cycles"]
 
@@ -145,6 +154,7 @@ def contract_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str,
     return F * (2 * R + C + temporal - 2) - 1 if timing == "scalesim" else R + F * (temporal + R + C - 2) - 1
 
 
+@old_keywords(GEMM_ALIASES, "run_gemm")
 def run_gemm(
     A: Any,
     B: Any,
@@ -152,19 +162,22 @@ def run_gemm(
     cols: int,
     dataflow: str = "ws",
     data_bits: int = 8,
-    psum_bits: int = 32,
+    pe_psum_bits: int = 32,
     overflow: str = "saturate",
     timing: str = "scalesim",
-    acc_bits: int | None = None,
+    psum_buffer_bits: int | None = None,
     quant: tuple[int, int] | None = None,
     return_fold_psums: bool = False,
     ledger: Ledger | None = None,
+    psum_hw: PsumQuantHW | None = None,
 ) -> CycleResult:
     """Run ``A @ B`` on a ``rows`` x ``cols`` systolic array, cycle by cycle (see module docstring).
 
-    ``A``: (M, K), ``B``: (K, N) signed integers of ``data_bits`` bits. ``psum_bits``: P, PE psum
-    register width (bits). ``acc_bits``: B, K-fold accumulator width (bits, default P). ``quant``:
-    ``(multiplier, shift)`` of the psum quantizer or None. Raises :class:`ConfigError` on bad input."""
+    ``A``: (M, K), ``B``: (K, N) signed integers of ``data_bits`` bits. ``pe_psum_bits``: P, PE psum
+    register width (bits). ``psum_buffer_bits``: B, width of the running psums between K-folds (bits,
+    default P). ``quant``: ``(multiplier, shift)`` of the psum quantizer or None. ``psum_hw``: the psum
+    path hardware the ledger charges when B < P (see the module docstring). Raises :class:`ConfigError`
+    on bad input."""
     R = _pos_int("rows", rows)
     C = _pos_int("cols", cols)
     if R * C > MAX_PES:
@@ -177,8 +190,8 @@ def run_gemm(
     if overflow not in OVERFLOW_MODES:
         raise ConfigError(f"unknown overflow mode '{overflow}': use one of {', '.join(OVERFLOW_MODES)}")
     D = _width("data_bits", data_bits, 32)
-    P = _width("psum_bits", psum_bits, 62)
-    Bb = P if acc_bits is None else _width("acc_bits", acc_bits, 62)
+    P = _width("pe_psum_bits", pe_psum_bits, 62)
+    Bb = P if psum_buffer_bits is None else _width("psum_buffer_bits", psum_buffer_bits, 62)
     q = _quant(quant)
     a = _operand("A", A, D)
     b = _operand("B", B, D)
@@ -186,13 +199,14 @@ def run_gemm(
     K2, N = b.shape
     if K2 != K:
         raise ConfigError(f"A is {M}x{K} but B is {K2}x{N}: the inner dimensions must match")
+    check_psum_widths(P, Bb, 1 if dataflow == "os" else -(-K // R), "run_gemm", ("pe_psum_bits", "psum_buffer_bits"))
     _check_words("the outputs", M * N)
     if return_fold_psums and dataflow != "os":
         temporal, extent = (M, N) if dataflow == "ws" else (N, M)
         _check_words("the fold psums", -(-K // R) * -(-extent // C) * temporal * C)
     if q is not None and dataflow != "os" and abs(q[0]) * (1 << (P - 1)) >= 1 << 63:
         raise ConfigError(
-            f"quant multiplier {q[0]} times a {P}-bit psum overflows the int64 model; use psum_bits <= 48"
+            f"quant multiplier {q[0]} times a {P}-bit psum overflows the int64 model; use pe_psum_bits <= 48"
         )
     sat = overflow == "saturate"
     nb = 1 if timing == "scalesim" else 2
@@ -275,7 +289,12 @@ def run_gemm(
         )
     ev["last_output_cycle"] = last_out
     if ledger is not None:
-        _record(ledger, ev, D, P, Bb, cycles)
+        hw = None
+        if Bb < P and dataflow != "os":
+            hw = psum_hw or PsumQuantHW(policy="static" if q is not None else "none", scale_form="mult_shift",
+                                        multiplier_bits=MULT_BITS)
+        counts = PsumCounts(M, K, N, R, C, ev["psum_buffer_updates"], ev["psum_buffer_updates"])
+        _record(ledger, ev, D, P, cycles, psum_records(counts, Bits(D, D, P, Bb, Bb), hw))
     return CycleResult(
         out=out,
         cycles=cycles,
@@ -288,7 +307,7 @@ def run_gemm(
     )
 
 
-def _record(ledger: Ledger, ev: dict[str, int], D: int, P: int, Bb: int, cycles: int) -> None:
+def _record(ledger: Ledger, ev: dict[str, int], D: int, P: int, cycles: int, psum: list) -> None:
     rec = ledger.record
     rec("pe_array", "mac", (D, D, P), ev["macs"])
     rec("input_registers", "reg_write", D, ev["reg_input"])
@@ -298,7 +317,6 @@ def _record(ledger: Ledger, ev: dict[str, int], D: int, P: int, Bb: int, cycles:
         rec(comp, "reg_read", w, ev["macs"])
     rec("ifmap_sram", "sram_read", D, ev["ifmap_reads"])
     rec("filter_sram", "sram_read", D, ev["filter_reads"])
-    rec("psum_buffer", "sram_read", Bb, ev["psum_buffer_updates"])
-    rec("psum_buffer", "sram_write", Bb, ev["psum_buffer_updates"])
-    rec("psum_adder", "int_add", Bb, ev["psum_buffer_updates"])
+    for comp, act, bits, n in psum:
+        rec(comp, act, bits, n)
     ledger.add_cycles(cycles)

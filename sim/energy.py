@@ -194,9 +194,9 @@ class EnergyTable:
         """Integer multiplier of a x b bits, pJ."""
         return self.sections["int_mult"]["pj_per_bit2"] * a_bits * b_bits
 
-    def mac(self, a_bits: int, b_bits: int, acc_bits: int) -> float:
-        """Integer MAC: a x b multiply plus accumulate at ``acc_bits``, pJ."""
-        return self.int_mult(a_bits, b_bits) + self.int_add(acc_bits)
+    def mac(self, a_bits: int, b_bits: int, pe_psum_bits: int) -> float:
+        """Integer MAC: a x b multiply plus accumulate at ``pe_psum_bits``, pJ."""
+        return self.int_mult(a_bits, b_bits) + self.int_add(pe_psum_bits)
 
     def register_bit(self) -> float:
         """One flip-flop write, pJ per bit."""

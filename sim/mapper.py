@@ -20,6 +20,7 @@ from ._accounting import component_attrs, dram_bits, layer_records
 from ._mapping import ORDERS, LayerCounts, Mapping, Operand, stall_cycles
 from .arch import Arch
 from .energy import EnergyTable
+from .psum_path import held_bits
 from .workload import Layer
 
 _DATAFLOWS = {"ws": dataflow_ws, "os": dataflow_os, "is": dataflow_is}
@@ -35,7 +36,7 @@ def candidates(layer: Layer, arch: Arch) -> list[Mapping]:
     A = Operand(layer, is_input=ws)
     T = A.rows
     cols_used = min(layer.N if ws else layer.M, arch.cols)
-    cap = int(arch.sram_bytes("psum") * 8 // arch.bits.psum)
+    cap = int(arch.sram_bytes("psum") * 8 // held_bits(arch))
     raw = [T] + [T >> i for i in range(1, 7)]
     fit = cap // cols_used
     if fit < T:

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from .datapath import OVERFLOW_MODES
 from .errors import ConfigError
 
 __all__ = ["quantize", "rne_shift", "saturate", "wrap", "ovf", "dequantize", "check_mult"]
 
-OVERFLOW_MODES = ("saturate", "wrap")
 MULT_BITS = 16
 MAX_SHIFT = 63
 

@@ -151,7 +151,7 @@ class Run:
         df = a.get("dataflow")
         return (
             f"{a.get('name', '?')} ({a.get('rows', '?')}x{a.get('cols', '?')} PEs, "
-            f"{str(df).upper() if df else '?'} dataflow, psum {bits.get('psum', '?')} bits)"
+            f"{str(df).upper() if df else '?'} dataflow, psum buffer {bits.get('psum_buffer', '?')} bits)"
         )
 
     @property

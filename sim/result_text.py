@@ -22,7 +22,8 @@ def render_result(result: SimResult, table_name: str, quiet: bool = False) -> st
     a = result.arch
     head = (
         f"{result.workload} on {a.name}: {a.rows}x{a.cols} {a.dataflow}, timing {a.timing}, "
-        f"bits in/w/psum/out {a.bits.input}/{a.bits.weight}/{a.bits.psum}/{a.bits.output}, table {table_name}, "
+        f"bits in/w/pe_psum/psum_buffer/out {a.bits.input}/{a.bits.weight}/{a.bits.pe_psum}/{a.bits.psum_buffer}/"
+        f"{a.bits.output}, table {table_name}, "
         f"memory {a.memory}, mapping {a.mapping}" + (f" ({a.objective})" if a.mapping == "search" else "")
     )
     lines = [head, ""]

@@ -39,6 +39,7 @@ from ._mapping import LayerCounts, check_buffers, stall_cycles, utilization
 from .arch import Arch
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
+from .psum_path import held_bits
 from .workload import Layer, VectorOp, Workload
 
 __all__ = [
@@ -220,7 +221,7 @@ def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: 
         utilization=util,
         macs=layer.macs,
         dram_bytes=dbits / 8,
-        psum_buffer_bytes=b * (c.psum_reads + c.psum_writes) * arch.bits.psum / 8,
+        psum_buffer_bytes=b * (c.psum_reads + c.psum_writes) * held_bits(arch) / 8,
         mapping=c.mapping.label(arch.dataflow),
         traffic_bytes=traffic_bytes(layer, c, arch),
     )

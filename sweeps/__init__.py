@@ -9,7 +9,7 @@ A sweep file::
     [grid]                                    # Arch fields or dotted sub-fields -> lists of values
     rows = [64, 128]
     dataflow = ["ws", "os", "is"]
-    "bits.psum" = [8, 16, 32]
+    "bits.psum_buffer" = [8, 16, 32]
 
 :func:`run_sweep` validates every point first (nothing is written for a bad grid), skips points
 whose key is already in the database, runs the rest on an :class:`Executor` in chunks (workers

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
+from ..sim.datapath import BITS_ALIASES, rename
 from ..sim.energy import BUILTIN_TABLES, load_table
 from ..sim.errors import ConfigError, NpukitError
 from ..sim.simulator import check_buffers  # re-exported: the buffer check simulate() runs
@@ -128,13 +129,15 @@ def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
     known = grid_keys()
     flat: dict[str, Any] = {}
     for key, val in raw.items():
-        if isinstance(val, dict):  # unquoted dotted keys: bits.psum = [...] parses as [grid.bits] psum = [...]
+        if isinstance(val, dict):  # unquoted dotted keys: bits.psum_buffer = [...] parses as [grid.bits] psum_buffer = [...]
             if key not in _SUBTABLES:
                 raise ConfigError(f"{origin}: unknown grid key '{key}' (known: {', '.join(known)})")
             for sub, v in val.items():
                 flat[f"{key}.{sub}"] = v
         else:
             flat[key] = val
+    # the deprecated width names (bits.psum, bits.accumulator), one warning each
+    flat = rename(flat, {f"bits.{old}": f"bits.{new}" for old, new in BITS_ALIASES.items()}, f"{origin}: [grid]", 5)
     for key, vals in flat.items():
         if key not in known:
             hint = f"; vary one field such as '{key}.psum'" if key in _SUBTABLES else ""

@@ -10,7 +10,7 @@ when there is no ``-wal`` file (a read-only connection to a WAL-mode file would 
 ``-wal``/``-shm`` and leave them), else ``mode=ro`` to read the committed rows still in the WAL.
 
 Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
-field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum``, ``sram_kib_psum``, ...),
+field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum_buffer``, ``sram_kib_psum``, ...),
 ``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``total_cycles`` (their sum; clock cycles),
 ``utilization`` (macs / (compute_cycles x rows x cols), at most 1), ``energy_total_pj``, one
 ``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the

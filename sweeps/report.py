@@ -8,7 +8,7 @@ compare). Per workload:
 * energy (uJ) and latency (us) vs each swept parameter: every point, and a line through the best one
   at each value;
 * Pareto fronts: energy vs latency, and energy vs an area proxy (bits) = PEs x (input + weight +
-  accumulator bits) + SRAM bits (8,192 x the four buffers' KiB), an estimate of silicon that counts
+  pe_psum bits) + SRAM bits (8,192 x the four buffers' KiB), an estimate of silicon that counts
   storage bits, not gates; a point is on a front when no other point is at most as large in both and
   smaller in one. Front points are labelled with their config (the swept values);
 * a heat map of two swept parameters (``x`` columns, ``y`` rows; default the first two), each cell the
@@ -16,7 +16,7 @@ compare). Per workload:
 
 ``x``, ``y`` and ``color`` (the parameter that colours the Pareto plots' points; default the third
 swept parameter, else the first) name swept parameters by their column (``rows``, ``dataflow``,
-``bits_psum``) or grid key (``bits.psum``); anything else is a :class:`ConfigError` naming the choices.
+``bits_psum_buffer``) or grid key (``bits.psum_buffer``); anything else is a :class:`ConfigError` naming the choices.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def resolve_parameter(name: str | None, swept: list[str], flag: str) -> str | No
 
 
 def area_bits(row: dict[str, Any]) -> float | None:
-    """PEs x (input + weight + accumulator bits) + 8,192 x SRAM KiB (bits); None when a column is missing."""
+    """PEs x (input + weight + pe_psum bits) + 8,192 x SRAM KiB (bits); None when a column is missing."""
     try:
-        pe_bits = float(row["bits_input"]) + float(row["bits_weight"]) + float(row["bits_accumulator"])
+        pe_bits = float(row["bits_input"]) + float(row["bits_weight"]) + float(row["bits_pe_psum"])
         sram = sum(float(row[f"sram_kib_{b}"]) for b in ("ifmap", "filter", "psum", "ofmap"))
         return float(row["rows"]) * float(row["cols"]) * pe_bits + KIB_BITS * sram
     except (KeyError, TypeError, ValueError):

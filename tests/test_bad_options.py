@@ -76,8 +76,8 @@ def test_bad_out(tmp_path: Path, capsys, verb, kind: str) -> None:
     (("demo",), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "cacheedit"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "psumquant"), ["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
-    (("experiment", "psumquant"), ["--bits", "7"], "--bits: '7' is not one of"),
-    (("experiment", "psumquant"), ["--bits", ""], "--bits is empty"),
+    (("experiment", "psumquant"), ["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),
+    (("experiment", "psumquant"), ["--psum-buffer-bits", ""], "--psum-buffer-bits is empty"),
 ], ids=lambda v: "-".join(v) if isinstance(v, list | tuple) else None)
 def test_unknown_name(tmp_path: Path, capsys, verb, opts, expect) -> None:
     _fails_cleanly(_argv(verb, "--out", str(tmp_path / "o"), *opts), tmp_path, capsys, expect=expect)

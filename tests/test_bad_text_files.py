@@ -70,7 +70,7 @@ def test_huge_grid_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
     vals = ", ".join(str(8 * (i + 1)) for i in range(32))
     spec = tmp_path / "big.toml"
     spec.write_text('[sweep]\nname = "big"\narch = "npu32"\nworkloads = ["resnet18"]\n[grid]\n'
-                    + "".join(f"{k} = [{vals}]\n" for k in ("rows", "cols", "bits.psum", "sram_kib.ifmap",
+                    + "".join(f"{k} = [{vals}]\n" for k in ("rows", "cols", "bits.psum_buffer", "sram_kib.ifmap",
                                                                 "sram_kib.filter", "sram_kib.psum")))
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
@@ -87,7 +87,7 @@ def test_huge_grid_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("flag", ["--csv", "--db"])
 def test_sweep_output_file_that_is_a_folder_fails_before_any_point(tmp_path: Path, capsys, flag: str) -> None:
     spec = tmp_path / "s.toml"
-    spec.write_text('[sweep]\nname = "s"\narch = "npu32"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 32]\n')
+    spec.write_text('[sweep]\nname = "s"\narch = "npu32"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum_buffer" = [8, 32]\n')
     folder = tmp_path / "a_folder"
     folder.mkdir()
     out = tmp_path / "out"
@@ -131,7 +131,7 @@ def test_experiment_with_unknown_arch_fails_before_any_work(tmp_path: Path, caps
 
 ARCH_FIELDS = ['name = [1, 2]', 'name = ""', 'name = {a = 1}', "name = 5", "dataflow = [1]", "timing = 3",
                "energy_table = [1]", "mapping = true", "rows = \"8\"", "rows = [8]", 'clock_ghz = "x"', "bits = 3",
-               '[bits]\npsum = "8"', "[psum_quant]\npolicy = [1]"]
+               '[bits]\npsum_buffer = "8"', "[psum_quant]\npolicy = [1]"]
 
 
 @pytest.mark.parametrize("field", ARCH_FIELDS)

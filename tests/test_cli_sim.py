@@ -15,13 +15,13 @@ from npukit.sim import Ledger
 def test_sim_prints_table_and_writes_ledger_and_csv(tmp_path, capsys):
     # fixed mapping: SCALE-Sim's loop order, whose compute cycles are SCALE-Sim's 441,581
     out = tmp_path / "o"
-    argv = ["sim", "--workload", "resnet18", "--psum-bits", "8", "--mapping", "fixed", "--out", str(out)]
+    argv = ["sim", "--workload", "resnet18", "--psum-buffer-bits", "8", "--mapping", "fixed", "--out", str(out)]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "layer4.1.conv2" in text and "441,581 compute cycles" in text and "on-chip" in text
     ledger = Ledger.load(out / "resnet18_npu128_ws_psum8.ledger.json")
     assert ledger.total_cycles("compute") == 441_581
-    assert ledger.meta["arch"]["bits"]["psum"] == 8
+    assert ledger.meta["arch"]["bits"]["psum_buffer"] == 8
     rows = list(csv.DictReader(open(out / "resnet18_npu128_ws_psum8.csv")))
     assert len(rows) == 21 and rows[0]["name"] == "conv1"
     assert sum(int(r["compute_cycles"]) for r in rows) == 441_581

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from npukit.sim import Arch, ConfigError, Layer, Ledger, map_layer
 from npukit.sim.cycle import CycleResult, run_gemm
+from npukit.sim.datapath import fold_growth_bits
 from npukit.sim.quant import ovf, quantize
 
 DATAFLOWS = ("ws", "os", "is")
@@ -154,13 +155,15 @@ def test_cycles_outputs_and_schedule_match_contract(d, dataflow, timing, seed):
     st.one_of(st.none(), st.integers(2, 16)),
     st.integers(0, 2**32 - 1),
 )
-def test_overflow_follows_the_rule(d, dataflow, timing, mode, P, acc_bits, seed):
+def test_overflow_follows_the_rule(d, dataflow, timing, mode, P, buffer_bits, seed):
     """Small P, big operands: every PE add saturates/wraps to P bits in the contract's order."""
     R, C, M, N, K = d
     rng = np.random.default_rng(seed)
     A, B = _rand(rng, (M, K), 8), _rand(rng, (K, N), 8)
-    res = run_gemm(A, B, R, C, dataflow, psum_bits=P, overflow=mode, timing=timing, acc_bits=acc_bits)
-    Bb = P if acc_bits is None else acc_bits
+    if buffer_bits is not None:  # the width rule: at most P + ceil(log2(K-folds)) (os: no K-folds)
+        buffer_bits = min(buffer_bits, P + fold_growth_bits(1 if dataflow == "os" else math.ceil(K / R)))
+    res = run_gemm(A, B, R, C, dataflow, pe_psum_bits=P, overflow=mode, timing=timing, psum_buffer_bits=buffer_bits)
+    Bb = P if buffer_bits is None else buffer_bits
     np.testing.assert_array_equal(res.out, ref_out(A, B, R, dataflow, P, Bb, mode, None))
 
 
@@ -179,7 +182,9 @@ def test_quantizer_and_accumulator_follow_the_rule(d, dataflow, mode, P, Bb, mul
     R, C, M, N, K = d
     rng = np.random.default_rng(seed)
     A, B = _rand(rng, (M, K), 8), _rand(rng, (K, N), 8)
-    res = run_gemm(A, B, R, C, dataflow, psum_bits=P, overflow=mode, acc_bits=Bb, quant=(mult, shift), return_fold_psums=True)
+    Bb = min(Bb, P + fold_growth_bits(1 if dataflow == "os" else math.ceil(K / R)))  # the width rule
+    res = run_gemm(A, B, R, C, dataflow, pe_psum_bits=P, overflow=mode, psum_buffer_bits=Bb, quant=(mult, shift),
+                   return_fold_psums=True)
     np.testing.assert_array_equal(res.out, ref_out(A, B, R, dataflow, P, Bb, mode, (mult, shift)))
     if dataflow != "os":
         # the accumulator over quant.quantize of the fold psums reproduces the outputs
@@ -244,10 +249,10 @@ def test_hand_computed_saturation_order():
     # = sat(127 - 100) = 27, whereas the exact sum is 100. Wrap: 100 + 100 = 200 -> -56; -56 - 100 = -156 -> 100.
     A = np.array([[10, 10, -10]])
     B = np.array([[10], [10], [10]])
-    assert run_gemm(A, B, 3, 1, "ws", psum_bits=8).out[0, 0] == 27
-    assert run_gemm(A, B, 3, 1, "ws", psum_bits=8, overflow="wrap").out[0, 0] == 100
+    assert run_gemm(A, B, 3, 1, "ws", pe_psum_bits=8).out[0, 0] == 27
+    assert run_gemm(A, B, 3, 1, "ws", pe_psum_bits=8, overflow="wrap").out[0, 0] == 100
     # os accumulates k in order in the PE: same sequence
-    assert run_gemm(A, B, 1, 1, "os", psum_bits=8).out[0, 0] == 27
+    assert run_gemm(A, B, 1, 1, "os", pe_psum_bits=8).out[0, 0] == 27
 
 
 # ------------------------------------------------------------------------------ ledger
@@ -256,27 +261,30 @@ def test_ledger_records(dataflow):
     rng = np.random.default_rng(1)
     M, N, K, R, C = 9, 7, 10, 4, 3
     A, B = _rand(rng, (M, K), 6), _rand(rng, (K, N), 6)
+    # B = 24 over P = 22: a sum of kf = 3 K-folds grows 2 bits (the width rule); os has no K-folds, B <= P
+    # (P was 20: 24 bits is now refused as wider than any sum of 3 folds of 20-bit psums can get)
+    Bb = 22 if dataflow == "os" else 24
     led = Ledger()
     with led.scope("g"):
-        res = run_gemm(A, B, R, C, dataflow, data_bits=6, psum_bits=20, acc_bits=24, ledger=led)
+        res = run_gemm(A, B, R, C, dataflow, data_bits=6, pe_psum_bits=22, psum_buffer_bits=Bb, ledger=led)
     assert isinstance(res, CycleResult)
     ev = res.counts
     got = {(sc, comp, act, bits): n for (sc, comp, act, bits), n in led.counts.items()}
-    assert got[("g", "pe_array", "mac", (6, 6, 20))] == M * N * K
+    assert got[("g", "pe_array", "mac", (6, 6, 22))] == M * N * K
     assert got[("g", "input_registers", "reg_write", (6,))] == ev["reg_input"]
     assert got[("g", "weight_registers", "reg_write", (6,))] == ev["reg_weight"]
-    assert got[("g", "psum_registers", "reg_write", (20,))] == ev["reg_accumulator"]
-    for comp, w in (("input_registers", 6), ("weight_registers", 6), ("psum_registers", 20)):
+    assert got[("g", "psum_registers", "reg_write", (22,))] == ev["reg_accumulator"]
+    for comp, w in (("input_registers", 6), ("weight_registers", 6), ("psum_registers", 22)):
         assert got[("g", comp, "reg_read", (w,))] == M * N * K
     assert got[("g", "ifmap_sram", "sram_read", (6,))] == ev["ifmap_reads"]
     assert got[("g", "filter_sram", "sram_read", (6,))] == ev["filter_reads"]
     kf = math.ceil(K / R)
     if dataflow == "os":
-        assert ("g", "psum_buffer", "sram_read", (24,)) not in got
+        assert ("g", "psum_buffer", "sram_read", (Bb,)) not in got
     else:
-        assert got[("g", "psum_buffer", "sram_read", (24,))] == (kf - 1) * M * N
-        assert got[("g", "psum_buffer", "sram_write", (24,))] == (kf - 1) * M * N
-        assert got[("g", "psum_adder", "int_add", (24,))] == (kf - 1) * M * N
+        assert got[("g", "psum_buffer", "sram_read", (Bb,))] == (kf - 1) * M * N
+        assert got[("g", "psum_buffer", "sram_write", (Bb,))] == (kf - 1) * M * N
+        assert got[("g", "psum_adder", "int_add", (Bb,))] == (kf - 1) * M * N
     assert led.total_cycles(scope_prefix="g") == res.cycles
     if dataflow == "ws":
         assert ev["reg_input"] == M * N * K and ev["reg_weight"] == K * N and ev["ifmap_reads"] == M * K * math.ceil(N / C)
@@ -291,7 +299,7 @@ def test_wide_operands_and_psums():
     rng = np.random.default_rng(2)
     A, B = _rand(rng, (17, 23), 16), _rand(rng, (23, 11), 16)
     for df in DATAFLOWS:
-        res = run_gemm(A, B, 5, 4, df, data_bits=16, psum_bits=62, timing="double-buffered")
+        res = run_gemm(A, B, 5, 4, df, data_bits=16, pe_psum_bits=62, timing="double-buffered")
         np.testing.assert_array_equal(res.out, A @ B)
 
 
@@ -309,12 +317,12 @@ def test_wide_operands_and_psums():
         ({"timing": "fast"}, "unknown timing"),
         ({"overflow": "clip"}, "unknown overflow"),
         ({"rows": 0}, "rows must be a positive integer"),
-        ({"psum_bits": 63}, "psum_bits"),
+        ({"pe_psum_bits": 63}, "pe_psum_bits"),
         ({"data_bits": 0}, "data_bits"),
         ({"quant": (1 << 15, 0)}, "multiplier"),
         ({"quant": (3, 64)}, "shift"),
         ({"quant": 3}, "quant must be"),
-        ({"quant": (30000, 2), "psum_bits": 50}, "psum_bits <= 48"),
+        ({"quant": (30000, 2), "pe_psum_bits": 50}, "pe_psum_bits <= 48"),
     ],
 )
 def test_bad_input_raises_one_line(kwargs, match):

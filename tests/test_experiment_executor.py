@@ -51,7 +51,7 @@ def test_psumquant_families_on_dask_equal_in_process(tmp_path: Path, monkeypatch
     from npukit.cli import main
 
     monkeypatch.setenv("NPUKIT_CACHE", str(tmp_path / "cache"))  # workers spawned below inherit it
-    base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--bits", "8"]
+    base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--psum-buffer-bits", "8"]
     assert main([*base, "--out", str(tmp_path / "serial")]) == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         assert main([*base, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask")]) == 0

@@ -109,7 +109,7 @@ def test_energy_rows_match_two_simulate_calls(quick_run):
     arch = load_arch("npu128")
     for wl in (resnet18(), llama3_8b_layer()):
         e32 = simulate(wl, arch).energy_pj()
-        e8 = simulate(wl, arch.with_(**{"bits.psum": 8})).energy_pj()
+        e8 = simulate(wl, arch.with_(**{"bits.psum_buffer": 8})).energy_pj()
         assert e8 < e32
         row = next(r for r in csv_rows if r["workload"] == wl.name and int(r["bits"]) == 8)
         assert math.isclose(float(row["reduction_vs_32"]), 1 - e8 / e32, rel_tol=1e-9)
@@ -150,9 +150,9 @@ def test_minilm_loader_gives_sane_embeddings():
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["--bits", "7"], "--bits: '7' is not one of"),
+    (["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),
     (["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
-    (["--bits", ""], "--bits is empty"),
+    (["--psum-buffer-bits", ""], "--psum-buffer-bits is empty"),
 ])
 def test_bad_flags_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, argv, msg):
     out = tmp_path / "o"
@@ -165,7 +165,7 @@ def test_bad_flags_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, argv
 def test_bad_out_and_unknown_experiment_exit_2(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    assert main(["experiment", "psumquant", "--quick", "--out", str(f), "--bits", "8"]) == 2
+    assert main(["experiment", "psumquant", "--quick", "--out", str(f), "--psum-buffer-bits", "8"]) == 2
     assert "is not a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["experiment", "nosuch"])

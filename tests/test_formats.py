@@ -75,9 +75,10 @@ def test_gemm_topology_round_trip(tmp_path):
 
 def test_npukit_toml_arch(tmp_path):
     p = tmp_path / "a.toml"
-    p.write_text('name = "mine"\nrows = 16\ncols = 8\ndataflow = "os"\n[bits]\npsum = 12\n[sram_kib]\npsum = 64\n')
+    p.write_text('name = "mine"\nrows = 16\ncols = 8\ndataflow = "os"\n[bits]\npsum_buffer = 12\n[sram_kib]\npsum = 64\n')
     a = load_arch(p)
-    assert (a.name, a.rows, a.cols, a.dataflow, a.bits.psum, a.bits.input, a.sram_kib.psum) == ("mine", 16, 8, "os", 12, 8, 64)
+    got = (a.name, a.rows, a.cols, a.dataflow, a.bits.psum_buffer, a.bits.input, a.sram_kib.psum)
+    assert got == ("mine", 16, 8, "os", 12, 8, 64)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +88,7 @@ def test_npukit_toml_arch(tmp_path):
         ("rows = 0", "rows"),
         ('dataflow = "rs"', "unknown dataflow 'rs'"),
         ("depth = 3", "unknown arch key 'depth'"),
-        ("[bits]\npsum = 8.5", "bits.psum"),
+        ("[bits]\npsum_buffer = 8.5", "bits.psum_buffer"),
         ("[sram_kib]\nifmap = -1", "sram_kib.ifmap"),
     ],
 )

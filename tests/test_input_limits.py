@@ -48,8 +48,8 @@ HUGE = [
     (["test", "--rows", "1", "--cols", "1", "--m", str(MAX_GEMM_DIM), "--k", str(MAX_GEMM_DIM)], "operand buffers"),
     (["test", "--rows", "100000", "--cols", "100000"], "PEs"),
     (["test", "--rows", "1", "--cols", str(MAX_PES + 1)], "PEs"),
-    (["test", "--psum-bits", "1000000"], "psum_bits"),
-    (["test", "--acc-bits", "63"], "acc_bits"),
+    (["test", "--pe-psum-bits", "1000000"], "pe_psum_bits"),
+    (["test", "--psum-buffer-bits", "63"], "psum_buffer_bits"),
     (["test", "--data-bits", "64"], "data_bits"),
     (["test", "--quant-samples", "1000000000000"], "--quant-samples"),
     (["test", "--quant-samples", "-1"], "--quant-samples"),
@@ -58,7 +58,7 @@ HUGE = [
     (["stats", "--max-m", str(MAX_GEMM_DIM + 1)], "GEMM M"),
     (["stats", "--rows", "1", "--cols", "1", "--max-n", str(MAX_GEMM_DIM), "--max-k", str(MAX_GEMM_DIM)],
      "operand buffers"),
-    (["stats", "--psum-bits", "100"], "psum_bits"),
+    (["stats", "--pe-psum-bits", "100"], "pe_psum_bits"),
 ]
 
 
@@ -74,7 +74,7 @@ def test_config_limits_are_typed_and_exact() -> None:
     """Each limit is a boundary: its value is accepted, one more is refused with ConfigError."""
     RtlConfig(rows=8, cols=8, max_m=MAX_GEMM_DIM, max_n=MAX_GEMM_DIM, max_k=8)
     for kw in ({"max_m": MAX_GEMM_DIM + 1}, {"max_n": MAX_GEMM_DIM + 1}, {"max_k": MAX_GEMM_DIM + 1},
-               {"rows": 128, "cols": 129}, {"psum_bits": 63}, {"data_bits": 17}, {"data_bits": "8"},
+               {"rows": 128, "cols": 129}, {"pe_psum_bits": 63}, {"data_bits": 17}, {"data_bits": "8"},
                {"rows": True}, {"mult_bits": 1}):
         with pytest.raises(ConfigError):
             RtlConfig(**kw)

@@ -61,7 +61,7 @@ def test_search_never_worse_than_fixed(df: str, objective: str) -> None:
         layer = _random_layer(rng)
         kib = rng.choice([1, 4, 16, 64])
         arch = Arch(rows=16, cols=16, dataflow=df, mapping="search", objective=objective,
-                    sram_kib=SramKiB(kib, kib, kib, kib)).with_(**{"bits.psum": rng.choice([8, 32])})
+                    sram_kib=SramKiB(kib, kib, kib, kib)).with_(**{"bits.psum_buffer": rng.choice([8, 32])})
         fixed = candidates(layer, arch)[0]
         _, e0, t0 = evaluate(layer, arch, fixed, table)
         best = choose(layer, arch, table)

@@ -24,7 +24,7 @@ def test_energy_only_writes_the_table_and_matches_simulate(tmp_path: Path, capsy
     for label, wl in (("resnet18", resnet18()), ("llama3-8b-layer-decode", llama3_8b_layer(phase="decode"))):
         for mapping in ("search", "fixed"):
             a = arch.with_(mapping=mapping)
-            r32, r8 = simulate(wl, a), simulate(wl, a.with_(**{"bits.psum": 8}))
+            r32, r8 = simulate(wl, a), simulate(wl, a.with_(**{"bits.psum_buffer": 8}))
             row = next(r for r in rows if (r["workload"], r["mapping"], r["bits"]) == (label, mapping, "8"))
             assert math.isclose(float(row["reduction_vs_32"]), 1 - r8.energy_pj() / r32.energy_pj(), rel_tol=1e-9)
             assert math.isclose(float(row["reduction_onchip_vs_32"]),

@@ -45,7 +45,7 @@ def _out(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor
     return o.logits if hasattr(o, "logits") else o.last_hidden_state
 
 
-FLOAT32 = PsumQuantConfig(rows=8, cols=8, bits=32, policy="none", wa_bits=None)
+FLOAT32 = PsumQuantConfig(rows=8, cols=8, psum_buffer_bits=32, policy="none", wa_bits=None)
 
 
 @pytest.mark.parametrize("make", [_llama, _bert])
@@ -68,7 +68,7 @@ def test_32_bit_none_equals_the_unconverted_model(make) -> None:
 def test_attention_slots_are_really_used() -> None:
     model, batch = _llama()
     ref = _out(model, batch)
-    cfg = PsumQuantConfig(rows=8, cols=8, bits=4, policy="static", wa_bits=None)
+    cfg = PsumQuantConfig(rows=8, cols=8, psum_buffer_bits=4, policy="static", wa_bits=None)
     q = convert(copy.deepcopy(model), cfg, [batch], matmuls=True, skip=[n for n, m in model.named_modules()
                                                                        if isinstance(m, torch.nn.Linear)])
     assert not psum_layers(q) and len(psum_matmuls(q)) == 4
@@ -94,7 +94,7 @@ def test_8_bit_psumquant_error_per_layer_is_what_fit_report_says(make) -> None:
     """The chosen margin's calibration MSE in fit_report is the psum error of that layer (all calibration
     rows are kept): re-measured here on the float32 model's inputs to the layer, psum domain = real units."""
     model, batch = make()
-    cfg = PsumQuantConfig(rows=8, cols=8, bits=8, policy="psumquant", wa_bits=None)
+    cfg = PsumQuantConfig(rows=8, cols=8, psum_buffer_bits=8, policy="psumquant", wa_bits=None)
     q = convert(copy.deepcopy(model), cfg, [batch], matmuls=True)
     rep = fit_report(q)
     inputs = _layer_inputs(model, batch)

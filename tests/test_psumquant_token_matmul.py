@@ -68,7 +68,8 @@ def test_token_path_exact_equals_run_gemm_per_row(overflow: str) -> None:
     per-row-quantized integers, dequantized, times s_row * s_w, bit for bit up to float rounding."""
     torch.manual_seed(1)
     lin = nn.Linear(40, 12)
-    cfg = PsumQuantConfig(rows=8, cols=4, bits=6, policy="static", exact=True, overflow=overflow, act_granularity="token")
+    cfg = PsumQuantConfig(rows=8, cols=4, psum_buffer_bits=6, policy="static", exact=True, overflow=overflow,
+                          act_granularity="token")
     layer = convert(lin, cfg, [_rows(16, 40, s) for s in (2, 3)])
     x = _rows(10, 40, 4)
     a, w, mult, shift = layer.integer_operands(x)
@@ -77,7 +78,7 @@ def test_token_path_exact_equals_run_gemm_per_row(overflow: str) -> None:
     assert np.array_equal(a, np.clip(np.round(x.numpy() / s_row), -127, 127).astype(np.int64))
     assert np.abs(a).max(1).tolist() == [127] * 10  # every row uses the full int8 range
     m, s = int(mult.flat[0]), int(shift.flat[0])
-    ref = run_gemm(a, w, 8, 4, "ws", 8, 32, overflow, acc_bits=6, quant=(m, s)).out
+    ref = run_gemm(a, w, 8, 4, "ws", 8, 32, overflow, psum_buffer_bits=6, quant=(m, s)).out
     expect = squant.dequantize(ref, m, s) * s_row * layer.w_scale.numpy() + lin.bias.detach().numpy()
     assert np.allclose(layer(x).numpy(), expect, rtol=1e-5, atol=1e-5)
 
@@ -89,7 +90,8 @@ def test_token_scales_beat_tensor_scales_and_psumquant_runs() -> None:
     ref = net(x).detach()
     err = {}
     for gran in ("tensor", "token"):
-        q = convert(copy.deepcopy(net), PsumQuantConfig(rows=64, cols=64, bits=8, policy="none", act_granularity=gran), cal)
+        cfg = PsumQuantConfig(rows=64, cols=64, psum_buffer_bits=8, policy="none", act_granularity=gran)
+        q = convert(copy.deepcopy(net), cfg, cal)
         err[gran, "none"] = _rel(q(x), ref)
         reconfigure(q, policy="psumquant")
         err[gran, "psumquant"] = _rel(q(x), ref)
@@ -124,7 +126,7 @@ def _seq(b: int, t: int, seed: int) -> torch.Tensor:
 def attn() -> tuple[nn.Module, nn.Module, torch.Tensor]:
     torch.manual_seed(3)
     net = _Attn().eval()
-    cfg = PsumQuantConfig(rows=16, cols=8, bits=8, policy="psumquant", act_granularity="token", calib_rows=256)
+    cfg = PsumQuantConfig(rows=16, cols=8, psum_buffer_bits=8, policy="psumquant", act_granularity="token", calib_rows=256)
     q = convert(copy.deepcopy(net), cfg, [_seq(4, 24, s) for s in (10, 11)], matmuls=True)  # sequence lengths vary
     return net, q, _seq(3, 20, 12)
 
@@ -152,11 +154,11 @@ def test_psum_matmul_calibrated_policies_in_attention(attn) -> None:
     err = {}
     for pol in POLICIES:
         for bits in (8, 4):
-            reconfigure(q, policy=pol, bits=bits)
+            reconfigure(q, policy=pol, psum_buffer_bits=bits)
             y = q(x)
             assert y.shape == ref.shape and bool(torch.isfinite(y).all())
             err[pol, bits] = _rel(y, ref_int8)
-    reconfigure(q, policy="psumquant", bits=8)
+    reconfigure(q, policy="psumquant", psum_buffer_bits=8)
     assert err["psumquant", 8] < 0.1 and err["static", 8] < 0.2
     assert err["psumquant", 4] < err["static", 4]
     assert err["psumquant", 8] < err["psumquant", 4]
@@ -172,7 +174,7 @@ def test_psum_matmul_float_path_equals_exact_path(attn, policy: str) -> None:
     _, q, x = attn
     mm = psum_matmuls(q)[0][1]
     a, b = torch.randn(2, 3, 20, 32), torch.randn(2, 3, 32, 20)
-    reconfigure(q, policy=policy, bits=6, semantics="transfer")
+    reconfigure(q, policy=policy, psum_buffer_bits=6, semantics="transfer")
     y_t = mm(a, b)
     reconfigure(q, exact=True)
     assert torch.equal(mm(a, b), y_t)
@@ -180,7 +182,7 @@ def test_psum_matmul_float_path_equals_exact_path(attn, policy: str) -> None:
     y_b = mm(a, b)
     reconfigure(q, exact=True)
     assert torch.equal(mm(a, b), y_b)
-    reconfigure(q, exact=False, policy="psumquant", bits=8)
+    reconfigure(q, exact=False, policy="psumquant", psum_buffer_bits=8)
 
 
 def test_matmul_slots_stay_plain_without_matmuls_and_unconvert_restores(attn) -> None:

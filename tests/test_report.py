@@ -25,7 +25,7 @@ def sims(tmp_path_factory: pytest.TempPathFactory) -> dict:
     d = tmp_path_factory.mktemp("ledgers")
     arch = load_arch("npu128")
     r32 = simulate(resnet18(), arch)
-    r8 = simulate(resnet18(), arch.with_(**{"bits.psum": 8}))
+    r8 = simulate(resnet18(), arch.with_(**{"bits.psum_buffer": 8}))
     a, b = d / "psum32.json", d / "psum8.json"
     r32.ledger.save(a)
     r8.ledger.save(b)
@@ -178,7 +178,7 @@ def test_captions_name_arch_and_table(report: dict) -> None:
     assert len(captions) == 9
     for cap in captions:
         assert "npu128 (128x128 PEs, WS dataflow, psum" in cap and "energy table horowitz45" in cap
-    assert any("psum 8 bits" in c for c in captions) and any("psum 32 bits" in c for c in captions)
+    assert any("psum buffer 8 bits" in c for c in captions) and any("psum buffer 32 bits" in c for c in captions)
 
 
 def test_api_single_ledger_unknown_arch_and_depth(tmp_path: Path) -> None:
@@ -304,7 +304,7 @@ def test_example_sweep_then_report_draws_the_pareto_plot(tmp_path: Path) -> None
         assert main(["sweep", str(spec), "--out", str(tmp_path / "s"), "--workers", "1", "--no-progress"]) == 0
         assert main(["report", str(tmp_path / "s" / "sweep.sqlite"), "--out", str(tmp_path / "r")]) == 0
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "swept parameters: rows, cols, dataflow, bits_psum" in md
+    assert "swept parameters: rows, cols, dataflow, bits_psum_buffer" in md
     for i in (1, 2):  # resnet18 and the GEMM
         assert (tmp_path / "r" / f"sweep_{i}_pareto_latency.png").read_bytes().startswith(PNG_MAGIC)
     assert md.count("### Pareto front: energy vs latency") == 2

@@ -71,7 +71,7 @@ def _fast_figures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_ledger_report_html_is_self_contained(tmp_path: Path) -> None:
     arch, w = load_arch("npu32"), load_workload("gemm:M=256,N=128,K=512")
-    a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum": 8})).ledger
+    a, b = simulate(w, arch).ledger, simulate(w, arch.with_(**{"bits.psum_buffer": 8})).ledger
     paths = write_report([a, b], tmp_path / "r", labels=[EVIL, "plain"], title=EVIL)
     pngs = [p for k, p in paths.items() if k.endswith(".png")]
     page = _check_self_contained(paths["html"], pngs)
@@ -83,7 +83,7 @@ def test_sweep_report_html_is_self_contained(tmp_path: Path) -> None:
     for r in (16, 32):
         for df in ("ws", EVIL):
             rows.append({"key": f"k{r}{len(df)}", "workload": EVIL, "rows": r, "cols": 32, "dataflow": df,
-                         "bits_input": 8, "bits_weight": 8, "bits_accumulator": 32, "sram_kib_ifmap": 64,
+                         "bits_input": 8, "bits_weight": 8, "bits_pe_psum": 32, "sram_kib_ifmap": 64,
                          "sram_kib_filter": 64, "sram_kib_psum": 32, "sram_kib_ofmap": 32,
                          "energy_total_pj": 1e6 * r * (2 if df == "ws" else 1), "latency_s": 1e-3 / r})
     path = tmp_path / "sweep.csv"

@@ -20,7 +20,7 @@ workloads = ["gemm:M=256,N=256,K=256"]
 [grid]
 rows = [16, 32]
 dataflow = ["ws", "os"]
-"bits.psum" = [8, 32]
+"bits.psum_buffer" = [8, 32]
 """
 
 
@@ -69,7 +69,7 @@ def test_report_draws_every_view(sweep: dict) -> None:
     for p in printed:
         assert p.is_file() and p.stat().st_size > 0
     md = sweep["md"]
-    assert "swept parameters: rows, dataflow, bits_psum" in md
+    assert "swept parameters: rows, dataflow, bits_psum_buffer" in md
     assert "### Heat map: rows x dataflow" in md  # the first two swept parameters by default
 
 
@@ -78,7 +78,7 @@ def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
     assert len(rows) == 8
 
     def cfg(r: dict) -> str:
-        return f"rows={r['rows']} dataflow={r['dataflow']} psum={r['bits_psum']}"
+        return f"rows={r['rows']} dataflow={r['dataflow']} psum_buffer={r['bits_psum_buffer']}"
 
     want = _front([(r["latency_s"], r["energy_total_pj"], cfg(r)) for r in rows])
     got = _table_after(sweep["md"], "### Pareto front: energy vs latency")
@@ -88,7 +88,7 @@ def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
         assert float(r[1].replace(",", "")) == pytest.approx(row["latency_s"] * 1e6, abs=5e-4)
         assert float(r[2].replace(",", "")) == pytest.approx(row["energy_total_pj"] / 1e6, abs=5e-4)
     # area proxy: PEs x (input + weight + accumulator bits) + SRAM bits
-    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_accumulator"])
+    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_pe_psum"])
             + 8192 * (r["sram_kib_ifmap"] + r["sram_kib_filter"] + r["sram_kib_psum"] + r["sram_kib_ofmap"])
             for r in rows}
     want_a = _front([(area[cfg(r)], r["energy_total_pj"], cfg(r)) for r in rows])
@@ -104,17 +104,17 @@ def test_csv_export_gives_the_same_report_and_overrides_apply(sweep: dict, monke
     # the figures are drawn by the fixture; here only the tables matter (drawing takes a second)
     monkeypatch.setattr(Figure, "savefig", lambda self, buf, **kw: buf.write(b"\x89PNG\r\n\x1a\n"))
     out = sweep["dir"] / "rc"
-    rc, _ = _run(["report", str(sweep["csv"]), "--out", str(out), "--x", "bits.psum", "--y", "rows",
+    rc, _ = _run(["report", str(sweep["csv"]), "--out", str(out), "--x", "bits.psum_buffer", "--y", "rows",
                   "--color", "dataflow"])
     assert rc == 0
     md = (out / "report.md").read_text()
-    assert "### Heat map: bits_psum x rows" in md
+    assert "### Heat map: bits_psum_buffer x rows" in md
     tables = [ln for ln in md.splitlines() if ln.startswith("|")]
     assert tables == [ln for ln in sweep["md"].splitlines() if ln.startswith("|")]  # the database's numbers
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--x", "nosuch"], "--x 'nosuch' is not a swept parameter of this sweep; choose one of: rows, dataflow, bits_psum"),
+    (["--x", "nosuch"], "--x 'nosuch' is not a swept parameter of this sweep; choose one of: rows, dataflow, bits_psum_buffer"),
     (["--color", "cols"], "--color 'cols' is not a swept parameter"),
     (["--x", "rows", "--y", "rows"], "--x and --y are both 'rows'"),
     (["--labels", "a"], "--labels applies to ledger reports"),

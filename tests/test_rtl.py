@@ -40,9 +40,9 @@ def build_root(tmp_path_factory):
 
 
 def _cfg(rows, cols, dataflow, overflow, p, b=None, dims=None, timing="scalesim"):
-    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
+    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, pe_psum_bits=p, psum_buffer_bits=b)
     m, n, k = dims or suite_dims(probe)
-    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
+    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, pe_psum_bits=p, psum_buffer_bits=b,
                      max_m=m, max_n=n, max_k=k, timing=timing)
 
 
@@ -99,8 +99,8 @@ def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
     by_name = {x.name: x for x in cases}
     for c in res.cases:
         x = by_name[c["name"]]
-        ref = run_gemm(x.a, x.b, rows, cols, dataflow=dataflow, psum_bits=p, overflow=overflow, acc_bits=b, quant=x.quant,
-                       timing=timing)
+        ref = run_gemm(x.a, x.b, rows, cols, dataflow=dataflow, pe_psum_bits=p, overflow=overflow, psum_buffer_bits=b,
+                       quant=x.quant, timing=timing)
         assert c["passed"], f"seed {SEED}, {cfg.tag()}: {c['first_mismatch']} ({c['mismatches']} problems)"
         assert c["outputs"] == ref.out.size and c["rtl_cycles"] == ref.cycles == c["model_cycles"]
     if p <= 16:  # the edge cases really overflow P bits: exact sums leave the P-bit range
@@ -115,7 +115,7 @@ def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
         hm, hn, hk = cfg.hw_dims(case.a.shape[0], case.b.shape[1], case.a.shape[1])
         assert hn == cf * cols and (hm if dataflow == "os" else hk) == rf * rows
     # quantized cases span the B-bit range (scale from the data); many_folds has ties of both parities
-    qmax = (1 << (cfg.acc_width - 1)) - 1
+    qmax = (1 << (cfg.psum_buffer_width - 1)) - 1
     for name in ("quant", "many_folds"):
         st = quant_stats(cfg, by_name[name])
         assert st["distinct"] >= st["psums"] // 4 and st["max_abs"] >= qmax // 32, st
@@ -229,7 +229,7 @@ def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims, fold):
     # else R + 1; os T = 1): the psums of one fold arrive while the next one runs (T = R: at local 0
     # of the fold after it), one period behind the controller (the SRAM read)
     m, n, k = dims
-    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, timing=timing, max_m=m, max_n=n, max_k=k, psum_bits=16)
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, timing=timing, max_m=m, max_n=n, max_k=k, pe_psum_bits=16)
     rng = np.random.default_rng(SEED)
     cases = [GemmCase(f"c{i}", rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (k, n)), None, SEED + i)
              for i in range(2)]
@@ -279,7 +279,7 @@ yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not i
 def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing):
     from npukit.rtl._stats import module_parameters, rtl_stats, yosys_counts
 
-    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, max_m=8, max_n=8, max_k=8,
+    cfg = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, pe_psum_bits=p, max_m=8, max_n=8, max_k=8,
                     timing=timing)
     st = rtl_stats(cfg)
     mods = {m["module"]: m for m in st["modules"]}
@@ -305,7 +305,7 @@ def test_stats_flip_flops_match_yosys(rows, cols, dataflow, overflow, p, timing)
 def test_stats_each_module_matches_yosys():
     from npukit.rtl._stats import TOPS, module_parameters, rtl_stats, yosys_ff_bits
 
-    cfg = RtlConfig(rows=2, cols=3, psum_bits=24, acc_bits=16, max_m=4, max_n=4, max_k=4)
+    cfg = RtlConfig(rows=2, cols=3, pe_psum_bits=24, psum_buffer_bits=16, max_m=4, max_n=4, max_k=4)
     for top in TOPS:
         if top == "npu_top":
             continue
@@ -332,7 +332,7 @@ def test_cli_rtl_stats_prints_table(capsys, tmp_path):
 
 
 def test_cli_rtl_test_passes_and_reports_cycles(capsys, tmp_path):
-    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--dataflow", "os", "--overflow", "wrap", "--psum-bits", "12",
+    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--dataflow", "os", "--overflow", "wrap", "--pe-psum-bits", "12",
                "--seed", str(SEED), "--quant-samples", "2000", "--build-dir", str(tmp_path)])
     text = capsys.readouterr().out
     assert rc == 0, text

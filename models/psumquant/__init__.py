@@ -7,7 +7,7 @@ bits with a scale (a "step", psum units per LSB) before they enter the psum path
 
 * ``semantics='buffer'`` (default; what cuts psum-buffer energy): the buffer holds B bits; the
   running sum is re-quantized after every accumulation: ``acc <- ovf_B(acc + q(p_t))`` with one step
-  per output row and N-tile for all K-tiles (this is ``npukit.sim.cycle.run_gemm(acc_bits=B,
+  per output row and N-tile for all K-tiles (this is ``npukit.sim.cycle.run_gemm(psum_buffer_bits=B,
   quant=(mult, shift))``).
 * ``semantics='transfer'``: each K-tile psum is quantized (compressed psum transfer) with its own
   step per (row, K-tile, N-tile); accumulation stays at high precision.
@@ -41,9 +41,9 @@ calibrated with the layers and using every policy (:mod:`npukit.models.psumquant
 
 Typical use::
 
-    cfg = PsumQuantConfig(rows=128, bits=8, policy="psumquant")
+    cfg = PsumQuantConfig(rows=128, psum_buffer_bits=8, policy="psumquant")
     qmodel = convert(copy.deepcopy(model), cfg, calib_batches)   # swap + calibrate
-    reconfigure(qmodel, policy="static", bits=6)                  # refit from stored stats, no data pass
+    reconfigure(qmodel, policy="static", psum_buffer_bits=6)              # refit from stored stats, no data pass
     fit_report(qmodel)                                            # per-layer fit figures
     qattn = convert(copy.deepcopy(bert), cfg, calib, matmuls=True)  # also its Matmul slots (attention)
     with PsumTraffic(qmodel) as tr: qmodel(x)
@@ -62,6 +62,7 @@ import torch
 from torch import nn
 
 from npukit.kernels.psumquant import psumquant_matmul
+from npukit.sim.datapath import PSUMQUANT_ALIASES, rename
 
 from . import _hf
 from ._config import GEOMETRY_FIELDS, PsumQuantConfig, PsumQuantError
@@ -202,11 +203,12 @@ def calibrate(model: nn.Module, calib_batches: Iterable[Any]) -> nn.Module:
 
 def reconfigure(model: nn.Module, **changes: Any) -> nn.Module:
     """Change config fields of every converted layer and refit its policy from the stored calibration
-    statistics (no data pass): e.g. ``reconfigure(m, policy='static', bits=6, semantics='transfer')``.
+    statistics (no data pass): e.g. ``reconfigure(m, policy='static', psum_buffer_bits=6, semantics='transfer')``.
     ``rows``, ``cols`` and ``wa_bits`` change the tiling or the number system: convert again."""
     layers = converted(model)
     if not layers:
         raise PsumQuantError("reconfigure: the model has no converted layer; call convert(model, config) first")
+    changes = rename(changes, PSUMQUANT_ALIASES, "reconfigure")
     bad = [k for k in changes if k in GEOMETRY_FIELDS]
     if bad:
         raise PsumQuantError(f"reconfigure cannot change {', '.join(bad)}: unconvert and convert again with a new config")
@@ -273,12 +275,13 @@ def _matmul_one(a: torch.Tensor, b: torch.Tensor, c: PsumQuantConfig) -> torch.T
     g = Geom(a.shape[1], b.shape[1], c.rows, c.cols)
     pol = make_policy(c.policy)
     xb = float(a.abs().max()) if c.wa_bits is None else 2.0 ** (c.wa_bits - 1) - 1
-    ctx = FitContext(g=g, w=b, semantics=c.semantics, bits=c.bits, integer=c.integer, x_bound=xb,
+    ctx = FitContext(g=g, w=b, semantics=c.semantics, bits=c.psum_buffer_bits, integer=c.integer, x_bound=xb,
                      scale_form=c.scale_form, overflow=c.overflow)
     pol.fit(ctx)
     inv, mult, shift = hw_steps(pol.log2_step(a, NO_FEATURES, ctx), c.scale_form, c.integer, pol.rounding)
     if c.exact:
-        res = int_tiled_gemm(a.cpu().numpy().astype(np.int64), b.cpu().numpy().astype(np.int64), c.rows, c.cols, c.bits,
-                             mult.numpy(), shift.numpy(), c.semantics, c.overflow, c.psum_bits)
+        res = int_tiled_gemm(a.cpu().numpy().astype(np.int64), b.cpu().numpy().astype(np.int64), c.rows, c.cols,
+                             c.psum_buffer_bits,
+                             mult.numpy(), shift.numpy(), c.semantics, c.overflow, c.pe_psum_bits)
         return torch.from_numpy(res.value).float()
-    return psumquant_matmul(a, b, inv.to(a.device), c.rows, c.cols, c.bits, c.semantics, c.overflow, c.backend)
+    return psumquant_matmul(a, b, inv.to(a.device), c.rows, c.cols, c.psum_buffer_bits, c.semantics, c.overflow, c.backend)

@@ -246,18 +246,18 @@ def int_tiled_gemm(
     shift: np.ndarray | int,
     semantics: str = "buffer",
     overflow: str = "saturate",
-    psum_bits: int = 32,
+    pe_psum_bits: int = 32,
 ) -> IntGemmResult:
     """Integer-exact psum-quantized GEMM, bit for bit the cycle-level model's WS accumulation.
 
     ``a`` (M x K) and ``b`` (K x N) integer arrays; each K-tile psum is computed exactly, brought to
-    the PE psum width (``ovf(., psum_bits, overflow)``; equal to the per-PE chain whenever the chain
-    does not overflow mid-column, always true for int8 data and psum_bits >= 16 + log2(rows)),
+    the PE psum width (``ovf(., pe_psum_bits, overflow)``; equal to the per-PE chain whenever the chain
+    does not overflow mid-column, always true for int8 data and pe_psum_bits >= 16 + log2(rows)),
     quantized by ``sim.quant.quantize`` semantics with ``(mult, shift)`` (scalars, or arrays of shape
     (M, nt) for buffer / (M, kf, nt) for transfer), then
 
     * buffer: ``acc <- ovf(acc + q, bits, overflow)`` (first K-tile: ``acc <- q``), as
-      ``run_gemm(..., acc_bits=bits, quant=(mult, shift))``;
+      ``run_gemm(..., psum_buffer_bits=bits, quant=(mult, shift))``;
     * transfer: the quantizer output is ``saturate``-d (or ``wrap``-ped) to ``bits``, and
       accumulated exactly (high precision).
     """
@@ -279,7 +279,7 @@ def int_tiled_gemm(
             p = np.rint(a[:, k0:k1].astype(np.float64) @ b[k0:k1].astype(np.float64)).astype(np.int64)
         else:
             p = a[:, k0:k1] @ b[k0:k1]
-        p = squant.ovf(p, psum_bits, overflow)
+        p = squant.ovf(p, pe_psum_bits, overflow)
         if semantics == "buffer":
             mm, ss = _expand(mult_a, g), _expand(shift_a, g)
             q = _quantize_arr(p, mm, ss, bits)

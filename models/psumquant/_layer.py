@@ -64,7 +64,7 @@ class PsumQuantLayer(nn.Module):
         else:
             xb = self.act_absmax
         return FitContext(
-            g=self.geom, w=self.wd[gi], semantics=c.semantics, bits=c.bits, integer=c.integer, x_bound=float(xb),
+            g=self.geom, w=self.wd[gi], semantics=c.semantics, bits=c.psum_buffer_bits, integer=c.integer, x_bound=float(xb),
             stats=self.stats[gi] if self.stats else None, sigma_k=float(c.sigma_k), scale_form=c.scale_form,
             overflow=c.overflow, calib_rows=c.calib_rows, margin_rows=c.margin_rows, headroom_log2=float(c.headroom_log2),
             seed=c.seed,
@@ -72,7 +72,7 @@ class PsumQuantLayer(nn.Module):
 
     def _fit_key(self) -> tuple[Any, ...]:
         c = self.config
-        return (c.policy, c.bits, c.semantics, c.overflow, c.scale_form, c.sigma_k, c.calib_rows, c.margin_rows,
+        return (c.policy, c.psum_buffer_bits, c.semantics, c.overflow, c.scale_form, c.sigma_k, c.calib_rows, c.margin_rows,
                 c.headroom_log2, c.seed)
 
     def _build_policies(self) -> None:
@@ -159,12 +159,13 @@ class PsumQuantLayer(nn.Module):
         inv, mult, shift = hw_steps(log2_step, c.scale_form, c.integer, pol.rounding)
         if c.exact:
             res = int_tiled_gemm(
-                xd.cpu().numpy().astype(np.int64), w.cpu().numpy().astype(np.int64), c.rows, c.cols, c.bits,
-                mult.numpy(), shift.numpy(), c.semantics, c.overflow, c.psum_bits,
+                xd.cpu().numpy().astype(np.int64), w.cpu().numpy().astype(np.int64), c.rows, c.cols, c.psum_buffer_bits,
+                mult.numpy(), shift.numpy(), c.semantics, c.overflow, c.pe_psum_bits,
             )
             return torch.from_numpy(res.value).float().to(xd.device)
         dev = xd.device
-        return psumquant_matmul(xd, self._w_on(dev, gi), inv.to(dev), c.rows, c.cols, c.bits, c.semantics, c.overflow, c.backend)
+        return psumquant_matmul(xd, self._w_on(dev, gi), inv.to(dev), c.rows, c.cols, c.psum_buffer_bits, c.semantics,
+                                c.overflow, c.backend)
 
     def _w_on(self, device: torch.device, gi: int) -> torch.Tensor:
         """The psum-domain weight of group ``gi`` on ``device`` (CPU master copy, cached per device)."""
@@ -243,7 +244,8 @@ class PsumQuantLayer(nn.Module):
 
     def extra_repr(self) -> str:
         c = self.config
-        return f"{type(self.orig).__name__}, {c.rows}x{c.cols}, B={c.bits}, policy={c.policy}, {c.semantics}, {c.overflow}"
+        return (f"{type(self.orig).__name__}, {c.rows}x{c.cols}, "
+                f"B={c.psum_buffer_bits}, policy={c.policy}, {c.semantics}, {c.overflow}")
 
 
 def token_scales(x2: torch.Tensor, wa_bits: int) -> torch.Tensor:
@@ -329,7 +331,8 @@ class PsumMatmul(nn.Module):
 
     def extra_repr(self) -> str:
         c = self.config
-        return f"Matmul, {c.rows}x{c.cols}, B={c.bits}, policy={c.policy}, {c.semantics}, {c.overflow}, act={c.act_granularity}"
+        return (f"Matmul, {c.rows}x{c.cols}, "
+                f"B={c.psum_buffer_bits}, policy={c.policy}, {c.semantics}, {c.overflow}, act={c.act_granularity}")
 
 
 def psum_matmuls(model: nn.Module) -> list[tuple[str, PsumMatmul]]:

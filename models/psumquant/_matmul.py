@@ -319,8 +319,8 @@ class MatmulPolicy:
             g = _geom(a3, b3, c.rows, c.cols)
             true = safe_log2(oracle_ranges3(a3, b3, g, c.semantics))
             pred = torch.broadcast_to(self.log2_range(a3, b3, g, c), true.shape)
-            inv, _, _ = hw_steps(pred - log2_qmax(c.bits), c.scale_form, c.wa_bits is not None, self.rounding)
-            hw_range = safe_log2((2.0 ** (c.bits - 1) - 1) / inv.double()).float()
+            inv, _, _ = hw_steps(pred - log2_qmax(c.psum_buffer_bits), c.scale_form, c.wa_bits is not None, self.rounding)
+            hw_range = safe_log2((2.0 ** (c.psum_buffer_bits - 1) - 1) / inv.double()).float()
             live = true > LOG2_FLOOR + 1
             err += float((pred - true)[live].abs().sum())
             clip += float((true > hw_range + 1e-6)[live].sum())
@@ -356,17 +356,18 @@ class MatmulPolicy:
         g = _geom(a3, b3, c.rows, c.cols)
         S, M = a3.shape[:2]
         shape = (S, M, g.nt) if c.semantics == "buffer" else (S, M, g.kf, g.nt)
-        log2_step = torch.broadcast_to(self.log2_range(a3, b3, g, c), shape) - log2_qmax(c.bits)
+        log2_step = torch.broadcast_to(self.log2_range(a3, b3, g, c), shape) - log2_qmax(c.psum_buffer_bits)
         inv, mult, shift = hw_steps(log2_step, c.scale_form, c.wa_bits is not None, self.rounding)
         if c.exact:
             a_np, b_np = a3.cpu().numpy().astype(np.int64), b3.cpu().numpy().astype(np.int64)
             out = [int_tiled_gemm(a_np[s], b_np[s], c.rows, c.cols,
-                                  c.bits, mult[s].numpy(), shift[s].numpy(), c.semantics, c.overflow, c.psum_bits).value
+                                  c.psum_buffer_bits, mult[s].numpy(), shift[s].numpy(), c.semantics, c.overflow,
+                                  c.pe_psum_bits).value
                    for s in range(S)]
             return (torch.from_numpy(np.stack(out)).float() if out else torch.zeros(0, M, g.N)).to(a3.device)
-        return bmm_psum(a3, b3, inv, c.rows, c.cols, c.bits, c.semantics, c.overflow)
+        return bmm_psum(a3, b3, inv, c.rows, c.cols, c.psum_buffer_bits, c.semantics, c.overflow)
 
 
 def fit_key(c: Any) -> tuple[Any, ...]:
     """Config fields a matmul policy fit depends on."""
-    return (c.policy, c.bits, c.semantics, c.overflow, c.scale_form, c.sigma_k, c.headroom_log2, c.rows, c.cols)
+    return (c.policy, c.psum_buffer_bits, c.semantics, c.overflow, c.scale_form, c.sigma_k, c.headroom_log2, c.rows, c.cols)
