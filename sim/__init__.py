@@ -6,6 +6,7 @@ Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`
 """
 
 from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
+from .bounded import MAX_DEPTH, MAX_INT, MAX_TEXT_BYTES, check_depth, check_finite, check_number, check_size, load_json, load_yaml
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
@@ -41,6 +42,8 @@ from .workload import (
 __all__ = [
     "Arch", "Bits", "SramKiB", "load_arch", "load_scalesim_cfg",
     "BUILTIN_TABLES", "EnergyTable", "load_table",
+    "MAX_DEPTH", "MAX_INT", "MAX_TEXT_BYTES", "check_depth", "check_finite", "check_number", "check_size", "load_json",
+    "load_yaml",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
     "atomic_file", "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
