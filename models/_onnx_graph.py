@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from npukit.sim import WorkloadError
+from npukit.sim import MAX_DIM, WorkloadError, check_shape, parse_dim, short
 
 _STD = ("", "ai.onnx")
 # initializers with more elements than this are replaced by typed graph inputs before checking and shape
@@ -40,6 +40,11 @@ def _load(onnx: Any, p: Path) -> Any:
         raise WorkloadError(f"'{p}' is not an ONNX model ({kind}: protobuf says {_first_line(e)})") from None
     if not model.ir_version or not model.HasField("graph"):
         raise WorkloadError(f"'{p}' is not an ONNX model (no IR version or no graph in the protobuf)")
+    known = int(onnx.defs.onnx_opset_version())  # the newest opset of the default domain this onnx package defines
+    for o in model.opset_import:
+        if (o.domain or "") in ("", "ai.onnx") and not 1 <= o.version <= known:
+            raise WorkloadError(f"'{p}' declares ONNX opset {short(o.version)}, which this onnx package does not "
+                                f"define (known: 1..{known}); export the model with opset {known} or older")
     return model
 
 
@@ -183,7 +188,7 @@ def _parse_overrides(
     if isinstance(input_shape, str):
         parts = [x.strip() for x in input_shape.replace("x", ",").split(",")] if "=" not in input_shape else []
         if parts and all(x.isdigit() for x in parts):
-            shapes[None] = [int(x) for x in parts]
+            shapes[None] = [parse_dim(x, f"ONNX input shape '{short(input_shape)}'", WorkloadError) for x in parts]
         else:
             for item in filter(None, (x.strip() for x in input_shape.split(","))):
                 key, eq, val = item.partition("=")
@@ -192,16 +197,18 @@ def _parse_overrides(
                         f"ONNX input shape '{input_shape}' must be the input's shape (1,3,224,224) or dim sizes by "
                         f"name (batch_size=1,sequence_length=128)"
                     )
-                out[key.strip()] = int(val)
+                out[key.strip()] = parse_dim(val, f"ONNX dim '{short(key.strip())}'", WorkloadError)
     elif isinstance(input_shape, Mapping):
         shapes.update({str(k): list(v) for k, v in input_shape.items()})
     elif input_shape is not None:
         shapes[None] = list(input_shape)
     for k, v in shapes.items():
-        if not v or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v):
-            raise WorkloadError(f"ONNX input shape {v!r}{f' for {k!r}' if k else ''} must be positive integers")
+        if not v or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_DIM for d in v):
+            raise WorkloadError(f"ONNX input shape {short(v)}{f' for {k!r}' if k else ''} must be positive integers "
+                                f"up to {MAX_DIM:,}")
+        check_shape(v, f"ONNX input shape{f' for {k!r}' if k else ''}", WorkloadError, max_elements=MAX_DIM)
     for k, d in out.items():
-        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+        if isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d > MAX_DIM:
             raise WorkloadError(f"ONNX dim {k or 'batch'!r} must be a positive integer, got {d!r}")
     return shapes, out
 

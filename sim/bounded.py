@@ -124,3 +124,27 @@ def short(v: Any, limit: int = 40) -> str:
         return f"<{int(abs(v).bit_length() * 0.30103) + 1}-digit integer>"
     r = repr(v)
     return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+MAX_SHAPE_DIMS = 8  # axes of an --input-shape
+MAX_SHAPE_ELEMENTS = 2**28  # elements of an example input tensor built from --input-shape (1 GiB in float32)
+
+
+def parse_dim(text: str, what: str, error: type[NpukitError]) -> int:
+    """A positive decimal integer of at most 12 digits (checked before ``int()``, so 10^400 is one line)."""
+    t = text.strip()
+    if not t.isdigit() or len(t) > 12 or int(t) <= 0:
+        raise error(f"{what}: '{short(t)}' must be a positive integer of at most 12 digits")
+    return int(t)
+
+
+def check_shape(dims: tuple[int, ...] | list[int], what: str, error: type[NpukitError],
+                max_elements: int = MAX_SHAPE_ELEMENTS) -> None:
+    """Refuse a shape with more than :data:`MAX_SHAPE_DIMS` axes or more than ``max_elements`` elements."""
+    if len(dims) > MAX_SHAPE_DIMS:
+        raise error(f"{what} has {len(dims)} axes, more than the limit of {MAX_SHAPE_DIMS}")
+    n = 1
+    for d in dims:
+        n *= d
+    if n > max_elements:
+        raise error(f"{what} has {short(n)} elements, more than the limit of {max_elements:,}")
