@@ -42,13 +42,24 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv else None)
+    from npukit.sim.terminal import quiet_broken_pipe, tolerant_streams
+
+    tolerant_streams()  # an ASCII terminal gets \u escapes for non-ASCII names, not a UnicodeEncodeError
+    try:
+        return _run(parser, argv)
+    except BrokenPipeError:  # the reader went away (npukit sim ... | head -1): end quietly
+        return quiet_broken_pipe()
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from npukit.sim.errors import NpukitError
+    from npukit.sim.terminal import escape_controls
 
     try:
         rc = args.func(args)
     except NpukitError as exc:
-        print(f"npukit {args.verb}: error: {exc}", file=sys.stderr)
+        print(f"npukit {args.verb}: error: {escape_controls(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"npukit {args.verb}: interrupted", file=sys.stderr)

@@ -26,6 +26,7 @@ from .ledger import Ledger
 from .output import (
     atomic_file,
     check_out_dir,
+    check_targets,
     check_writable_file,
     format_table,
     markdown_table,
@@ -60,7 +61,8 @@ __all__ = [
     "load_yaml", "check_shape", "parse_dim", "short", "MAX_DIM",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
-    "atomic_file", "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
+    "atomic_file", "check_out_dir", "check_targets",
+    "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
     "LayerResult", "SimResult", "map_layer", "render_result", "simulate",
