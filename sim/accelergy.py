@@ -66,6 +66,8 @@ def load_ert(path: str | Path) -> EnergyTable:
             if not isinstance(act, dict) or not isinstance(act.get("name"), str):
                 raise EnergyTableError(f"Accelergy ERT {origin}: an action of '{name}' has no name")
             e = act.get("energy")
+            if isinstance(e, int) and not isinstance(e, bool):  # range first: no float overflow below
+                check_number(e, f"Accelergy ERT {origin}: energy of '{name}' action '{act['name']}'", EnergyTableError)
             if isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e) or e < 0:
                 raise EnergyTableError(f"Accelergy ERT {origin}: energy of '{name}' action '{act['name']}' must be "
                                        f"a number >= 0 (pJ), got {short(e)}")

@@ -91,9 +91,10 @@ ACTIONS = (
 def _check_number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise EnergyTableError(f"energy table key '{where}' must be a number, got {short(value)}")
+    check_number(value, f"energy table key '{where}'", EnergyTableError)  # range first: no float overflow below
     if not math.isfinite(value) or value < 0:
         raise EnergyTableError(f"energy table key '{where}' must be a finite energy >= 0, got {short(value)}")
-    return check_number(value, f"energy table key '{where}'", EnergyTableError)
+    return float(value)
 
 
 @dataclass(frozen=True)
