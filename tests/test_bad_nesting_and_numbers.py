@@ -99,6 +99,7 @@ def test_401_digit_integers_in_energy_tables(tmp_path: Path) -> None:
     assert "out of range" in _one_line(exc)
 
 
+@pytest.mark.slow  # imports torch
 def test_huge_input_shape_is_one_line(capsys, tmp_path: Path) -> None:
     refused(["sim", "--workload", "torch:resnet18", "--input-shape", "1,3," + "9" * 401, "--out", str(tmp_path / "o")],
             capsys, "input shape")
@@ -123,6 +124,7 @@ def test_yaml_alias_bomb_fails_fast(tmp_path: Path, capsys) -> None:
 
 
 # ------------------------------------------------------------------------------------------ sweep specs
+@pytest.mark.slow  # parsing a 300,000-value TOML list takes seconds
 @pytest.mark.parametrize("what", ["workloads", "grid"])
 def test_huge_sweep_spec_refused_by_the_point_limit_first(what: str, tmp_path: Path) -> None:
     n = 300_000  # x 4 cols values = 1.2e6 points; a pairwise duplicate check would take minutes
