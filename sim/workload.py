@@ -286,10 +286,13 @@ def load_topology_csv(path: str | Path) -> Workload:
     Channels, Num filter, Stride,`` or GEMM rows ``name, M, N, K,`` (the format is told by the
     number of fields; a header line is expected and skipped)."""
     path = check_file(path, "topology file", WorkloadError)
-    rows = [
-        [c.strip() for c in row if c.strip() != ""]
-        for row in csv.reader(read_text(path, "topology file", WorkloadError).splitlines())
-    ]
+    try:
+        rows = [
+            [c.strip() for c in row if c.strip() != ""]
+            for row in csv.reader(read_text(path, "topology file", WorkloadError).splitlines())
+        ]
+    except csv.Error as exc:  # a field over csv's limit (131,072 characters), a NUL byte
+        raise WorkloadError(f"{path}: not a topology CSV ({exc})") from None
     rows = [r for r in rows if r and not r[0].startswith("#")]
     if not rows:
         raise WorkloadError(f"{path}: topology CSV is empty; expected a header and one row per layer")
@@ -302,7 +305,7 @@ def load_topology_csv(path: str | Path) -> Workload:
     for lineno, row in enumerate(body, start=2):
         name, vals = row[0], row[1:]
         if not all(_is_int(v) for v in vals):
-            raise WorkloadError(f"{path} line {lineno}: layer '{name}' has a non-integer field: {row}")
+            raise WorkloadError(f"{path} line {lineno}: layer '{name}' has a non-integer field: {short(row, 200)}")
         ints = [int(v) for v in vals]
         if len(ints) == 7:
             h, w, fh, fw, c, n, s = ints

@@ -187,3 +187,24 @@ def test_ledger_key_types_and_ranges(field: str, value, tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as exc:
         Ledger.load(p)
     _one_line(exc)
+
+
+def test_topology_csv_huge_fields(tmp_path: Path, capsys) -> None:
+    wide = tmp_path / "wide.csv"
+    wide.write_text('Layer, M, N, K,\nl, "' + "x" * 200_000 + '", 4, 4,\n')
+    refused(["sim", "--workload", str(wide), "--out", str(tmp_path / "o")], capsys, "field larger")
+    big = tmp_path / "big.csv"
+    big.write_text(f"Layer, M, N, K,\nl, {BIG}, 4, 4,\n")
+    err = refused(["sim", "--workload", str(big), "--out", str(tmp_path / "o")], capsys, "up to")
+    assert len(err) < 400 and not (tmp_path / "o").exists()
+
+
+def test_limits_named_in_readme() -> None:
+    from npukit.sim import MAX_DIM, MAX_INT, MAX_TEXT_BYTES
+    from npukit.sim.bounded import MAX_SHAPE_ELEMENTS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for value in (MAX_TEXT_BYTES, MAX_INT, MAX_DIM, MAX_SHAPE_ELEMENTS):
+        assert f"{value:,}" in readme, value
+    for name in ("MAX_DEPTH", "MAX_TEXT_BYTES", "MAX_INT", "MAX_DIM", "WITHOUT", "alias", "trust_remote_code", "TLS"):
+        assert name in readme, name
