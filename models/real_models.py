@@ -43,7 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..sim import check_size, load_json
+from ..sim import check_integers, check_size, load_json
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
@@ -195,6 +195,7 @@ def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, 
     if not isinstance(cfg, dict):
         raise WorkloadError(f"workload '{spec}': config file '{path}' must hold a JSON object")
     refuse_remote_code(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
+    check_integers(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
     if library == "transformers" and not isinstance(cfg.get("model_type"), str):
         raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"model_type\" (a transformers config.json)")
     if library == "diffusers":

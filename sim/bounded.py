@@ -148,3 +148,17 @@ def check_shape(dims: tuple[int, ...] | list[int], what: str, error: type[Npukit
         n *= d
     if n > max_elements:
         raise error(f"{what} has {short(n)} elements, more than the limit of {max_elements:,}")
+
+
+def check_integers(obj: Any, what: str, error: type[NpukitError]) -> None:
+    """Refuse any integer beyond :data:`MAX_INT` anywhere in a parsed JSON/YAML/TOML value (an explicit stack,
+    no recursion; depth is already bounded by the loaders)."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INT:
+            raise error(f"{what} holds the integer {short(v)}, out of range (at most {MAX_INT:,} in magnitude)")

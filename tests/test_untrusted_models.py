@@ -41,6 +41,12 @@ def test_config_asking_for_custom_code_is_refused_without_import_or_prompt(key, 
     assert not (tmp_path / "ran").exists() and "evil" not in sys.modules and not (tmp_path / "o").exists()
 
 
+def test_config_with_huge_integer_is_one_line(tmp_path, capsys) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA).replace('"hidden_size": 64', '"hidden_size": ' + "9" * 401))
+    refused(["sim", "--workload", f"hf:{cfg}", "--out", str(tmp_path / "o")], capsys, "out of range")
+
+
 def test_remote_code_is_never_trusted_in_the_source() -> None:
     """Every transformers/diffusers model or config builder in models/ passes trust_remote_code=False."""
     import re
