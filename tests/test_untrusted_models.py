@@ -137,3 +137,23 @@ def test_huge_energy_per_access_is_one_line_and_writes_nothing(tmp_path, capsys)
                    str(tmp_path / "o")], capsys, "dram")
     assert "inf" not in err.replace("info", "")
     assert capsys.readouterr().out == "" and not (tmp_path / "o").exists()
+
+
+def test_overflowing_ledger_never_reaches_matplotlib(tmp_path, monkeypatch) -> None:
+    import npukit.sim.report_figures as figs
+    from npukit.sim import write_report
+
+    def reached(*_a, **_k):
+        pytest.fail("an overflowing ledger reached the figures")
+
+    for name in dir(figs):
+        if not name.startswith("_") and callable(getattr(figs, name)) and getattr(getattr(figs, name), "__module__",
+                                                                                    "") == figs.__name__:
+            monkeypatch.setattr(figs, name, reached)
+    led = Ledger()
+    with led.scope("w/l"):
+        led.record("dram", "dram_read", 64, 1.7e308)
+        led.add_cycles(10)
+    with pytest.raises(LedgerError, match="dram"):
+        write_report([led], tmp_path / "r", table="horowitz45")
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
