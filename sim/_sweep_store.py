@@ -93,6 +93,8 @@ def check_store(path: str | Path) -> None:
     npukit sweep database: a folder, or an existing file that is not one (another SQLite schema,
     not SQLite, truncated)."""
     p = Path(path)
+    if p.is_symlink():  # SQLite follows it and would write wherever it points
+        raise ConfigError(f"sweep database '{p}' is a symbolic link; pass the database file itself or a new --db path")
     if p.is_dir():
         raise ConfigError(f"sweep database '{p}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
     if p.is_file() and p.stat().st_size > 0:

@@ -86,3 +86,13 @@ def test_closed_pipe_ends_quietly(tmp_path) -> None:
     rc = p.wait(timeout=120)
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
     assert rc in (0, 141)
+
+
+def test_sweep_database_symlink_refused_before_any_work(tmp_path, capsys) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[sweep]\narch = "npu32"\nworkloads = ["gemm:M=8,N=8,K=8"]\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.sqlite").symlink_to(tmp_path / "victim.sqlite")
+    refused(["sweep", str(spec), "--out", str(out), "--no-progress"], capsys, "symbolic link")
+    assert not (tmp_path / "victim.sqlite").exists() and sorted(p.name for p in out.iterdir()) == ["sweep.sqlite"]
