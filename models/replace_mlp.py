@@ -25,6 +25,8 @@ from typing import Any
 
 from npukit.sim.errors import ConfigError
 
+from ._no_remote_code import NO_REMOTE_CODE, auto_kwargs, config_dict, refuse_remote_code
+
 __all__ = ["OmniMoEConfig", "PEERConfig", "active_mlp_params", "load_replaced", "replace_mlp"]
 
 CONFIG_KEY = "npukit_replace_mlp"
@@ -163,12 +165,13 @@ def load_replaced(path: str | Path, model_cls: Any = None) -> Any:
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ConfigError(f"'{path}' holds no config.json; pass a folder written by save_pretrained")
-    config = AutoConfig.from_pretrained(path)
+    refuse_remote_code(config_dict(path / "config.json", ConfigError), f"'{path / 'config.json'}'", ConfigError)
+    config = AutoConfig.from_pretrained(path, **NO_REMOTE_CODE)
     cls = model_cls or AutoModelForCausalLM
     entry = getattr(config, CONFIG_KEY, None)
     if entry is None:
-        return cls.from_pretrained(path)
-    model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)
+        return cls.from_pretrained(path, **auto_kwargs(cls))
+    model = cls.from_config(config, **auto_kwargs(cls)) if hasattr(cls, "from_config") else cls(config)
     replace_mlp(model, _from_dict(entry), copy_mlp=False)
     state = _read_state(path)
     missing, unexpected = model.load_state_dict(state, strict=False)

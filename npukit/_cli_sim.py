@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from npukit.sim import path_inside, prepare_out_dir, render_result, safe_filename, write_csv, write_text
+from npukit.sim import (
+    check_out_dir,
+    check_targets,
+    path_inside,
+    prepare_out_dir,
+    render_result,
+    safe_filename,
+    write_csv,
+    write_text,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -84,10 +93,20 @@ def run(args: argparse.Namespace) -> int:
     from npukit.workloads import load_workload
 
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
+    check_out_dir(args.out)
     result = simulate(workload, arch, table=table)
-    out = prepare_out_dir(args.out)
-    print(render_result(result, table.name, quiet=args.quiet))
+    text = render_result(result, table.name, quiet=args.quiet)  # totals checked finite before anything is written
     stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum_buffer}")
+    names = [f"{stem}.ledger.json", f"{stem}.csv"]
+    if args.format == "scalesim":
+        from npukit.sim.scalesim_reports import BANDWIDTH_REPORT, COMPUTE_REPORT, DETAILED_ACCESS_REPORT
+
+        names += [COMPUTE_REPORT, BANDWIDTH_REPORT, DETAILED_ACCESS_REPORT]
+    elif args.format == "accelergy":
+        names.append("action_counts.yaml")
+    out = prepare_out_dir(args.out)
+    check_targets(out, names)  # every output target (symlinks, folders, length) before the first byte of output
+    print(text)
     ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
     print(f"wrote {ledger_path}")

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
     from npukit.sim import check_out_dir, check_writable_file
 
-    spec = load_sweep_spec(args.spec)
+    spec = load_sweep_spec(args.spec, limit)  # the point limit first, before any per-value check
     points = expand_points(spec, limit)  # every point validated before anything is written
     out = check_out_dir(args.out)  # an empty --out is refused, not taken as the current folder
     # a bad --csv/--db fails now, not after every point is computed; an empty one is refused

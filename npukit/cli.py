@@ -48,8 +48,19 @@ def main(argv: list[str] | None = None) -> int:
 
         argv = [verb, *rename_flags(argv[1:], verb, lambda line: print(f"npukit {verb}: {line}", file=sys.stderr))]
     parser = build_parser(verb)
+    from npukit.sim.terminal import quiet_broken_pipe, tolerant_streams
+
+    tolerant_streams()  # an ASCII terminal gets \u escapes for non-ASCII names, not a UnicodeEncodeError
+    try:
+        return _run(parser, argv)
+    except BrokenPipeError:  # the reader went away (npukit sim ... | head -1): end quietly
+        return quiet_broken_pipe()
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from npukit.sim.errors import NpukitError
+    from npukit.sim.terminal import escape_controls
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -59,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:  # deprecated names in input files (e.g. TOML [bits] psum): one stderr line each
                 _report_warnings(args.verb, caught)
     except NpukitError as exc:
-        print(f"npukit {args.verb}: error: {exc}", file=sys.stderr)
+        print(f"npukit {args.verb}: error: {escape_controls(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"npukit {args.verb}: interrupted", file=sys.stderr)

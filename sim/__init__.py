@@ -6,12 +6,28 @@ Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`
 """
 
 from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
+from .bounded import (
+    MAX_DEPTH,
+    MAX_INT,
+    MAX_TEXT_BYTES,
+    check_depth,
+    check_finite,
+    check_integers,
+    check_number,
+    check_shape,
+    check_size,
+    load_json,
+    load_yaml,
+    parse_dim,
+    short,
+)
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .ledger import Ledger
 from .output import (
     atomic_file,
     check_out_dir,
+    check_targets,
     check_writable_file,
     format_table,
     markdown_table,
@@ -25,6 +41,7 @@ from .output import (
 from .result_text import render_result
 from .simulator import LayerResult, SimResult, map_layer, simulate
 from .workload import (
+    MAX_DIM,
     VECTOR_OPS,
     Layer,
     VectorOp,
@@ -40,9 +57,12 @@ from .workload import (
 __all__ = [
     "Arch", "Bits", "SramKiB", "load_arch", "load_scalesim_cfg",
     "BUILTIN_TABLES", "EnergyTable", "load_table",
+    "MAX_DEPTH", "MAX_INT", "MAX_TEXT_BYTES", "check_depth", "check_finite", "check_number", "check_size", "load_json",
+    "load_yaml", "check_integers", "check_shape", "parse_dim", "short", "MAX_DIM",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
-    "atomic_file", "check_out_dir", "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
+    "atomic_file", "check_out_dir", "check_targets",
+    "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",
     "write_report",
     "LayerResult", "SimResult", "map_layer", "render_result", "simulate",

@@ -26,13 +26,17 @@ F folds = ceil(S_r/R) * ceil(S_c/C) * n_tiles, each streaming its tile's T_f row
   ws/is: sum_f (2R + C + T_f - 2) - 1, os: F * (R + C + T - 2) - 1. With d stationary words, F_s
   spatial folds and G = ceil(ceil(K/R) / d) * column folds fills (G = F_s for d = 1):
   n_tiles * (G * (R + C - 2) + F_s * R) + F_s * T - 1; double-buffered: R + G * n_tiles * (R + C - 2)
-  + F_s * T - 1.
+  + F_s * T.
 * ``double-buffered``: ws/is preload the next fold's stationary tile during the current fold, so only
-  the first R-cycle load is exposed: R + sum_f (T_f + R + C - 2) - 1; os double-buffers the
-  accumulators so a fold's drain overlaps the next fold's compute: F * T + R + C - 3.
+  the first R-cycle load is exposed: R + sum_f (T_f + R + C - 2); os double-buffers the
+  accumulators so a fold's drain overlaps the next fold's compute: F * T + R + C - 2.
 
-Both equal SCALE-Sim's formulas and the cycle-level model exactly, including its one degenerate case: a
-1x1 os array reports one cycle fewer than its MACs (F*K - 1 cycles for F*K MACs, both timings).
+``scalesim`` counts keep SCALE-Sim's convention, the index (from 0) of the last cycle, and equal SCALE-Sim
+and the cycle-level model exactly, including its one degenerate case: a 1x1 os array reports one cycle
+fewer than its MACs (F*K - 1 cycles for F*K MACs). ``double-buffered`` is npukit's own mode and counts
+cycles: the cycle-level model's (and the RTL's) last-cycle index + 1. With the index, a 1x1 os array
+(every cycle a MAC, the drain hidden) came out one cycle per GEMM below its MAC count; as a count it is
+never below MACs / PEs.
 
 **Utilization** = MACs / (R * C * compute cycles), never above 1: the cycle counts keep SCALE-Sim's
 convention, and :func:`utilization` divides by at least ceil(MACs / (R * C)) cycles, which only changes
@@ -166,14 +170,14 @@ def stationary_cycles(spatial_folds: int, temporal: int, n_tiles: int, arch: Arc
     g = spatial_folds if groups is None else groups
     if arch.timing == "scalesim":
         return n_tiles * (g * (r + c - 2) + spatial_folds * r) + spatial_folds * temporal - 1
-    return r + g * n_tiles * (r + c - 2) + spatial_folds * temporal - 1
+    return r + g * n_tiles * (r + c - 2) + spatial_folds * temporal  # a count: the last index (from 0) + 1
 
 
 def os_cycles(folds: int, temporal: int, arch: Arch) -> int:
     r, c = arch.rows, arch.cols
     if arch.timing == "scalesim":
         return folds * (r + c + temporal - 2) - 1
-    return folds * temporal + r + c - 3
+    return folds * temporal + r + c - 2  # a count: the last index (from 0) + 1
 
 
 def stall_cycles(dram_bytes: float, folds: int, cycles: int, arch: Arch) -> int:

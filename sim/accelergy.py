@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .bounded import check_number, load_yaml, short
 from .energy import ERT_ACTIONS, EnergyTable, bits_argument, load_table
 from .errors import EnergyTableError
 from .ledger import Ledger
@@ -43,14 +44,9 @@ def component_of(name: str) -> str:
 def load_ert(path: str | Path) -> EnergyTable:
     """An Accelergy ``ERT.yaml`` as an energy table (its components' actions in pJ per action; every other
     component priced by ``horowitz45``). Raises :class:`EnergyTableError` naming what is wrong."""
-    import yaml
-
     p = check_file(Path(path), "Accelergy ERT file", EnergyTableError)
     origin = str(p)
-    try:
-        data = yaml.safe_load(read_text(p, "Accelergy ERT file", EnergyTableError))
-    except yaml.YAMLError as exc:
-        raise EnergyTableError(f"Accelergy ERT {origin} is not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = load_yaml(read_text(p, "Accelergy ERT file", EnergyTableError), f"Accelergy ERT {origin}", EnergyTableError)
     ert = data.get("ERT") if isinstance(data, dict) else None
     tables = ert.get("tables") if isinstance(ert, dict) else None
     if not isinstance(tables, list) or not tables:
@@ -70,9 +66,12 @@ def load_ert(path: str | Path) -> EnergyTable:
             if not isinstance(act, dict) or not isinstance(act.get("name"), str):
                 raise EnergyTableError(f"Accelergy ERT {origin}: an action of '{name}' has no name")
             e = act.get("energy")
+            if isinstance(e, int) and not isinstance(e, bool):  # range first: no float overflow below
+                check_number(e, f"Accelergy ERT {origin}: energy of '{name}' action '{act['name']}'", EnergyTableError)
             if isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e) or e < 0:
                 raise EnergyTableError(f"Accelergy ERT {origin}: energy of '{name}' action '{act['name']}' must be "
-                                       f"a number >= 0 (pJ), got {e!r}")
+                                       f"a number >= 0 (pJ), got {short(e)}")
+            check_number(e, f"Accelergy ERT {origin}: energy of '{name}' action '{act['name']}'", EnergyTableError)
             args = act.get("arguments")
             arg = args.get("bits") if isinstance(args, dict) and "bits" in args else None
             entries.setdefault(act["name"], []).append((arg, float(e)))

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .bounded import check_depth, check_number, short
 from .datapath import (
     BITS_ALIASES,
     DATAFLOWS,
@@ -131,12 +132,14 @@ class Arch:
 
 def _pos_int(where: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"arch field '{where}' must be a positive integer, got {v!r}")
+        raise ConfigError(f"arch field '{where}' must be a positive integer, got {short(v)}")
+    check_number(v, f"arch field '{where}'", ConfigError)
 
 
 def _pos_num(where: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or v != v or v == float("inf"):
-        raise ConfigError(f"arch field '{where}' must be a positive number, got {v!r}")
+        raise ConfigError(f"arch field '{where}' must be a positive number, got {short(v)}")
+    check_number(v, f"arch field '{where}'", ConfigError)  # a 401-digit integer would overflow float later
 
 
 def validate_arch(a: Arch) -> None:
@@ -264,7 +267,7 @@ def load_arch(name_or_path: str | Path) -> Arch:
 
 def _arch_from_toml_text(text: str, origin: str) -> Arch:
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(check_depth(text, origin, ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
     return arch_from_dict(data, origin, base=Arch())

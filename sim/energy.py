@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bounded import check_depth, check_number, short
 from .errors import EnergyTableError
 from .textfile import check_file, read_text
 
@@ -89,9 +90,10 @@ ACTIONS = (
 
 def _check_number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EnergyTableError(f"energy table key '{where}' must be a number, got {value!r}")
+        raise EnergyTableError(f"energy table key '{where}' must be a number, got {short(value)}")
+    check_number(value, f"energy table key '{where}'", EnergyTableError)  # range first: no float overflow below
     if not math.isfinite(value) or value < 0:
-        raise EnergyTableError(f"energy table key '{where}' must be a finite energy >= 0, got {value!r}")
+        raise EnergyTableError(f"energy table key '{where}' must be a finite energy >= 0, got {short(value)}")
     return float(value)
 
 
@@ -119,7 +121,7 @@ class EnergyTable:
             return load_ert(name_or_path)
         text, origin = _read_table_text(name_or_path)
         try:
-            data = tomllib.loads(text)
+            data = tomllib.loads(check_depth(text, f"energy table {origin}", EnergyTableError))
         except tomllib.TOMLDecodeError as exc:
             raise EnergyTableError(f"energy table {origin} is not valid TOML: {exc}") from None
         return cls.from_dict(data, origin=origin)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .bounded import MAX_INT, check_finite, load_json, short
 from .energy import EnergyTable, load_table
 from .errors import LedgerError
 from .output import atomic_write_text
@@ -29,12 +30,15 @@ Key = tuple[str, str, str, tuple[int, ...]]  # (scope, component, action, bits)
 FORMAT = "npukit-ledger/1"
 
 
+MAX_BITS = 1 << 20  # widest access a ledger may record (bits)
+
+
 def _norm_bits(bits: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     if isinstance(bits, int | float) and not isinstance(bits, bool):
         bits = (bits,)
     out = tuple(int(b) for b in bits)
-    if any(b <= 0 for b in out) or any(b != bb for b, bb in zip(out, bits, strict=True)):
-        raise LedgerError(f"bits must be positive integers, got {bits!r}")
+    if any(b <= 0 or b > MAX_BITS for b in out) or any(b != bb for b, bb in zip(out, bits, strict=True)):
+        raise LedgerError(f"bits must be positive integers up to {MAX_BITS:,}, got {short(bits)}")
     return out
 
 
@@ -171,20 +175,30 @@ class Ledger:
             mk = (comp, act, bits)
             if mk not in memo:
                 memo[mk] = tab.action_energy(act, bits, self.components.get(comp), comp)
-            yield key, n * memo[mk]
+            e = n * memo[mk]
+            if not math.isfinite(e):
+                check_finite(e, f"energy of component '{comp}' action '{act}' (scope '{key[0]}')", LedgerError)
+            yield key, e
 
     def energy(self, table: EnergyTable | str, scope_prefix: str = "") -> float:
-        """Total energy in pJ."""
-        return sum(e for (sc, *_), e in self._energy_items(table) if _under(sc, scope_prefix))
+        """Total energy in pJ; :class:`LedgerError` naming the component when it is not finite."""
+        by = self.energy_by(table, "component", scope_prefix=scope_prefix)
+        return _finite_total(by, "total energy")
 
-    def energy_by(self, table: EnergyTable | str, by: str = "component", depth: int | None = None) -> dict[str, float]:
-        """Energy (pJ) grouped by ``component``, ``action`` or ``scope`` (truncated to ``depth``)."""
+    def energy_by(self, table: EnergyTable | str, by: str = "component", depth: int | None = None,
+                  scope_prefix: str = "") -> dict[str, float]:
+        """Energy (pJ) grouped by ``component``, ``action`` or ``scope`` (truncated to ``depth``); every value
+        finite (:class:`LedgerError` naming the group otherwise)."""
         if by not in ("component", "action", "scope"):
             raise LedgerError(f"energy_by: 'by' must be component, action or scope, not '{by}'")
         out: dict[str, float] = defaultdict(float)
         for (sc, comp, act, _), e in self._energy_items(table):
+            if not _under(sc, scope_prefix):
+                continue
             key = comp if by == "component" else act if by == "action" else _truncate(sc, depth)
             out[key] += e
+        for key, e in out.items():
+            check_finite(e, f"energy of {by} '{key}'", LedgerError)
         return dict(out)
 
     def energy_matrix(self, table: EnergyTable | str, depth: int | None = None) -> dict[str, dict[str, float]]:
@@ -193,6 +207,9 @@ class Ledger:
         for (sc, comp, _, _), e in self._energy_items(table):
             row = out.setdefault(_truncate(sc, depth), {})
             row[comp] = row.get(comp, 0.0) + e
+        for sc, row in out.items():
+            for comp, e in row.items():
+                check_finite(e, f"energy of component '{comp}' in scope '{sc}'", LedgerError)
         return out
 
     # ------------------------------------------------------------------ serialisation
@@ -225,9 +242,10 @@ class Ledger:
             for comp, attrs in data.get("components", {}).items():
                 led.declare(comp, **attrs)
             for row in data["counts"]:
-                led.counts[(row["scope"], row["component"], row["action"], _norm_bits(row["bits"]))] += _amount(row["count"])
+                key = (_text(row["scope"], "scope"), _text(row["component"], "component"), _text(row["action"], "action"))
+                led.counts[(*key, _norm_bits(row["bits"]))] += _amount(row["count"])
             for row in data["cycles"]:
-                led.cycles[(row["scope"], row["kind"])] += _amount(row["cycles"])
+                led.cycles[(_text(row["scope"], "scope"), _text(row["kind"], "kind"))] += _amount(row["cycles"])
             for sc, facts in data.get("layers", {}).items():
                 if not isinstance(facts, dict):
                     raise TypeError(f"the facts of layer '{sc}' are not an object")
@@ -241,13 +259,7 @@ class Ledger:
 
     @classmethod
     def from_json(cls, text: str, origin: str = "<json>") -> Ledger:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LedgerError(
-                f"{origin} is not valid JSON ({exc.msg} at line {exc.lineno}); pass a ledger written by npukit"
-            ) from None
-        return cls.from_dict(data, origin)
+        return cls.from_dict(load_json(text, origin, LedgerError), origin)
 
     def save(self, path: str | Path) -> Path:
         """Write JSON atomically (temp file + rename: never half-written)."""
@@ -292,5 +304,19 @@ def _under(scope: str, prefix: str) -> bool:
 def _amount(v: Any) -> float:
     """A count or cycle number read from a ledger file: finite and >= 0 (ValueError otherwise)."""
     if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v in (float("inf"), float("-inf")) or v < 0:
-        raise ValueError(f"count {v!r} is not a finite number >= 0")
+        raise ValueError(f"count {short(v)} is not a finite number >= 0")
+    if v > MAX_INT:
+        raise ValueError(f"count {short(v)} is out of range (at most {MAX_INT:,})")
+    return v
+
+
+def _finite_total(parts: dict[str, float], what: str) -> float:
+    """The sum of ``parts`` (each finite), checked finite itself (a sum of large parts can overflow)."""
+    return check_finite(sum(parts.values()), what, LedgerError)
+
+
+def _text(v: Any, what: str) -> str:
+    """A ledger key field (scope, component, action, kind): a string (TypeError otherwise)."""
+    if not isinstance(v, str):
+        raise TypeError(f"'{what}' must be a string, got {short(v)}")
     return v

@@ -40,8 +40,27 @@ _HOST = f"{zlib.crc32(os.uname().nodename.encode()):08x}"  # os.uname: no socket
 _OUR_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}(?:\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+))?\.tmp$")
 
 
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX of Linux file systems)
+MAX_PATH_BYTES = 4095  # a whole path (PATH_MAX - 1)
+
+
+def path_length_problem(p: Path) -> str | None:
+    """Why ``p`` is longer than the OS allows (a component over :data:`MAX_NAME_BYTES` or the whole path
+    over :data:`MAX_PATH_BYTES`, in bytes), or None; checked before any ``stat`` (which would raise)."""
+    full = os.fsencode(str(p.absolute()))
+    if len(full) > MAX_PATH_BYTES:
+        return f"the path is {len(full):,} bytes long, more than the OS allows ({MAX_PATH_BYTES:,})"
+    longest = max((len(os.fsencode(part)) for part in p.parts), default=0)
+    if longest > MAX_NAME_BYTES:
+        return f"a folder or file name in it is {longest:,} bytes long, more than the OS allows ({MAX_NAME_BYTES})"
+    return None
+
+
 def _folder_problem(out: Path) -> str | None:
     """Why ``out`` cannot be (or become) a writable folder, or None when it can."""
+    too_long = path_length_problem(out)
+    if too_long:
+        return too_long
     if out.exists():
         if not out.is_dir():
             return f"'{out}' exists and is not a folder"
@@ -97,6 +116,9 @@ def check_writable_file(path: str | Path, flag: str) -> Path:
     if str(path).strip() == "":
         raise ConfigError(f"{flag} is empty; pass a file path")
     p = Path(path)
+    too_long = path_length_problem(p)
+    if too_long:
+        raise ConfigError(f"cannot write {flag} '{p}' ({too_long}); pass a shorter path")
     if p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a folder; pass a file path (a file inside it, or a new name)")
     why = _folder_problem(p.absolute().parent)
@@ -114,6 +136,24 @@ def safe_filename(name: Any, fallback: str = "run") -> str:
     s = _UNSAFE.sub("_", str(name)).strip("._")
     s = re.sub(r"_+", "_", s)[:100]
     return s or fallback
+
+
+def check_targets(folder: str | Path, names: Sequence[str]) -> list[Path]:
+    """Each ``folder / name`` checked before the first byte of output: inside ``folder`` (a planted symlink
+    pointing out of it is refused), not a folder or another non-file, not too long; :class:`ConfigError`
+    naming the first bad one. Returns the paths in order."""
+    out = []
+    for name in names:
+        p = path_inside(folder, name)
+        too_long = path_length_problem(p)
+        if too_long:
+            raise ConfigError(f"cannot write '{p}' ({too_long}); pass a shorter --out")
+        if p.is_symlink():
+            raise ConfigError(f"refusing to write '{p}': it is a symbolic link; remove it or pass another --out")
+        if p.exists() and not p.is_file():
+            raise ConfigError(f"refusing to write '{p}': it exists and is not a file")
+        out.append(p)
+    return out
 
 
 def path_inside(folder: str | Path, *parts: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .output import format_table
 from .simulator import SimResult
+from .terminal import escape_controls
 
 COMPONENT_COLUMNS = (
     ("mac", ("pe_array",)),
@@ -18,7 +19,8 @@ COMPONENT_COLUMNS = (
 
 
 def render_result(result: SimResult, table_name: str, quiet: bool = False) -> str:
-    """The per-layer table and totals as text (cycles, utilization %, energy in uJ)."""
+    """The per-layer table and totals as text (cycles, utilization %, energy in uJ); control characters in
+    names are escaped (:func:`npukit.sim.terminal.escape_controls`)."""
     a = result.arch
     head = (
         f"{result.workload} on {a.name}: {a.rows}x{a.cols} {a.dataflow}, timing {a.timing}, "
@@ -61,4 +63,4 @@ def render_result(result: SimResult, table_name: str, quiet: bool = False) -> st
         f"energy: total {total / 1e6:,.1f} uJ, on-chip {result.energy_onchip_pj() / 1e6:,.1f} uJ (all but DRAM) = "
         + ", ".join(f"{k} {v / 1e6:,.1f}" for k, v in comp.items() if v)
     )
-    return "\n".join(lines)
+    return escape_controls("\n".join(lines))  # arch and layer names come from user files

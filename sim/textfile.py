@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .bounded import check_size
 from .errors import NpukitError
 
 
@@ -23,8 +24,10 @@ def check_file(path: str | Path, what: str, error: type[NpukitError], hint: str 
 
 
 def read_text(path: str | Path, what: str, error: type[NpukitError]) -> str:
-    """The text of ``path`` decoded as UTF-8 (BOM dropped); ``error`` when it is not UTF-8 or unreadable."""
+    """The text of ``path`` decoded as UTF-8 (BOM dropped); ``error`` when it is not UTF-8, unreadable or larger
+    than :data:`npukit.sim.bounded.MAX_TEXT_BYTES`."""
     p = Path(path)
+    check_size(p, what, error)
     try:
         data = p.read_bytes()
     except OSError as exc:

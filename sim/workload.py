@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .bounded import short
 from .errors import WorkloadError
 from .textfile import check_file, read_text
+
+MAX_DIM = 2**40  # largest layer dimension (M, N, K, batch): far above any real model, far below float overflow
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,8 @@ class Layer:
     def __post_init__(self) -> None:
         for f in ("M", "N", "K", "batch", "shared"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise WorkloadError(f"layer '{self.name}': {f} must be a positive integer, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or v > MAX_DIM:
+                raise WorkloadError(f"layer '{self.name}': {f} must be a positive integer up to {MAX_DIM:,}, got {short(v)}")
         if self.batch % self.shared:
             raise WorkloadError(f"layer '{self.name}': shared = {self.shared} must divide batch = {self.batch}")
 
@@ -89,12 +92,14 @@ class VectorOp:
             raise WorkloadError(f"vector op '{self.name}': unknown op class '{self.op}' (known: {', '.join(VECTOR_OPS)})")
         for f in ("elements", "batch"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise WorkloadError(f"vector op '{self.name}': {f} must be a positive integer, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or v > MAX_DIM**2:
+                raise WorkloadError(f"vector op '{self.name}': {f} must be a positive integer up to {MAX_DIM**2:,}, "
+                                    f"got {short(v)}")
         for f in ("reduce", "inputs", "params"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise WorkloadError(f"vector op '{self.name}': {f} must be an integer >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_DIM**2:
+                raise WorkloadError(f"vector op '{self.name}': {f} must be an integer >= 0 up to {MAX_DIM**2:,}, "
+                                    f"got {short(v)}")
         if self.op in ROWWISE_OPS and (self.reduce <= 0 or self.elements % self.reduce):
             raise WorkloadError(
                 f"vector op '{self.name}': {self.op} needs reduce = its row length, a divisor of elements ({self.elements})"
@@ -252,10 +257,13 @@ def load_topology_csv(path: str | Path) -> Workload:
     Channels, Num filter, Stride,`` or GEMM rows ``name, M, N, K,`` (the format is told by the
     number of fields; a header line is expected and skipped)."""
     path = check_file(path, "topology file", WorkloadError)
-    rows = [
-        [c.strip() for c in row if c.strip() != ""]
-        for row in csv.reader(read_text(path, "topology file", WorkloadError).splitlines())
-    ]
+    try:
+        rows = [
+            [c.strip() for c in row if c.strip() != ""]
+            for row in csv.reader(read_text(path, "topology file", WorkloadError).splitlines())
+        ]
+    except csv.Error as exc:  # a field over csv's limit (131,072 characters), a NUL byte
+        raise WorkloadError(f"{path}: not a topology CSV ({exc})") from None
     rows = [r for r in rows if r and not r[0].startswith("#")]
     if not rows:
         raise WorkloadError(f"{path}: topology CSV is empty; expected a header and one row per layer")
@@ -268,7 +276,7 @@ def load_topology_csv(path: str | Path) -> Workload:
     for lineno, row in enumerate(body, start=2):
         name, vals = row[0], row[1:]
         if not all(_is_int(v) for v in vals):
-            raise WorkloadError(f"{path} line {lineno}: layer '{name}' has a non-integer field: {row}")
+            raise WorkloadError(f"{path} line {lineno}: layer '{name}' has a non-integer field: {short(row, 200)}")
         ints = [int(v) for v in vals]
         if len(ints) == 7:
             h, w, fh, fw, c, n, s = ints

@@ -15,6 +15,12 @@ A worker that dies mid-task (killed, out of memory) is handled by the scheduler:
 rerun on other workers (up to ``distributed.scheduler.allowed-failures`` times, default 3); a task
 completes once on the client, and the store's ``INSERT OR IGNORE`` on the point key makes a repeat
 harmless anyway.
+
+Security (:mod:`npukit.sim._dask_security`): a LocalCluster npukit starts listens on 127.0.0.1 with TLS and a
+certificate made for the run, so no other process can connect and submit code. With ``--scheduler``, the workers
+run the code this client sends and the scheduler runs code any of its clients send: pass ``security`` (a
+``distributed.security.Security``; the CLI builds it from ``--tls-ca-file/--tls-cert/--tls-key``) or set Dask's
+TLS configuration, and use only clusters you control.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, TypeVar
 
 from .. import __version__
 from ..sim.errors import ConfigError, NpukitError
+from ._dask_security import local_security
 from ._exec import Executor
 
 T = TypeVar("T")
@@ -111,6 +118,7 @@ class DaskExecutor(Executor):
         local_workers: int | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         inflight: int = 3,
+        security: Any = None,
     ) -> None:
         if (scheduler is None) == (local_workers is None):
             raise ConfigError("pass either a scheduler address (--scheduler tcp://HOST:PORT) or --dask-local N, not both")
@@ -129,15 +137,18 @@ class DaskExecutor(Executor):
         except ImportError as exc:
             raise ConfigError(f"the Dask backend needs dask and distributed ({exc}); pip install dask distributed") from None
         try:
-            if address is None:
+            if address is None:  # TLS with credentials made for this run: only this process can connect
+                self.security = local_security()
                 self._cluster = LocalCluster(
-                    n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                    n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                    host="127.0.0.1", protocol="tls://", security=self.security,
                 )
-                self._client = Client(self._cluster, set_as_default=False)
+                self._client = Client(self._cluster, security=self.security, set_as_default=False)
                 self.address = self._cluster.scheduler_address
             else:
                 try:
-                    self._client = Client(address, timeout=connect_timeout_s, set_as_default=False)
+                    self.security = security
+                    self._client = Client(address, timeout=connect_timeout_s, set_as_default=False, security=security)
                 except (OSError, TimeoutError) as exc:
                     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                     raise ConfigError(

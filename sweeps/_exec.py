@@ -155,6 +155,7 @@ def make_executor(
     dask_local: int | None = None,
     workers: int | None = None,
     connect_timeout_s: float = 10.0,
+    security: Any = None,
 ) -> Executor:
     """The executor the common CLI flags ask for: ``scheduler`` (``tcp://HOST:PORT`` of an existing Dask
     scheduler) or ``dask_local`` (a Dask LocalCluster of that many worker processes, one thread each)
@@ -162,7 +163,9 @@ def make_executor(
     returned; ``connect_timeout_s`` seconds at most for the scheduler and its first worker); neither
     gives :func:`local_executor` (``workers``). Dask is imported only in the first two cases. The caller
     closes the executor (or uses it as a context manager). The LocalCluster's workers start by spawn,
-    so a script that asks for ``dask_local`` must do so under ``if __name__ == "__main__":``."""
+    so a script that asks for ``dask_local`` must do so under ``if __name__ == "__main__":``. A LocalCluster
+    always uses TLS with credentials made for the run; ``security`` (a ``distributed.security.Security``) is
+    used to reach ``scheduler`` (None: Dask's configuration)."""
     if scheduler is not None and dask_local is not None:
         raise ConfigError("pass either --scheduler tcp://HOST:PORT or --dask-local N, not both")
     if workers is not None and (scheduler is not None or dask_local is not None):
@@ -171,4 +174,5 @@ def make_executor(
         return local_executor(workers)
     from ._dask import DaskExecutor
 
-    return DaskExecutor(scheduler=scheduler, local_workers=dask_local, connect_timeout_s=connect_timeout_s)
+    return DaskExecutor(scheduler=scheduler, local_workers=dask_local, connect_timeout_s=connect_timeout_s,
+                        security=security)

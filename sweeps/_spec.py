@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
+from ..sim.bounded import check_depth, short
 from ..sim.datapath import BITS_ALIASES, rename
 from ..sim.energy import BUILTIN_TABLES, load_table
 from ..sim.errors import ConfigError, NpukitError
@@ -79,20 +80,23 @@ class SweepSpec:
         return n
 
 
-def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read and validate the syntax of a sweep TOML file (relative paths resolve against its folder)."""
+def load_sweep_spec(path: str | Path, max_points: int | None = None) -> SweepSpec:
+    """Read and validate the syntax of a sweep TOML file (relative paths resolve against its folder); more
+    than ``max_points`` points (default :data:`MAX_POINTS`) is refused before any per-value work."""
     p = check_file(path, "sweep spec", ConfigError, "pass a .toml file with [sweep] and [grid] tables")
     try:
-        data = tomllib.loads(read_text(p, "sweep spec", ConfigError))
+        data = tomllib.loads(check_depth(read_text(p, "sweep spec", ConfigError), f"sweep spec '{p}'", ConfigError))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"sweep spec '{p}' is not valid TOML: {exc}") from None
-    return parse_sweep_spec(data, origin=str(p), base_dir=p.parent, default_name=p.stem)
+    return parse_sweep_spec(data, origin=str(p), base_dir=p.parent, default_name=p.stem, max_points=max_points)
 
 
 def parse_sweep_spec(
-    data: dict[str, Any], origin: str = "<sweep>", base_dir: str | Path = ".", default_name: str = "sweep"
+    data: dict[str, Any], origin: str = "<sweep>", base_dir: str | Path = ".", default_name: str = "sweep",
+    max_points: int | None = None,
 ) -> SweepSpec:
-    """Validate a parsed sweep table (the TOML layout of :func:`load_sweep_spec`)."""
+    """Validate a parsed sweep table (the TOML layout of :func:`load_sweep_spec`); the point limit
+    (``max_points``, default :data:`MAX_POINTS`) is applied before the per-value checks."""
     for key in data:
         if key not in _TABLES:
             raise ConfigError(f"{origin}: unknown table '{key}' (known: [sweep], [grid])")
@@ -111,18 +115,50 @@ def parse_sweep_spec(
     wls = sw.get("workloads")
     if not isinstance(wls, list) or not wls:
         raise ConfigError(f"{origin}: 'sweep.workloads' must be a non-empty list, e.g. [\"resnet18\"]")
+    grid_raw = data.get("grid", {})
+    if not isinstance(grid_raw, dict):
+        raise ConfigError(f"{origin}: 'grid' must be a table [grid] of key = [values]")
+    n = len(wls)
+    for vals in grid_raw.values():
+        for v in vals.values() if isinstance(vals, dict) else (vals,):
+            n *= len(v) if isinstance(v, list) else 1
+    check_point_limit(origin, n, MAX_POINTS if max_points is None else max_points)
     for i, w in enumerate(wls):
         if not isinstance(w, str) or not w.strip():
             raise ConfigError(f"{origin}: 'sweep.workloads[{i}]' must be a non-empty string, got {w!r}")
     wls = [w.strip() for w in wls]
-    for i, w in enumerate(wls):
-        if w in wls[:i]:
-            raise ConfigError(f"{origin}: 'sweep.workloads' lists '{w}' twice; list each workload once")
-    grid_raw = data.get("grid", {})
-    if not isinstance(grid_raw, dict):
-        raise ConfigError(f"{origin}: 'grid' must be a table [grid] of key = [values]")
+    first = _first_duplicate(wls)
+    if first is not None:
+        raise ConfigError(f"{origin}: 'sweep.workloads' lists '{first}' twice; list each workload once")
     grid = _flatten_grid(grid_raw, origin)
     return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin)
+
+
+def check_point_limit(origin: str, n_points: int, max_points: int) -> None:
+    """ConfigError when a sweep of ``n_points`` points is over ``max_points``."""
+    if n_points > max_points:
+        raise ConfigError(f"{origin}: the grid has {n_points:,} points, more than the limit of {max_points:,}; "
+                          "shrink the [grid] lists or raise the limit with --max-points")
+
+
+def _value_key(v: Any) -> Any:
+    """Hashable identity of a grid value: numbers compare by value (8 == 8.0), bools and strings by type."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, int | float):
+        return ("num", v)
+    return (type(v).__name__, v)
+
+
+def _first_duplicate(values: list[Any]) -> Any:
+    """The first value of ``values`` seen before (a linear scan, not pairwise), or None."""
+    seen: set[Any] = set()
+    for v in values:
+        k = _value_key(v)
+        if k in seen:
+            return v
+        seen.add(k)
+    return None
 
 
 def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
@@ -148,15 +184,11 @@ def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
             raise ConfigError(f"{origin}: grid key '{key}' has an empty list; give at least one value")
         for i, v in enumerate(vals):
             if isinstance(v, dict | list):
-                raise ConfigError(f"{origin}: grid key '{key}' value #{i + 1} must be a number or string, got {v!r}")
-            if any((v == u and type(v) is type(u)) or _num_eq(v, u) for u in vals[:i]):
-                raise ConfigError(f"{origin}: grid key '{key}' lists {v!r} twice; list each value once")
+                raise ConfigError(f"{origin}: grid key '{key}' value #{i + 1} must be a number or string, got {short(v)}")
+        dup = _first_duplicate(vals)
+        if dup is not None:
+            raise ConfigError(f"{origin}: grid key '{key}' lists {short(dup)} twice; list each value once")
     return flat
-
-
-def _num_eq(a: Any, b: Any) -> bool:
-    num = (int, float)
-    return isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool) and a == b
 
 
 def _canon(obj: Any) -> Any:
@@ -181,9 +213,7 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
     naming the grid key or point on the first bad one, and before building anything when the grid
     has more than ``max_points`` points."""
     o = spec.origin
-    if spec.n_points > max_points:
-        raise ConfigError(f"{o}: the grid has {spec.n_points:,} points, more than the limit of {max_points:,}; "
-                          "shrink the [grid] lists or raise the limit with --max-points")
+    check_point_limit(o, spec.n_points, max_points)
     arch_src = spec.arch if spec.arch in BUILTIN_ARCHS else _resolve(spec, spec.arch)
     try:
         base = load_arch(arch_src)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
@@ -92,10 +93,34 @@ def check_store(path: str | Path) -> None:
     npukit sweep database: a folder, or an existing file that is not one (another SQLite schema,
     not SQLite, truncated)."""
     p = Path(path)
+    if p.is_symlink():  # SQLite follows it and would write wherever it points
+        raise ConfigError(f"sweep database '{p}' is a symbolic link; pass the database file itself or a new --db path")
     if p.is_dir():
         raise ConfigError(f"sweep database '{p}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
     if p.is_file() and p.stat().st_size > 0:
         _check_foreign(p)
+
+
+def schema_problem(con: sqlite3.Connection) -> str | None:
+    """Why ``con``'s schema is not npukit's (None if it is): ``points`` must be an ordinary rowid table (not a
+    view, not WITHOUT ROWID) with ``key`` and ``config`` columns and no triggers. Reads ``sqlite_master`` only,
+    so a hostile schema (a recursive view) is never evaluated."""
+    rows = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    points = [r for r in rows if r[1].lower() == "points"]
+    if not points:
+        return "no 'points' table"
+    kind, _, _, sql = points[0]
+    if kind != "table":
+        return f"'points' is a {kind}, not a table"
+    if re.search(r"\bwithout\s+rowid\b", str(sql or ""), re.IGNORECASE):
+        return "'points' is a WITHOUT ROWID table"
+    if any(r[0] == "trigger" for r in rows):
+        return "it holds triggers"
+    have = {r[1] for r in con.execute("PRAGMA table_info(points)")}
+    missing = [c for c in ("key", "config") if c not in have]
+    if missing:
+        return f"its 'points' table lacks the column(s) {', '.join(missing)}"
+    return None
 
 
 def _check_foreign(path: Path) -> None:
@@ -103,15 +128,15 @@ def _check_foreign(path: Path) -> None:
     try:
         ro = _connect_ro(path)
         try:
-            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            have = {r[1] for r in ro.execute("PRAGMA table_info(points)")} if "points" in tables else set()
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master")}
+            problem = schema_problem(ro) if tables else None
         finally:
             ro.close()
     except sqlite3.Error as exc:
         raise ConfigError(f"'{path}' is not a usable sweep database ({exc}); pass a new --db path") from None
-    if tables and not {"key", "config"} <= have:
-        raise ConfigError(f"'{path}' is an SQLite file but not an npukit sweep database (no points table with "
-                          "key/config columns); it was left untouched; pass a new --db path")
+    if problem:
+        raise ConfigError(f"'{path}' is an SQLite file but not an npukit sweep database ({problem}); "
+                          "it was left untouched; pass a new --db path")
 
 
 class SweepStore:
@@ -199,7 +224,9 @@ def _open_ro(path: Path) -> sqlite3.Connection:
     con = None
     try:
         con = _connect_ro(path)
-        con.execute("SELECT key, config FROM points LIMIT 1")
+        problem = schema_problem(con)
+        if problem:
+            raise sqlite3.DatabaseError(problem)
     except sqlite3.DatabaseError as exc:
         if con is not None:
             con.close()

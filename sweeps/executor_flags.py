@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ..sim.errors import ConfigError
+
 if TYPE_CHECKING:
     from . import Executor
 
@@ -19,9 +21,17 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     ``npukit sweep`` and every ``npukit experiment``; read back by :func:`executor_from_args`."""
     g = p.add_argument_group("Dask backend (instead of the local process pool)")
     g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="run on an existing Dask cluster (the address 'dask scheduler' prints); results come back here")
+                   help="run on an existing Dask cluster (the address 'dask scheduler' prints); results come back here. "
+                   "Its workers run the code this command sends, and anyone who can reach the scheduler can run code "
+                   "on them: use a cluster you control, with TLS (tls://HOST:PORT and --tls-ca-file/--tls-cert/"
+                   "--tls-key, or Dask's distributed.comm.tls configuration)")
+    g.add_argument("--tls-ca-file", dest="tls_ca_file", default=None, metavar="PEM",
+                   help="with --scheduler tls://...: the CA certificate of the cluster")
+    g.add_argument("--tls-cert", dest="tls_cert", default=None, metavar="PEM", help="with --scheduler: this client's certificate")
+    g.add_argument("--tls-key", dest="tls_key", default=None, metavar="PEM", help="with --scheduler: this client's private key")
     g.add_argument("--dask-local", dest="dask_local", type=int, default=None, metavar="N",
-                   help="start a Dask LocalCluster of N worker processes (1 thread each) on this machine")
+                   help="start a Dask LocalCluster of N worker processes (1 thread each) on this machine, on 127.0.0.1 "
+                   "with TLS and credentials made for this run (no other process can connect)")
     g.add_argument("--connect-timeout", dest="connect_timeout", type=float, default=10.0, metavar="S",
                    help="seconds to wait for the scheduler and its first worker before giving up (default 10)")
 
@@ -37,8 +47,14 @@ def executor_from_args(args: argparse.Namespace, local_workers: int | None = Non
     workers = getattr(args, "workers", None)
     if workers is None and scheduler is None and dask_local is None:
         workers = local_workers
+    from ._dask_security import security_from_files
+
+    tls = (getattr(args, "tls_ca_file", None), getattr(args, "tls_cert", None), getattr(args, "tls_key", None))
+    if any(tls) and scheduler is None:
+        raise ConfigError("--tls-ca-file/--tls-cert/--tls-key go with --scheduler; --dask-local makes its own credentials")
+    security = security_from_files(*tls) if scheduler is not None else None
     return make_executor(scheduler=scheduler, dask_local=dask_local, workers=workers,
-                         connect_timeout_s=getattr(args, "connect_timeout", 10.0))
+                         connect_timeout_s=getattr(args, "connect_timeout", 10.0), security=security)
 
 
 def check_scheduler_address(address: str) -> str:

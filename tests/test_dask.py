@@ -144,7 +144,7 @@ def test_cli_dask_local_equals_local(reference, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["sweep", str(spec), "--out", str(out), "--dask-local", "2", "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    assert "Dask cluster tcp://" in printed and "2 worker threads" in printed
+    assert "Dask cluster tls://127.0.0.1:" in printed  # TLS with per-run credentials and "2 worker threads" in printed
     assert "72 points, 72 computed now, 0 already present" in printed
     assert strip(read_rows(out / "sweep.sqlite")) == ref
 

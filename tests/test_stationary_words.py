@@ -40,7 +40,7 @@ def test_psum_updates_and_cycles_follow_the_groups(seed: int, df: str, timing: s
         want = groups * cf * fill + kf * cf * R + kf * cf * T - 1
         assert one.compute_cycles == kf * cf * (2 * R + C - 2 + T) - 1  # SCALE-Sim v3's formula
     else:
-        want = R + groups * cf * fill + kf * cf * T - 1
+        want = R + groups * cf * fill + kf * cf * T  # a count of cycles: the last index + 1
     assert many.compute_cycles == want
     assert many.compute_cycles <= one.compute_cycles
 

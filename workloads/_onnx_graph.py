@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from npukit.sim import WorkloadError
+from npukit.sim import MAX_DIM, WorkloadError, check_shape, parse_dim, short
 
 _STD = ("", "ai.onnx")
 # initializers with more elements than this are replaced by typed graph inputs before checking and shape
@@ -40,6 +40,11 @@ def _load(onnx: Any, p: Path) -> Any:
         raise WorkloadError(f"'{p}' is not an ONNX model ({kind}: protobuf says {_first_line(e)})") from None
     if not model.ir_version or not model.HasField("graph"):
         raise WorkloadError(f"'{p}' is not an ONNX model (no IR version or no graph in the protobuf)")
+    known = int(onnx.defs.onnx_opset_version())  # the newest opset of the default domain this onnx package defines
+    for o in model.opset_import:
+        if (o.domain or "") in ("", "ai.onnx") and not 1 <= o.version <= known:
+            raise WorkloadError(f"'{p}' declares ONNX opset {short(o.version)}, which this onnx package does not "
+                                f"define (known: 1..{known}); export the model with opset {known} or older")
     return model
 
 
@@ -173,8 +178,9 @@ def _fold_once(onnx: Any, lite: Any, inferred: Any) -> int:
 
 # ---------------------------------------------------------------------------- input shapes
 def _dim_size(text: str) -> int:
-    """A dim size: decimal digits only (``int`` alone would take '+1', ' 1' or '1_0')."""
-    if not text.isdigit():
+    """A dim size: a positive decimal integer of at most 12 digits (``int`` alone would take '+1', ' 1', '1_0'
+    or a 10^400-digit number)."""
+    if not text.isdigit() or len(text) > 12 or int(text) <= 0:
         raise ValueError(text)
     return int(text)
 
@@ -190,7 +196,7 @@ def _parse_overrides(
     if isinstance(input_shape, str):
         parts = [x.strip() for x in input_shape.replace("x", ",").split(",")] if "=" not in input_shape else []
         if parts and all(x.isdigit() for x in parts):
-            shapes[None] = [int(x) for x in parts]
+            shapes[None] = [parse_dim(x, f"ONNX input shape '{short(input_shape)}'", WorkloadError) for x in parts]
         else:
             from .loader import parse_options
 
@@ -206,10 +212,12 @@ def _parse_overrides(
     elif input_shape is not None:
         shapes[None] = list(input_shape)
     for k, v in shapes.items():
-        if not v or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v):
-            raise WorkloadError(f"ONNX input shape {v!r}{f' for {k!r}' if k else ''} must be positive integers")
+        if not v or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_DIM for d in v):
+            raise WorkloadError(f"ONNX input shape {short(v)}{f' for {k!r}' if k else ''} must be positive integers "
+                                f"up to {MAX_DIM:,}")
+        check_shape(v, f"ONNX input shape{f' for {k!r}' if k else ''}", WorkloadError, max_elements=MAX_DIM)
     for k, d in out.items():
-        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+        if isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d > MAX_DIM:
             raise WorkloadError(f"ONNX dim {k or 'batch'!r} must be a positive integer, got {d!r}")
     return shapes, out
 

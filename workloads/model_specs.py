@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..sim import check_shape, parse_dim, short
 from ..sim.errors import WorkloadError
 from ..sim.workload import Workload
 from .trace import _one_line, trace_workload
@@ -43,13 +44,15 @@ BUILTIN_MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], str]] 
 def _parse_shape(input_shape: str | Sequence[int]) -> tuple[int, ...]:
     if isinstance(input_shape, str):
         parts = [p.strip() for p in input_shape.replace("x", ",").split(",")]
-        ok = bool(parts) and all(p.isdigit() and int(p) > 0 for p in parts)
-        dims = tuple(int(p) for p in parts) if ok else ()
+        ok = bool(parts) and all(p.isdigit() for p in parts)
+        dims = tuple(parse_dim(p, f"input shape '{short(input_shape)}'", WorkloadError) for p in parts) if ok else ()
     else:
         dims = tuple(input_shape)
         ok = bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
     if not ok:
-        raise WorkloadError(f"input shape '{input_shape}' must be comma-separated positive integers, e.g. 1,3,224,224")
+        raise WorkloadError(f"input shape '{short(input_shape)}' must be comma-separated positive integers, "
+                            "e.g. 1,3,224,224")
+    check_shape(dims, f"input shape '{short(input_shape)}'", WorkloadError)  # the example input is allocated
     return dims
 
 

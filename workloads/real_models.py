@@ -43,6 +43,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..models import NO_REMOTE_CODE, refuse_remote_code
+from ..sim import check_integers, check_size, load_json
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
@@ -166,18 +168,21 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
 
 def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, Any]]:
     try:
+        check_size(path, f"workload '{spec}': config file", WorkloadError)
         raw = path.read_bytes()
     except FileNotFoundError:
         raise WorkloadError(f"workload '{spec}': config file '{path}' does not exist") from None
     except OSError as e:
         raise WorkloadError(f"workload '{spec}': cannot read config file '{path}': {e.strerror or e}") from None
     try:
-        cfg = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise WorkloadError(f"workload '{spec}': config file '{path}' is not valid JSON ({msg})") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise WorkloadError(f"workload '{spec}': config file '{path}' is not valid JSON ({e})") from None
+    cfg = load_json(text, f"workload '{spec}': config file '{path}'", WorkloadError)
     if not isinstance(cfg, dict):
         raise WorkloadError(f"workload '{spec}': config file '{path}' must hold a JSON object")
+    refuse_remote_code(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
+    check_integers(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
     if library == "transformers" and not isinstance(cfg.get("model_type"), str):
         raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"model_type\" (a transformers config.json)")
     if library == "diffusers":
@@ -358,14 +363,14 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-    config = AutoConfig.for_model(**clean)
+    config = AutoConfig.for_model(**clean)  # a config class transformers ships (CONFIG_MAPPING), never auto_map
     dtype = _dtype(cfg)
     with torch.device("meta"):
         try:
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
             causal = True
         except ValueError:
-            model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa")
+            model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
             causal = False
     b = opts["batch"]
     meta = torch.device("meta")

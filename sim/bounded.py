@@ -1,0 +1,164 @@
+"""Bounded parsing of untrusted text and numbers: every reader of a user file (arch TOML, energy tables,
+Accelergy ERT YAML, sweep specs, ledgers, ``hf:``/``diffusers:`` configs, trace-cache entries) goes through here.
+
+* **Size**: a file over :data:`MAX_TEXT_BYTES` is refused before it is read (:func:`check_size`).
+* **Depth**: nesting of ``[``/``{`` deeper than :data:`MAX_DEPTH` is refused by a linear scan *before* the
+  recursive parsers (``json``, ``tomllib``, PyYAML's composer) see the text (:func:`check_depth`), so
+  100,000 nested brackets give one line, not ``RecursionError``.
+* **YAML aliases** (``*name``) are refused: a 400-byte "billion laughs" document expands to 10^9 nodes.
+* **Numbers**: :func:`check_number` refuses booleans, NaN/inf and integers beyond :data:`MAX_INT` before
+  anything converts them to float (``float(10**400)`` raises ``OverflowError``); :func:`check_finite`
+  refuses a computed result that overflowed to inf or became NaN, naming the component.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import NpukitError
+
+MAX_DEPTH = 64  # nesting of arrays/tables/objects in any input file
+MAX_TEXT_BYTES = 64 * 1024 * 1024  # 64 MiB: any input text file
+MAX_INT = 2**63 - 1  # largest integer accepted in a numeric field (|v|); converts to a finite float exactly enough
+
+# strings (TOML multi-line, basic, literal; JSON basic) and TOML comments, whose brackets do not nest
+_SKIP = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def check_size(path: str | Path, what: str, error: type[NpukitError], limit: int = MAX_TEXT_BYTES) -> None:
+    """Raise ``error`` if the file at ``path`` holds more than ``limit`` bytes (checked with ``stat``)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # the read that follows reports it
+    if size > limit:
+        raise error(f"{what} '{path}' is {size:,} bytes, more than the limit of {limit:,}")
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in ``text`` outside strings and comments (a linear scan, no recursion)."""
+    depth = deepest = 0
+    for ch in _BRACKETS.sub("", _SKIP.sub("", text)):
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def check_depth(text: str, what: str, error: type[NpukitError], limit: int = MAX_DEPTH) -> str:
+    """``text`` if its nesting is at most ``limit`` deep, else ``error`` (one line); call before parsing."""
+    d = nesting_depth(text)
+    if d > limit:
+        raise error(f"{what} nests {d:,} levels deep, more than the limit of {limit}")
+    return text
+
+
+def load_json(text: str, what: str, error: type[NpukitError]) -> Any:
+    """``json.loads(text)`` after the depth check; any syntax error or overflow becomes one ``error`` line."""
+    check_depth(text, what, error)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise error(f"{what} is not valid JSON ({msg})") from None
+
+
+def load_yaml(text: str, what: str, error: type[NpukitError]) -> Any:
+    """``yaml.safe_load(text)`` with the depth check and every alias (``*name``) refused."""
+    import yaml
+
+    check_depth(text, what, error)
+
+    class _Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise error(f"{what} uses a YAML alias (*{self.peek_event().anchor}); aliases are not accepted, "
+                            "write the value out")
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise error(f"{what} nests more than the limit of {MAX_DEPTH} levels")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        msg = " ".join(str(exc).split())
+        raise error(f"{what} is not valid YAML: {msg}") from None
+    except RecursionError:
+        raise error(f"{what} nests too deep") from None
+
+
+def check_number(v: Any, what: str, error: type[NpukitError]) -> float:
+    """``v`` as a float if it is a finite real number (not a bool) whose magnitude is at most :data:`MAX_INT`."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise error(f"{what} must be a number, got {short(v)}")
+    if isinstance(v, int) and abs(v) > MAX_INT:
+        raise error(f"{what} = {short(v)} is out of range (at most {MAX_INT:,} in magnitude)")
+    if not math.isfinite(v) or abs(v) > MAX_INT:
+        raise error(f"{what} = {short(v)} is out of range (finite, at most {MAX_INT:,} in magnitude)")
+    return float(v)
+
+
+def check_finite(v: float, what: str, error: type[NpukitError]) -> float:
+    """``v`` if it is finite, else ``error`` naming ``what`` (a result that overflowed or became NaN)."""
+    if not math.isfinite(v):
+        raise error(f"{what} is {v} (overflow: an input number is too large); check that component's inputs")
+    return v
+
+
+def short(v: Any, limit: int = 40) -> str:
+    """``repr(v)`` cut to ``limit`` characters (a 401-digit integer is not printed whole)."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**limit:
+        return f"<{int(abs(v).bit_length() * 0.30103) + 1}-digit integer>"
+    r = repr(v)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+MAX_SHAPE_DIMS = 8  # axes of an --input-shape
+MAX_SHAPE_ELEMENTS = 2**28  # elements of an example input tensor built from --input-shape (1 GiB in float32)
+
+
+def parse_dim(text: str, what: str, error: type[NpukitError]) -> int:
+    """A positive decimal integer of at most 12 digits (checked before ``int()``, so 10^400 is one line)."""
+    t = text.strip()
+    if not t.isdigit() or len(t) > 12 or int(t) <= 0:
+        raise error(f"{what}: '{short(t)}' must be a positive integer of at most 12 digits")
+    return int(t)
+
+
+def check_shape(dims: tuple[int, ...] | list[int], what: str, error: type[NpukitError],
+                max_elements: int = MAX_SHAPE_ELEMENTS) -> None:
+    """Refuse a shape with more than :data:`MAX_SHAPE_DIMS` axes or more than ``max_elements`` elements."""
+    if len(dims) > MAX_SHAPE_DIMS:
+        raise error(f"{what} has {len(dims)} axes, more than the limit of {MAX_SHAPE_DIMS}")
+    n = 1
+    for d in dims:
+        n *= d
+    if n > max_elements:
+        raise error(f"{what} has {short(n)} elements, more than the limit of {max_elements:,}")
+
+
+def check_integers(obj: Any, what: str, error: type[NpukitError]) -> None:
+    """Refuse any integer beyond :data:`MAX_INT` anywhere in a parsed JSON/YAML/TOML value (an explicit stack,
+    no recursion; depth is already bounded by the loaders)."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INT:
+            raise error(f"{what} holds the integer {short(v)}, out of range (at most {MAX_INT:,} in magnitude)")
