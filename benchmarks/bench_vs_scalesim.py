@@ -3,7 +3,7 @@
 ``--cases N`` random conv layers (``--seed``): array 2..32 x 2..32, ws/os/is, SRAMs of 1..64 kB, inputs
 up to 20x20 with up to 24 channels, 1..48 filters, 1x1..3x3 windows, stride 1..2; each case runs in
 CALC and in USER bandwidth mode (USER: ``Bandwidth`` 1..16, ``[layout]`` Ifmap/FilterSRAMBankBandwidth
-1..24 words/cycle, one bank). The same .cfg and topology CSV go to SCALE-Sim (its own process) and to
+1..24 words/cycle, one bank; ``--stalls``: 1-2 kB SRAMs and 1..4 words/cycle). The same .cfg and topology CSV go to SCALE-Sim (its own process) and to
 npukit (``load_scalesim_cfg``, ``simulate``, ``scalesim_reports``). Printed: per mode and per column of
 COMPUTE_REPORT, BANDWIDTH_REPORT and DETAILED_ACCESS_REPORT the number of cases whose value is exactly
 SCALE-Sim's (values compared as numbers: SCALE-Sim prints some integers as numpy floats, ``-1.0``); the
@@ -98,14 +98,16 @@ def scalesim_python(args: argparse.Namespace) -> str | None:
     return peer_python(args.scalesim_python, "NPUKIT_SCALESIM_PYTHON", DEFAULT_VENV, PIN, "import scalesim", args.install)
 
 
-def random_case(rng: random.Random) -> dict:
-    """One random layer and array (see the module docstring)."""
+def random_case(rng: random.Random, stalls: bool = False) -> dict:
+    """One random layer and array (see the module docstring); ``stalls``: 1-2 kB SRAMs and 1-4 words/cycle."""
     fh = rng.choice((1, 1, 2, 3))
     h = rng.randint(max(fh, 2), 20)
+    kb = (1, 2) if stalls else (1, 2, 4, 16, 64)
+    top = 4 if stalls else 24
     return {
         "df": rng.choice(("ws", "os", "is")), "rows": rng.choice((2, 4, 8, 16, 32)), "cols": rng.choice((2, 4, 8, 16, 32)),
-        "ifmap": rng.choice((1, 2, 4, 16, 64)), "filt": rng.choice((1, 2, 4, 16, 64)), "ofmap": rng.choice((1, 2, 4, 16, 64)),
-        "bw": rng.randint(1, 16), "ibw": rng.randint(1, 24), "fbw": rng.randint(1, 24),
+        "ifmap": rng.choice(kb), "filt": rng.choice(kb), "ofmap": rng.choice(kb),
+        "bw": rng.randint(1, min(16, top)), "ibw": rng.randint(1, top), "fbw": rng.randint(1, top),
         "layer": ("L", h, rng.randint(max(fh, 2), 20), fh, fh, rng.randint(1, 24), rng.randint(1, 48), rng.choice((1, 1, 2))),
     }
 
@@ -124,6 +126,7 @@ def main() -> int:
     ap.add_argument("--install", action="store_true", help=f"create {DEFAULT_VENV} with {' '.join(PIN)} if missing")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", type=int, default=40, help="random layers (default 40), each in every mode")
+    ap.add_argument("--stalls", action="store_true", help="stall-heavy cases: 1-2 kB SRAMs, 1-4 words/cycle")
     ap.add_argument("--modes", default="calc,user", help="comma-separated subset of calc,user")
     ap.add_argument("--out", default="out/bench")
     args = ap.parse_args()
@@ -136,7 +139,7 @@ def main() -> int:
               "/ $NPUKIT_SCALESIM_PYTHON at a virtualenv with scalesim==3.0.0 and numpy<2.4)")
         return 0
     rng = random.Random(args.seed)
-    cases = [random_case(rng) for _ in range(args.cases)]
+    cases = [random_case(rng, args.stalls) for _ in range(args.cases)]
     rows, matches, t_ss, t_nk = [], {}, 0.0, 0.0
     with tempfile.TemporaryDirectory() as d:
         jobs = []

@@ -349,10 +349,19 @@ def _filter_misses(layer: Layer, arch: Arch) -> int:
 
 
 def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
-    """Per-GEMM counts of ``layer`` under SCALE-Sim v3's accounting (CALC mode; see the module docstring)."""
+    """Per-GEMM counts of ``layer`` under SCALE-Sim v3's accounting (see the module docstring); in USER
+    bandwidth mode the DRAM counts and stalls come from the request replay of ``_scalesim_replay``."""
     (M, N, K), R, C, df = scalesim_shape(layer), arch.rows, arch.cols, arch.dataflow
     macs = M * N * K
-    ofmap_dram, stalls = _ofmap(layer, arch)
+    if arch.bandwidth_mode == "user":  # read stalls and request-line reads: the replay (_scalesim_replay)
+        from ._scalesim_replay import replay_layer
+
+        rep = replay_layer(layer, arch)
+        ofmap_dram, stalls = rep["dram_ofmap_writes"], rep["stall_cycles"]
+        ifmap_dram, filter_dram = rep["dram_ifmap_reads"], rep["dram_filter_reads"]
+    else:
+        ofmap_dram, stalls = _ofmap(layer, arch)
+        ifmap_dram, filter_dram = _input_misses(layer, arch), _filter_misses(layer, arch)
     if df == "os":
         mf, nf, eff = fold_counts(M, N, arch)
         folds = mf * nf
@@ -379,9 +388,9 @@ def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
         mapping_efficiency=eff,
         macs=macs,
         ifmap_reads=reads["ifmap_reads"],
-        ifmap_dram=_input_misses(layer, arch),
+        ifmap_dram=ifmap_dram,
         filter_reads=reads["filter_reads"],
-        filter_dram=_filter_misses(layer, arch),
+        filter_dram=filter_dram,
         psum_reads=0,
         psum_writes=0,
         psum_dram_reads=0,
