@@ -3,7 +3,8 @@
 ``--cases N`` random conv layers (``--seed``): array 2..32 x 2..32, ws/os/is, SRAMs of 1..64 kB, inputs
 up to 20x20 with up to 24 channels, 1..48 filters, 1x1..3x3 windows, stride 1..2; each case runs in
 CALC and in USER bandwidth mode (USER: ``Bandwidth`` 1..16, ``[layout]`` Ifmap/FilterSRAMBankBandwidth
-1..24 words/cycle, one bank; ``--stalls``: 1-2 kB SRAMs and 1..4 words/cycle). The same .cfg and topology CSV go to SCALE-Sim (its own process) and to
+1..24 words/cycle, one bank; ``--stalls``: 1-2 kB SRAMs and 1..4 words/cycle). The same .cfg and
+topology CSV go to SCALE-Sim (its own process) and to
 npukit (``load_scalesim_cfg``, ``simulate``, ``scalesim_reports``). Printed: per mode and per column of
 COMPUTE_REPORT, BANDWIDTH_REPORT and DETAILED_ACCESS_REPORT the number of cases whose value is exactly
 SCALE-Sim's (values compared as numbers: SCALE-Sim prints some integers as numpy floats, ``-1.0``); the
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from _peers import peer_python
 
-from npukit.sim import format_table, load_scalesim_cfg, load_topology_csv, prepare_out_dir, simulate, write_csv
+from npukit.sim import NpukitError, format_table, load_scalesim_cfg, load_topology_csv, prepare_out_dir, simulate, write_csv
 from npukit.sim.scalesim_reports import BANDWIDTH_REPORT, COMPUTE_REPORT, DETAILED_ACCESS_REPORT, scalesim_reports
 
 PIN = ("scalesim==3.0.0", "numpy<2.4")
@@ -163,7 +164,7 @@ def main() -> int:
             ours = scalesim_reports(work, simulate(work, arch))
             t_nk += time.perf_counter() - t0
             row = {"case": i, "mode": mode, "dataflow": arch.dataflow, "array": f"{arch.rows}x{arch.cols}",
-                   "layer": " ".join(map(str, cases[i]["layer"][1:]))}
+                   "layer": " ".join(map(str, cases[i]["layer"][1:])), "npukit-model total cycles": None}
             for name in REPORTS:
                 head, ss = parse(g["texts"][name])
                 _, nk = parse(ours[name])
@@ -171,6 +172,14 @@ def main() -> int:
                     key = (mode, name.removesuffix(".csv"), col)
                     matches[key] = matches.get(key, 0) + (a == b)
                     row[f"{col} scalesim"], row[f"{col} npukit"] = a, b
+            if mode == "user":  # npukit's own stall model on the same layer, one DRAM port of ibw + fbw + bw words
+                c = cases[i]
+                try:
+                    port = float(c["ibw"] + c["fbw"] + c["bw"])
+                    own = simulate(work, arch.with_(memory="npukit", dram_bandwidth_bytes_per_cycle=port))
+                    row["npukit-model total cycles"] = own.total_cycles
+                except NpukitError:
+                    row["npukit-model total cycles"] = None
             rows.append(row)
     per_mode = {m: sum(j[1] == m for j in jobs) for m in modes}
     table = [[m, rep, col, f"{n}/{per_mode[m]}"] for (m, rep, col), n in matches.items()]
@@ -180,6 +189,15 @@ def main() -> int:
     bad = sum(per_mode[m] - n for (m, _, _), n in matches.items())
     print(f"SCALE-Sim {t_ss:.2f} s, npukit {t_nk:.2f} s (numba compile included) for {len(jobs)} runs; "
           f"{bad} column values differ")
+    own = [(r["npukit-model total cycles"], r["Total Cycles (incl. prefetch) scalesim"]) for r in rows
+           if r.get("npukit-model total cycles") is not None]
+    if own:
+        errs = sorted(abs(a - b) / b for a, b in own)
+        print(f"npukit's own stall model (memory=npukit, one port of IfmapSRAMBankBandwidth + FilterSRAMBankBandwidth + "
+              f"Bandwidth bytes/cycle) vs SCALE-Sim USER Total Cycles (incl. prefetch) on {len(own)} cases "
+              f"({sum(r['mode'] == 'user' for r in rows) - len(own)} refused: buffer too small for one fold): "
+              f"median |error| {100 * errs[len(errs) // 2]:.1f}%, within 10% on {sum(e <= 0.1 for e in errs)}, "
+              f"max {100 * errs[-1]:.0f}%")
     out = prepare_out_dir(args.out)
     print(f"wrote {write_csv(out / 'bench_vs_scalesim.csv', rows)}")
     return 0 if bad == 0 else 1

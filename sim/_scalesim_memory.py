@@ -1,4 +1,6 @@
-"""SCALE-Sim v3's own memory accounting (``memory = "scalesim"``), reproduced exactly for its CALC mode.
+"""SCALE-Sim v3's own memory accounting (``memory = "scalesim"``): closed forms of its CALC mode.
+
+(USER bandwidth mode and the per-cycle report columns: :mod:`npukit.sim._scalesim_replay`.)
 
 SCALE-Sim 3.0.0 (R. Raj et al., ISPASS 2025; PyPI ``scalesim``) simulates every SRAM request the array
 makes and counts what its double-buffered scratchpads fetch from and write to DRAM. In its CALC

@@ -7,23 +7,17 @@ One row per GEMM layer (vector operators have no SCALE-Sim counterpart and are l
 in workload order; a layer with ``batch`` > 1 GEMMs is one row with batch x the counts and cycles. Counts
 are elements (SCALE-Sim's words: 1 byte each in its configs), bandwidths elements per cycle.
 
-Column meaning, and which values equal SCALE-Sim's (with ``memory = "scalesim"``, ``mapping = "fixed"``,
-CALC bandwidth mode, i.e. an arch read from a SCALE-Sim .cfg or ``npukit sim --memory scalesim``):
+With SCALE-Sim's memory accounting (``memory = "scalesim"``: an arch read from a SCALE-Sim .cfg, CALC
+or USER bandwidth mode, or ``npukit sim --memory scalesim``) every column is SCALE-Sim 3.0.0's own,
+computed as its ``single_layer_sim.calc_report_data`` does from the request replay of
+:mod:`npukit.sim._scalesim_replay` (start/stop cycles, ``Total Cycles (incl. prefetch)``, DRAM
+bandwidths included; checked column by column in ``benchmarks/bench_vs_scalesim.py`` and
+``tests/test_scalesim_replay.py``).
 
-* ``Total Cycles``: compute + stall cycles (SCALE-Sim: its trace length; equal), ``Stall Cycles``
-  (equal: 0 in CALC mode unless the ofmap write buffer fills), ``Mapping Efficiency %`` (the share of the
-  PEs a fold covers, averaged over folds: equal), ``Overall Util %`` = MACs x 100 / (PEs x Total Cycles)
-  (SCALE-Sim's formula; equal).
-* ``SRAM IFMAP Reads``, ``SRAM Filter Reads``, ``SRAM OFMAP Writes``, ``DRAM IFMAP Reads``, ``DRAM Filter
-  Reads``, ``DRAM OFMAP Writes`` (equal in SCALE-Sim's memory mode; npukit's own accounting otherwise,
-  where OFMAP writes are final outputs, not every fold's partial sums), and the SRAM bandwidths = those
-  counts / Total Cycles (SCALE-Sim's formula; equal).
-* ``Compute Util %``: SCALE-Sim's per-fold definition (:func:`compute_util`; equal).
-* Estimates (npukit keeps no per-cycle trace): start and stop cycles: SRAM from 0 to Total Cycles - 1,
-  DRAM from 0 to Total Cycles (incl. prefetch) - 1; ``Total Cycles (incl. prefetch)`` = Total Cycles +
-  the first fold's DRAM reads at the arch's DRAM bytes per cycle (SCALE-Sim also counts its prefetch
-  and the last ofmap drain: on an 8x4 array, 5,349 here vs SCALE-Sim's 6,335 for ws); the DRAM
-  bandwidths = DRAM counts / that window (SCALE-Sim's formula on the estimated window).
+With npukit's own accounting the counts are npukit's (OFMAP writes are final outputs) and, as that
+model keeps no per-cycle trace, the start/stop cycles are estimates: SRAM 0 .. Total Cycles - 1, DRAM
+0 .. Total Cycles (incl. prefetch) - 1, where ``Total Cycles (incl. prefetch)`` = Total Cycles + the
+first fold's DRAM reads at the arch's DRAM bytes per cycle; DRAM bandwidths = counts / that window.
 """
 
 from __future__ import annotations
