@@ -36,8 +36,7 @@ row). Golden numbers from SCALE-Sim itself: ``tests/test_scalesim_memory.py``; s
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from bisect import bisect_right
 
 from ._mapping import LayerCounts, Mapping, fold_counts, os_cycles, stationary_cycles
 from .arch import Arch
@@ -83,10 +82,12 @@ def _unique_input(layer: Layer) -> int:
     return _touched(h, fh, s, oh) * _touched(w, fw, s, ow) * c
 
 
-def _input_addresses(layer: Layer) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+def _input_addresses(layer: Layer) -> tuple:
     """Per output pixel its window origin (y0, x0) and per im2col column its offset (dy, dx, ch); the
     element X[m, k] is input pixel (y0 + dy, x0 + dx, ch), address ((y0+dy)*W + x0+dx)*C + ch, no
     request when it falls outside the H x W input. Returns (y0, x0, dy, dx, ch, H, W, C)."""
+    import numpy as np  # on demand: the closed forms need none
+
     h, w, fh, fw, c, s, oh, ow = _geometry(layer)
     m = np.arange(oh * ow, dtype=np.int64)
     orow, ocol = np.divmod(m, ow)
@@ -117,10 +118,11 @@ def _ofmap(layer: Layer, arch: Arch) -> tuple[int, int]:
         ru = [0] * (kf * cf)
         rows = [2 * R + C + T - 2] * (kf * cf)
         P = 2 * R - 1
-    closed = _ofmap_stall_free(np.asarray(L, np.int64), np.asarray(ru, np.int64), rows[0], P, T, R, df == "os", bw,
-                               active, drain)
+    closed = _ofmap_stall_free(L, ru, rows[0], P, T, R, df == "os", bw, active, drain)
     if closed is not None:
         return closed, 0
+    import numpy as np
+
     from ._scalesim_kernels import _ofmap_drain
 
     written, stalls = _ofmap_drain(np.asarray(L, np.int64), np.asarray(ru, np.int64), np.asarray(rows, np.int64),
@@ -128,23 +130,50 @@ def _ofmap(layer: Layer, arch: Arch) -> tuple[int, int]:
     return int(written), int(stalls)
 
 
-def _ofmap_stall_free(fold_L: np.ndarray, fold_ru: np.ndarray, rows: int, P: int, T: int, R: int, os_mode: bool,
+def _lane_writes(x: int, lanes: int, t: int) -> int:
+    """Writes up to skewed step ``x`` of ``lanes`` lanes, lane l writing at steps l .. l + t - 1."""
+    if x < 0:
+        return 0
+    full = min(lanes, max(0, x - t + 2))  # lanes done by x
+    a, b = max(0, x - t + 2), min(lanes - 1, x)
+    part = (b - a + 1) * (x + 1) - (a + b) * (b - a + 1) // 2 if b >= a else 0
+    return full * t + part
+
+
+def _ofmap_stall_free(fold_L: list[int], fold_ru: list[int], rows: int, P: int, T: int, R: int, os_mode: bool,
                       bw: int, active: int, drain_size: int) -> int | None:
     """DRAM OFMAP writes of SCALE-Sim's write buffer (the rules of ``_scalesim_kernels._ofmap_drain``) from
-    drain to drain instead of row by row: the writes per row are known (numpy), so the element that
-    triggers the next drain is the first one past both the half-buffer mark and the end of the drain
-    in flight. Exact while no write finds the buffer full during a drain (then no stall at all);
-    returns None otherwise (the caller replays)."""
-    r = np.arange(rows, dtype=np.int64)
-    L = fold_L[:, None]
-    if os_mode:
-        lo = np.maximum(0, r - P - (R - 1))[None, :]
-        hi = np.minimum(L - 1, (r[None, :] - P - (R - fold_ru[:, None])))
-    else:
-        lo = np.maximum(0, r - P - T + 1)[None, :]
-        hi = np.minimum(L - 1, (r - P)[None, :])
-    incl = np.cumsum(np.maximum(0, hi - lo + 1).ravel())  # writes up to and including each row
-    n_rows, total = incl.shape[0], int(incl[-1]) if incl.shape[0] else 0
+    drain to drain instead of row by row: a fold's writes up to a row are a closed form (its outputs
+    leave skewed, lane l at rows P + l .. P + l + t - 1), so the element that triggers the next drain is
+    the first one past both the half-buffer mark and the end of the drain in flight. Exact while no write
+    finds the buffer full during a drain (then no stall at all); returns None otherwise (the caller
+    replays). Pure Python: no numpy or numba import."""
+    shift = [R - ru if os_mode else 0 for ru in fold_ru]
+    tlen = [ru if os_mode else T for ru in fold_ru]
+    base = [0]
+    for lanes, t in zip(fold_L, tlen, strict=True):
+        base.append(base[-1] + lanes * t)
+    total, n_rows = base[-1], rows * len(fold_L)
+
+    def incl(g: int) -> int:  # writes in global rows 0..g
+        if g < 0:
+            return 0
+        if g >= n_rows:
+            return total
+        f, r = divmod(g, rows)
+        return base[f] + _lane_writes(r - P - shift[f], fold_L[f], tlen[f])
+
+    def row_of(e: int) -> int:  # the global row of element e
+        f = bisect_right(base, e) - 1
+        lo, hi = 0, rows - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if base[f] + _lane_writes(mid - P - shift[f], fold_L[f], tlen[f]) > e:
+                hi = mid
+            else:
+                lo = mid + 1
+        return f * rows + lo
+
     lines_per_drain = -(-drain_size // bw)
     free, line_start, n_lines, ds, drain_end, written, j = active + drain_size, 0, 0, 0, 0, 0, -1
     partial: dict[int, int] = {}
@@ -167,7 +196,7 @@ def _ofmap_stall_free(fold_L: np.ndarray, fold_ru: np.ndarray, rows: int, P: int
         return words
 
     while True:
-        e_b = int(incl[drain_end - 1]) if 0 < drain_end <= n_rows else (0 if drain_end <= 0 else total)
+        e_b = incl(drain_end - 1)
         if min(e_b, total) - 1 - j >= free:  # a write in flight would find the buffer full: stalls
             return None
         e = max(j + free - active + 1, e_b, j + 1)
@@ -179,7 +208,7 @@ def _ofmap_stall_free(fold_L: np.ndarray, fold_ru: np.ndarray, rows: int, P: int
             return None
         cnt_before = ds
         free += drain()
-        drain_end = int(np.searchsorted(incl, e, side="right")) + (ds - cnt_before) - 1
+        drain_end = row_of(e) + (ds - cnt_before) - 1
         j = e
     close(total)
     while ds < n_lines:
