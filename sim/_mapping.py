@@ -128,7 +128,7 @@ class LayerCounts:
     reg_writes: tuple[tuple[str, int], ...]
     mapping: Mapping
     ofmap_partial: int = 0
-    ofmap_stall_cycles: int = 0  # SCALE-Sim memory mode: its stall cycles (CALC: write buffer; USER: all)
+    scalesim_stall_cycles: int = 0  # SCALE-Sim memory mode: its stall cycles (CALC: write buffer; USER: all)
 
 
 def n_folds(extent: int, width: int) -> int:

@@ -328,5 +328,5 @@ def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
         reg_writes=regs,
         mapping=mapping,
         ofmap_partial=reads["partial"],
-        ofmap_stall_cycles=stalls,
+        scalesim_stall_cycles=stalls,
     )

@@ -90,7 +90,7 @@ def test_access_counts_equal_scalesim(tmp_path: Path, arch: tuple, layers: list)
     for layer, (_, golden) in zip(w.layers, layers, strict=True):
         c = map_layer(layer, a)
         assert tuple(getattr(c, f) for f in FIELDS) == golden, layer.name
-        assert c.ofmap_stall_cycles == 0  # SCALE-Sim's "Stall Cycles" on all of these
+        assert c.scalesim_stall_cycles == 0  # SCALE-Sim's "Stall Cycles" on all of these
 
 
 @pytest.mark.parametrize("df", ["ws", "os", "is"])
