@@ -133,7 +133,7 @@ class LayerCounts:
     reg_writes: tuple[tuple[str, int], ...]
     mapping: Mapping
     ofmap_partial: int = 0
-    ofmap_stall_cycles: int = 0  # SCALE-Sim memory mode: write-buffer stalls of its CALC mode
+    scalesim_stall_cycles: int = 0  # SCALE-Sim memory mode: its stall cycles (CALC: write buffer; USER: all)
 
 
 def n_folds(extent: int, width: int) -> int:
@@ -365,8 +365,11 @@ def check_buffers(arch: Arch) -> None:
     Minimum per buffer: the stationary operand's buffer holds one R x C tile (two in
     ``double-buffered`` timing); every streaming buffer holds one array-edge vector; the psum
     buffer holds one row of C running psums (ws/is); the ofmap buffer holds one R x C tile (os) or
-    one row of C outputs (ws/is).
+    one row of C outputs (ws/is). ``memory = "scalesim"`` checks nothing: SCALE-Sim 3.0.0 runs any
+    buffer size (a smaller one only drains or re-fetches more often), and so does its mode here.
     """
+    if arch.memory == "scalesim":
+        return
     r, c, b = arch.rows, arch.cols, arch.bits
     tiles = 2 if arch.timing == "double-buffered" else 1
     need: dict[str, tuple[int, int, str]] = {}

@@ -1,4 +1,6 @@
-"""SCALE-Sim v3's own memory accounting (``memory = "scalesim"``), reproduced exactly for its CALC mode.
+"""SCALE-Sim v3's own memory accounting (``memory = "scalesim"``): closed forms of its CALC mode.
+
+(USER bandwidth mode and the per-cycle report columns: :mod:`npukit.sim._scalesim_replay`.)
 
 SCALE-Sim 3.0.0 (R. Raj et al., ISPASS 2025; PyPI ``scalesim``) simulates every SRAM request the array
 makes and counts what its double-buffered scratchpads fetch from and write to DRAM. In its CALC
@@ -34,9 +36,7 @@ row). Golden numbers from SCALE-Sim itself: ``tests/test_scalesim_memory.py``; s
 from __future__ import annotations
 
 import math
-
-import numpy as np
-from numba import njit
+from bisect import bisect_right
 
 from ._mapping import LayerCounts, Mapping, fold_counts, os_cycles, stationary_cycles
 from .arch import Arch
@@ -82,10 +82,12 @@ def _unique_input(layer: Layer) -> int:
     return _touched(h, fh, s, oh) * _touched(w, fw, s, ow) * c
 
 
-def _input_addresses(layer: Layer) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+def _input_addresses(layer: Layer) -> tuple:
     """Per output pixel its window origin (y0, x0) and per im2col column its offset (dy, dx, ch); the
     element X[m, k] is input pixel (y0 + dy, x0 + dx, ch), address ((y0+dy)*W + x0+dx)*C + ch, no
     request when it falls outside the H x W input. Returns (y0, x0, dy, dx, ch, H, W, C)."""
+    import numpy as np  # on demand: the closed forms need none
+
     h, w, fh, fw, c, s, oh, ow = _geometry(layer)
     m = np.arange(oh * ow, dtype=np.int64)
     orow, ocol = np.divmod(m, ow)
@@ -93,207 +95,6 @@ def _input_addresses(layer: Layer) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     c_row, rem = np.divmod(k, fw * c)
     c_col, ch = np.divmod(rem, c)
     return orow * s, ocol * s, c_row, c_col, ch, h, w, c
-
-
-@njit(cache=True)
-def _addr(y0, x0, dy, dx, ch, m, k, H, W, C):  # pragma: no cover - numba
-    y = y0[m] + dy[k]
-    x = x0[m] + dx[k]
-    if y >= H or x >= W:
-        return -1
-    return (y * W + x) * C + ch[k]
-
-
-@njit(cache=True, inline="always")
-def _miss(stamp, a, misses, E):  # pragma: no cover - numba
-    """One request for address ``a`` of a read buffer that slides every ``E`` misses (0: never):
-    the new miss count. The window is ``misses // E``, so ``stamp[a]`` says in which window ``a`` was
-    last fetched; an address not fetched in the current window is a miss (a DRAM read)."""
-    window = misses // E if E > 0 else 0
-    if stamp[a] != window:
-        stamp[a] = window
-        return misses + 1
-    return misses
-
-
-@njit(cache=True)
-def _misses_skewed_input(y0, x0, dy, dx, ch, H, W, Cin, R, nf, transposed, E):  # pragma: no cover - numba
-    """Misses of the input stream. ws (transposed=False): per fold (column fold outer, K fold inner) the
-    tile X[:, k-fold] (M rows x R lanes, skewed); os (transposed=True): X[m-fold, :]^T (K rows x R lanes)."""
-    M, K = y0.shape[0], dy.shape[0]
-    stamp = np.full(H * W * Cin, -1, np.int64)
-    misses = 0
-    outer = nf
-    inner = (K + R - 1) // R if not transposed else (M + R - 1) // R
-    T = M if not transposed else K
-    for _fc in range(outer):
-        for fr in range(inner):
-            used = min(R, (K if not transposed else M) - fr * R)
-            for r in range(T + R - 1):
-                lo = max(0, r - T + 1)
-                hi = min(used - 1, r)
-                for c in range(lo, hi + 1):
-                    t = r - c
-                    if transposed:
-                        a = _addr(y0, x0, dy, dx, ch, fr * R + c, t, H, W, Cin)
-                    else:
-                        a = _addr(y0, x0, dy, dx, ch, t, fr * R + c, H, W, Cin)
-                    if a >= 0:
-                        misses = _miss(stamp, a, misses, E)
-    return misses
-
-
-@njit(cache=True)
-def _misses_is_input(y0, x0, dy, dx, ch, H, W, Cin, R, C, E):  # pragma: no cover - numba
-    """is: per fold (M fold of C lanes outer, K fold of R rows inner) the tile X^T[k-fold, m-fold],
-    rows flipped, not skewed."""
-    M, K = y0.shape[0], dy.shape[0]
-    stamp = np.full(H * W * Cin, -1, np.int64)
-    misses = 0
-    for fc in range((M + C - 1) // C):
-        cu = min(C, M - fc * C)
-        for fr in range((K + R - 1) // R):
-            ru = min(R, K - fr * R)
-            for i in range(R):
-                rr = R - 1 - i
-                if rr >= ru:
-                    continue
-                for c in range(cu):
-                    a = _addr(y0, x0, dy, dx, ch, fc * C + c, fr * R + rr, H, W, Cin)
-                    if a >= 0:
-                        misses = _miss(stamp, a, misses, E)
-    return misses
-
-
-@njit(cache=True)
-def _misses_os_filter(K, N, C, mf, E):  # pragma: no cover - numba
-    stamp = np.full(K * N, -1, np.int64)
-    misses = 0
-    for fc in range((N + C - 1) // C):
-        cu = min(C, N - fc * C)
-        for _fr in range(mf):
-            for r in range(K + C - 1):
-                lo = max(0, r - K + 1)
-                hi = min(cu - 1, r)
-                for c in range(lo, hi + 1):
-                    a = (fc * C + c) * K + (r - c)
-                    misses = _miss(stamp, a, misses, E)
-    return misses
-
-
-@njit(cache=True)
-def _misses_is_filter(K, N, R, mf, E):  # pragma: no cover - numba
-    stamp = np.full(K * N, -1, np.int64)
-    misses = 0
-    for _fc in range(mf):
-        for fr in range((K + R - 1) // R):
-            ru = min(R, K - fr * R)
-            for r in range(N + R - 1):
-                lo = max(0, r - N + 1)
-                hi = min(ru - 1, r)
-                for c in range(lo, hi + 1):
-                    a = (r - c) * K + fr * R + c
-                    misses = _miss(stamp, a, misses, E)
-    return misses
-
-
-@njit(cache=True)
-def _ofmap_drain(fold_L, fold_ru, fold_rows, P, T, R, os_mode, bw, active, drain_size):  # pragma: no cover
-    """Replay SCALE-Sim's write buffer over every row (cycle) of the ofmap demand.
-
-    Per fold f: ``fold_L[f]`` valid lanes, ``fold_ru[f]`` valid rows (os), ``fold_rows[f]`` cycles;
-    ``P`` prefix rows, ``T`` temporal rows. Returns (DRAM words written, stall cycles)."""
-    lines_per_drain = (drain_size + bw - 1) // bw
-    free_space = active + drain_size
-    line_idx, n_lines, start = 0, 0, 0
-    drain_end, stall_total, cycle, written = 0, 0, 0, 0
-    cap = 16
-    p_idx = np.empty(cap, np.int64)
-    p_val = np.empty(cap, np.int64)
-    n_partial, p_ptr = 0, 0
-    for f in range(fold_L.shape[0]):
-        L, ru = fold_L[f], fold_ru[f]
-        for r in range(fold_rows[f]):
-            if os_mode:
-                lo = max(0, r - P - (R - 1))
-                hi = min(L - 1, r - P - (R - ru))
-            else:
-                lo = max(0, r - P - T + 1)
-                hi = min(L - 1, r - P)
-            rem = hi - lo + 1 if hi >= lo else 0
-            cur = cycle + stall_total
-            row_start = cur
-            while rem > 0:
-                if cur < drain_end:
-                    if free_space > 1:
-                        k = min(rem, free_space - 1)
-                    else:
-                        k = 1
-                    free_space -= k
-                    line_idx += k
-                    n_lines += line_idx // bw
-                    line_idx %= bw
-                    rem -= k
-                    if free_space <= 0:
-                        cur = drain_end
-                else:
-                    k = free_space - active + 1
-                    if k < 1:
-                        k = 1
-                    triggered = k <= rem
-                    if not triggered:
-                        k = rem
-                    free_space -= k
-                    line_idx += k
-                    n_lines += line_idx // bw
-                    line_idx %= bw
-                    rem -= k
-                    if triggered:
-                        if line_idx != 0:
-                            if n_partial == cap:
-                                cap *= 2
-                                p_idx = np.concatenate((p_idx, np.empty(cap - n_partial, np.int64)))
-                                p_val = np.concatenate((p_val, np.empty(cap - n_partial, np.int64)))
-                            p_idx[n_partial] = n_lines
-                            p_val[n_partial] = line_idx
-                            n_partial += 1
-                            n_lines += 1
-                            line_idx = 0
-                        lines = min(lines_per_drain, n_lines - start)
-                        if lines > 0:
-                            last = start + lines - 1
-                            while p_ptr < n_partial and p_idx[p_ptr] < last:
-                                p_ptr += 1
-                            v = bw
-                            if p_ptr < n_partial and p_idx[p_ptr] == last:
-                                v = p_val[p_ptr]
-                            count = lines * bw - (bw - v)
-                            written += count
-                            free_space += count
-                            start += lines
-                            drain_end = cur + lines - 1
-            stall_total += cur - row_start
-            cycle += 1
-    # the final drain of everything left
-    if line_idx != 0:
-        if n_partial == cap:
-            p_idx = np.concatenate((p_idx, np.empty(1, np.int64)))
-            p_val = np.concatenate((p_val, np.empty(1, np.int64)))
-        p_idx[n_partial] = n_lines
-        p_val[n_partial] = line_idx
-        n_partial += 1
-        n_lines += 1
-    while start < n_lines:
-        lines = min(lines_per_drain, n_lines - start)
-        last = start + lines - 1
-        while p_ptr < n_partial and p_idx[p_ptr] < last:
-            p_ptr += 1
-        v = bw
-        if p_ptr < n_partial and p_idx[p_ptr] == last:
-            v = p_val[p_ptr]
-        written += lines * bw - (bw - v)
-        start += lines
-    return written, stall_total
 
 
 def _ofmap(layer: Layer, arch: Arch) -> tuple[int, int]:
@@ -317,9 +118,102 @@ def _ofmap(layer: Layer, arch: Arch) -> tuple[int, int]:
         ru = [0] * (kf * cf)
         rows = [2 * R + C + T - 2] * (kf * cf)
         P = 2 * R - 1
+    closed = _ofmap_stall_free(L, ru, rows[0], P, T, R, df == "os", bw, active, drain)
+    if closed is not None:
+        return closed, 0
+    import numpy as np
+
+    from ._scalesim_kernels import _ofmap_drain
+
     written, stalls = _ofmap_drain(np.asarray(L, np.int64), np.asarray(ru, np.int64), np.asarray(rows, np.int64),
                                    P, T, R, df == "os", bw, active, drain)
     return int(written), int(stalls)
+
+
+def _lane_writes(x: int, lanes: int, t: int) -> int:
+    """Writes up to skewed step ``x`` of ``lanes`` lanes, lane l writing at steps l .. l + t - 1."""
+    if x < 0:
+        return 0
+    full = min(lanes, max(0, x - t + 2))  # lanes done by x
+    a, b = max(0, x - t + 2), min(lanes - 1, x)
+    part = (b - a + 1) * (x + 1) - (a + b) * (b - a + 1) // 2 if b >= a else 0
+    return full * t + part
+
+
+def _ofmap_stall_free(fold_L: list[int], fold_ru: list[int], rows: int, P: int, T: int, R: int, os_mode: bool,
+                      bw: int, active: int, drain_size: int) -> int | None:
+    """DRAM OFMAP writes of SCALE-Sim's write buffer (the rules of ``_scalesim_kernels._ofmap_drain``) from
+    drain to drain instead of row by row: a fold's writes up to a row are a closed form (its outputs
+    leave skewed, lane l at rows P + l .. P + l + t - 1), so the element that triggers the next drain is
+    the first one past both the half-buffer mark and the end of the drain in flight. Exact while no write
+    finds the buffer full during a drain (then no stall at all); returns None otherwise (the caller
+    replays). Pure Python: no numpy or numba import."""
+    shift = [R - ru if os_mode else 0 for ru in fold_ru]
+    tlen = [ru if os_mode else T for ru in fold_ru]
+    base = [0]
+    for lanes, t in zip(fold_L, tlen, strict=True):
+        base.append(base[-1] + lanes * t)
+    total, n_rows = base[-1], rows * len(fold_L)
+
+    def incl(g: int) -> int:  # writes in global rows 0..g
+        if g < 0:
+            return 0
+        if g >= n_rows:
+            return total
+        f, r = divmod(g, rows)
+        return base[f] + _lane_writes(r - P - shift[f], fold_L[f], tlen[f])
+
+    def row_of(e: int) -> int:  # the global row of element e
+        f = bisect_right(base, e) - 1
+        lo, hi = 0, rows - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if base[f] + _lane_writes(mid - P - shift[f], fold_L[f], tlen[f]) > e:
+                hi = mid
+            else:
+                lo = mid + 1
+        return f * rows + lo
+
+    lines_per_drain = -(-drain_size // bw)
+    free, line_start, n_lines, ds, drain_end, written, j = active + drain_size, 0, 0, 0, 0, 0, -1
+    partial: dict[int, int] = {}
+
+    def close(upto: int) -> None:  # lines of the elements [line_start, upto); the last one closed partly filled
+        nonlocal n_lines, line_start
+        stored = upto - line_start
+        n_lines += stored // bw
+        if stored % bw:
+            partial[n_lines] = stored % bw
+            n_lines += 1
+        line_start = upto
+
+    def drain() -> int:  # lines drained now; their words counted (a partial last line without its padding)
+        nonlocal ds, written
+        cnt = min(lines_per_drain, n_lines - ds)
+        words = cnt * bw - (bw - partial.get(ds + cnt - 1, bw))
+        written += words
+        ds += cnt
+        return words
+
+    while True:
+        e_b = incl(drain_end - 1)
+        if min(e_b, total) - 1 - j >= free:  # a write in flight would find the buffer full: stalls
+            return None
+        e = max(j + free - active + 1, e_b, j + 1)
+        if e >= total:
+            break
+        free -= e - j
+        close(e + 1)
+        if n_lines == ds:
+            return None
+        cnt_before = ds
+        free += drain()
+        drain_end = row_of(e) + (ds - cnt_before) - 1
+        j = e
+    close(total)
+    while ds < n_lines:
+        drain()
+    return written
 
 
 def _input_misses(layer: Layer, arch: Arch) -> int:
@@ -327,6 +221,8 @@ def _input_misses(layer: Layer, arch: Arch) -> int:
     E = epoch_length(arch.sram_bytes("ifmap"))
     if E == 0 or unique < E:
         return unique
+    from ._scalesim_kernels import _misses_is_input, _misses_skewed_input
+
     geo = _input_addresses(layer)
     R, C = arch.rows, arch.cols
     nf = -(-layer.N // C)
@@ -343,16 +239,57 @@ def _filter_misses(layer: Layer, arch: Arch) -> int:
     if arch.dataflow == "ws" or E == 0 or K * N < E:
         return K * N  # ws streams every weight exactly once
     mf = -(-M // (arch.rows if arch.dataflow == "os" else arch.cols))
-    if arch.dataflow == "os":
-        return int(_misses_os_filter(K, N, arch.cols, mf, E))
-    return int(_misses_is_filter(K, N, arch.rows, mf, E))
+    if arch.dataflow == "os":  # per column fold its K x cols block, read mf times in the same order
+        blocks = [K * min(arch.cols, N - fc * arch.cols) for fc in range(-(-N // arch.cols))]
+    else:  # the whole K x N filter, read mf times in the same order
+        blocks = [K * N]
+    misses = 0
+    for b in blocks:
+        misses = _repeated_pass_misses(b, mf, E, misses)
+    return misses
+
+
+def _repeated_pass_misses(b: int, passes: int, E: int, misses: int) -> int:
+    """Misses after ``passes`` reads of the same ``b`` distinct addresses in the same order by a CALC read
+    buffer that slides every ``E`` misses (``_scalesim_kernels._miss``), starting from ``misses``. Each
+    address's window stamp is kept as runs of positions with one stamp, so a pass costs its runs."""
+    segs = [(0, b, -1)]  # (first position, end, window of the last fetch)
+    for _ in range(passes):
+        out = []
+        for s0, s1, st in segs:
+            if st == misses // E:
+                out.append((s0, s1, st))
+                continue
+            p = s0
+            while p < s1:  # misses from p on; the window changes every E misses
+                w = misses // E
+                n = min(s1 - p, (w + 1) * E - misses)
+                out.append((p, p + n, w))
+                misses += n
+                p += n
+        segs = []
+        for seg in out:  # merge neighbours with one stamp
+            if segs and segs[-1][2] == seg[2] and segs[-1][1] == seg[0]:
+                segs[-1] = (segs[-1][0], seg[1], seg[2])
+            else:
+                segs.append(seg)
+    return misses
 
 
 def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
-    """Per-GEMM counts of ``layer`` under SCALE-Sim v3's accounting (CALC mode; see the module docstring)."""
+    """Per-GEMM counts of ``layer`` under SCALE-Sim v3's accounting (see the module docstring); in USER
+    bandwidth mode the DRAM counts and stalls come from the request replay of ``_scalesim_replay``."""
     (M, N, K), R, C, df = scalesim_shape(layer), arch.rows, arch.cols, arch.dataflow
     macs = M * N * K
-    ofmap_dram, stalls = _ofmap(layer, arch)
+    if arch.bandwidth_mode == "user":  # read stalls and request-line reads: the replay (_scalesim_replay)
+        from ._scalesim_replay import replay_layer
+
+        rep = replay_layer(layer, arch)
+        ofmap_dram, stalls = rep["dram_ofmap_writes"], rep["stall_cycles"]
+        ifmap_dram, filter_dram = rep["dram_ifmap_reads"], rep["dram_filter_reads"]
+    else:
+        ofmap_dram, stalls = _ofmap(layer, arch)
+        ifmap_dram, filter_dram = _input_misses(layer, arch), _filter_misses(layer, arch)
     if df == "os":
         mf, nf, eff = fold_counts(M, N, arch)
         folds = mf * nf
@@ -379,9 +316,9 @@ def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
         mapping_efficiency=eff,
         macs=macs,
         ifmap_reads=reads["ifmap_reads"],
-        ifmap_dram=_input_misses(layer, arch),
+        ifmap_dram=ifmap_dram,
         filter_reads=reads["filter_reads"],
-        filter_dram=_filter_misses(layer, arch),
+        filter_dram=filter_dram,
         psum_reads=0,
         psum_writes=0,
         psum_dram_reads=0,
@@ -391,5 +328,5 @@ def scalesim_counts(layer: Layer, arch: Arch) -> LayerCounts:
         reg_writes=regs,
         mapping=mapping,
         ofmap_partial=reads["partial"],
-        ofmap_stall_cycles=stalls,
+        scalesim_stall_cycles=stalls,
     )

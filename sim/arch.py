@@ -111,6 +111,11 @@ class Arch:
     mapping: str = "search"
     objective: str = "edp"
     bandwidth_mode: str = "user"
+    # SCALE-Sim's USER-mode read rates (words/cycle, its [layout] IfmapSRAMBankBandwidth /
+    # FilterSRAMBankBandwidth) and its Bandwidth key (the ofmap drain rate; 0 = dram_bandwidth_bytes_per_cycle)
+    scalesim_ifmap_bank_bw: int = 10
+    scalesim_filter_bank_bw: int = 10
+    scalesim_bandwidth: int = 0
     stationary_words: int = 1
     psum_quant: PsumQuantHW = field(default_factory=PsumQuantHW)
     vector: VectorUnit = field(default_factory=VectorUnit)
@@ -161,6 +166,10 @@ def validate_arch(a: Arch) -> None:
     _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
     _pos_num("clock_ghz", a.clock_ghz)
     _pos_int("stationary_words", a.stationary_words)
+    _pos_int("scalesim_ifmap_bank_bw", a.scalesim_ifmap_bank_bw)
+    _pos_int("scalesim_filter_bank_bw", a.scalesim_filter_bank_bw)
+    if isinstance(a.scalesim_bandwidth, bool) or not isinstance(a.scalesim_bandwidth, int) or a.scalesim_bandwidth < 0:
+        raise ConfigError(f"arch field 'scalesim_bandwidth' must be an integer >= 0, got {a.scalesim_bandwidth!r}")
     if a.stationary_words > MAX_STATIONARY_WORDS:
         raise ConfigError(
             f"arch field 'stationary_words' = {a.stationary_words} is over {MAX_STATIONARY_WORDS}; "
@@ -340,4 +349,12 @@ def load_scalesim_cfg(path: str | Path) -> Arch:
     }
     if "bandwidth" in found:
         data["dram_bandwidth_bytes_per_cycle"] = num("bandwidth", float) * base.bits.input / 8
+        data["scalesim_bandwidth"] = int(num("bandwidth", float))
+    for key, field_ in (("ifmapsrambankbandwidth", "scalesim_ifmap_bank_bw"),
+                        ("filtersrambankbandwidth", "scalesim_filter_bank_bw")):
+        if cp.has_option("layout", key):
+            try:
+                data[field_] = int(cp.get("layout", key).strip().strip('"'))
+            except ValueError:
+                raise ConfigError(f"{path}: [layout] {key} must be an integer") from None
     return arch_from_dict(data, str(path), base=base)

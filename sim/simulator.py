@@ -199,8 +199,8 @@ def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: 
     for comp, act, bits, cnt in layer_records(layer, c, arch):
         ledger.record(comp, act, bits, cnt, scope)
     dbits = dram_bits(layer, c, arch)
-    if arch.memory == "scalesim" and arch.bandwidth_mode == "calc":
-        stall = b * c.ofmap_stall_cycles
+    if arch.memory == "scalesim":  # SCALE-Sim's own stalls (CALC: ofmap write buffer; USER: replayed)
+        stall = b * c.scalesim_stall_cycles
     else:
         stall = b * stall_cycles(dbits / b / 8, c.folds, c.compute_cycles, arch)
     compute = b * c.compute_cycles

@@ -90,7 +90,7 @@ def test_access_counts_equal_scalesim(tmp_path: Path, arch: tuple, layers: list)
     for layer, (_, golden) in zip(w.layers, layers, strict=True):
         c = map_layer(layer, a)
         assert tuple(getattr(c, f) for f in FIELDS) == golden, layer.name
-        assert c.ofmap_stall_cycles == 0  # SCALE-Sim's "Stall Cycles" on all of these
+        assert c.scalesim_stall_cycles == 0  # SCALE-Sim's "Stall Cycles" on all of these
 
 
 @pytest.mark.parametrize("df", ["ws", "os", "is"])
@@ -113,3 +113,56 @@ def test_npukit_memory_differs_only_in_traffic_not_cycles(tmp_path: Path) -> Non
     r_own, r_ss = simulate(w, own), simulate(w, a)
     assert r_own.compute_cycles == r_ss.compute_cycles
     assert r_own.layers[0].traffic_bytes["dram_ofmap_write_bytes"] < r_ss.layers[0].traffic_bytes["dram_ofmap_write_bytes"]
+
+
+def test_closed_forms_equal_the_request_replay() -> None:
+    # the numpy/numba-free CALC closed forms (ofmap drains from drain to drain, filter misses of repeated
+    # passes) against the row-by-row replay kernels, on random layers with small buffers
+    import random
+
+    import numpy as np
+
+    from npukit.sim import _scalesim_memory as sm
+    from npukit.sim._scalesim_kernels import _misses_is_filter, _misses_os_filter, _ofmap_drain
+    from npukit.sim.workload import Layer
+
+    rng = random.Random(7)
+    base = load_scalesim_cfg_like()
+    drained = 0
+    for _ in range(60):
+        r, c, df = rng.choice((2, 4, 8, 32)), rng.choice((2, 4, 8, 32)), rng.choice(("ws", "os", "is"))
+        fh = rng.choice((1, 3))
+        h = rng.randint(fh, 20)
+        conv = (h, h, fh, fh, rng.randint(1, 24), rng.randint(1, 64), rng.choice((1, 2)))
+        oh = (h - fh) // conv[6] + 1
+        layer = Layer("x", oh * oh, conv[5], fh * fh * conv[4], conv=conv)
+        arch = base.with_(rows=r, cols=c, dataflow=df, **{"sram_kib.ofmap": rng.choice((1, 2)), "sram_kib.filter": 1})
+        m, n, k = sm.scalesim_shape(layer)
+        total = int(arch.sram_bytes("ofmap"))
+        active = -(-total // 2)
+        if df == "os":
+            mf, nf = -(-m // r), -(-n // c)
+            lanes = [min(c, n - fc * c) for fc in range(nf) for _ in range(mf)]
+            ru = [min(r, m - fr * r) for _ in range(nf) for fr in range(mf)]
+            rows, p, t = r + c + k - 2, k - 1, r
+        else:
+            t, sc = (m, n) if df == "ws" else (n, m)
+            kf, cf = -(-k // r), -(-sc // c)
+            lanes, ru = [min(c, sc - fc * c) for fc in range(cf) for _ in range(kf)], [0] * (kf * cf)
+            rows, p = 2 * r + c + t - 2, 2 * r - 1
+        ref = _ofmap_drain(np.asarray(lanes, np.int64), np.asarray(ru, np.int64), np.asarray([rows] * len(lanes), np.int64),
+                           p, t, r, df == "os", c, active, total - active)
+        assert ref[1] == 0 and sm._ofmap_stall_free(lanes, ru, rows, p, t, r, df == "os", c, active, total - active) == ref[0]
+        drained += ref[0] > total
+        if df != "ws":
+            e = sm.epoch_length(arch.sram_bytes("filter"))
+            mf = -(-m // (r if df == "os" else c))
+            want = _misses_os_filter(k, n, c, mf, e) if df == "os" else _misses_is_filter(k, n, r, mf, e)
+            assert sm._filter_misses(layer, arch) == want
+    assert drained > 10  # most cases drain several times mid-layer
+
+
+def load_scalesim_cfg_like():
+    from npukit.sim import load_arch
+
+    return load_arch("npu128").with_(memory="scalesim", mapping="fixed", bandwidth_mode="calc")
