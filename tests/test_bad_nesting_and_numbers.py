@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from _cli_util import refused
 
-from npukit.workloads import _trace_cache as tc
-from npukit.workloads import workload_from_spec
 from npukit.sim import (
     MAX_DEPTH,
     ConfigError,
@@ -26,6 +24,8 @@ from npukit.sim import (
     load_table,
 )
 from npukit.sweeps import expand_points, load_sweep_spec
+from npukit.workloads import _trace_cache as tc
+from npukit.workloads import workload_from_spec
 
 DEEP = 100_000
 HOROWITZ = (Path(__file__).resolve().parents[1] / "sim" / "tables" / "horowitz45.toml").read_text()

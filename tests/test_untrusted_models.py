@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from _cli_util import refused
 
+from npukit.sim import Layer, Ledger, LedgerError, VectorOp, Workload, WorkloadError
 from npukit.workloads import _trace_cache as tc
 from npukit.workloads import real_models, workload_from_spec
-from npukit.sim import Layer, Ledger, LedgerError, VectorOp, Workload, WorkloadError
 
 TINY_LLAMA = {
     "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 160,
