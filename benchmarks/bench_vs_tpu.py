@@ -56,7 +56,8 @@ def read_rows(path: str | Path) -> list[Row]:
             shape = (int(r["dim_m"]), int(r["dim_n"]), int(r["dim_k"]))
             t = float(r["fusion_avg"])
         except (TypeError, ValueError):
-            raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers and fusion_avg a number") from None
+            raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
+                              "and fusion_avg a number") from None
         if min(shape) < 1 or not t > 0 or t == float("inf"):
             raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be >= 1 and the time positive and finite")
         rows.append((r["kernel_name"], shape, t))
