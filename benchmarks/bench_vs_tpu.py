@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
-from npukit.sim.tpu import N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
+from npukit.sim.tpu import GENERATIONS, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
 
 DATA = Path(__file__).resolve().parent / "data" / "tpu_matmul"
 SHIPPED = (DATA / "tpu_matmul_128.csv", DATA / "tpu_matmul_1024.csv")
@@ -170,8 +170,9 @@ def run(measured: str | None, out: str) -> int:
     if mine is not None:
         table.append(block(f"{Path(measured).name} (fit on shipped)", mine, pred, [base(r[1]) for r in mine]))
     print(format_table(["case", "shapes", "R^2", "MAPE %", "baseline R^2", "baseline MAPE %"], table))
-    print(f"\n(baseline: a line in SCALE-Sim 128x128 ws cycles, same protocol; fit on <= {EXTRAPOLATION_MAX}: "
-          f"t0 = {p_small.t0_us:.3f} us, eta_mxu = {p_small.eta_mxu:.3f}, eta_hbm = {p_small.eta_hbm:.3f})")
+    print("baseline: a least-squares line in SCALE-Sim's 128x128 ws cycles, fitted under the same protocol")
+    print(f"fit on M, N, K <= {EXTRAPOLATION_MAX} ({len(small)} shapes): t0 = {p_small.t0_us:.3f} us, "
+          f"eta_mxu = {p_small.eta_mxu:.3f}, eta_hbm = {p_small.eta_hbm:.3f}")
     pad = []
     for chip in (TPU_V4, WIDE_MXU):
         lo = leave_one_class_out(ship, lambda rs, c=chip: fit_mechanism(rs, c)[0])
@@ -179,6 +180,9 @@ def run(measured: str | None, out: str) -> int:
         pad.append([f"{chip.mxu_rows}x{chip.mxu_cols} ({chip.name})", round(r2, 4), round(mape, 2)])
     print("\npadding check (N and K padded to the MXU width; leave one size class out on the shipped shapes):")
     print(format_table(["MXU", "R^2", "MAPE %"], pad))
+    print("\nwhich generation (one JAX device each; a device cannot beat its peaks):")
+    print(format_table(["device", "MXU", "peak TFLOP/s", "HBM GB/s", "best measured / peak", "fits"],
+                       generation_rows(ship)))
     big = []
     for s in LARGER:
         t = predict_us(params, *s, chip=TPU_V4)
@@ -200,6 +204,19 @@ def run(measured: str | None, out: str) -> int:
     print(f"\nwrote {write_csv(out_dir / 'tpu_predictions.csv', csv_rows)}")
     print(f"wrote {plot(out_dir / 'tpu_measured_vs_predicted.png', target, pred, label)}")
     return 0
+
+
+def generation_rows(rows: Sequence[Row]) -> list[list[object]]:
+    """Each generation's peaks against the best FLOP rate the measurements reach."""
+    best = max(rows, key=lambda r: r[1][0] * r[1][1] * r[1][2] / r[2])
+    tflops = 2 * best[1][0] * best[1][1] * best[1][2] / best[2] / 1e6
+    out = []
+    for label, chip in GENERATIONS.items():
+        ratio = tflops / chip.peak_tflops
+        out.append([label, f"{chip.mxus}x {chip.mxu_rows}x{chip.mxu_cols}", round(chip.peak_tflops, 1),
+                    round(chip.hbm_gbps), round(ratio, 2), "no (above peak)" if ratio > 1 else "yes"])
+    out.append([f"best measured: {best[0]}", "", round(tflops, 1), "", "", ""])
+    return out
 
 
 def plot(path: Path, rows: Sequence[Row], pred: Sequence[float], label: str) -> Path:

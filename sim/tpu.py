@@ -45,7 +45,7 @@ from ._mapping import n_folds, stationary_cycles
 from .arch import Arch
 from .errors import ConfigError
 
-__all__ = ["TpuChip", "TPU_V4", "TpuFit", "N_PARAMS", "matmul_terms", "predict_us", "fit"]
+__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "matmul_terms", "predict_us", "fit"]
 
 #: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
 N_PARAMS = 3
@@ -88,6 +88,24 @@ class TpuChip:
 #: Cloud TPU v4, one chip (sources in the module docstring).
 TPU_V4 = TpuChip(name="tpu-v4", cores=2, mxus_per_core=4, mxu_rows=128, mxu_cols=128, clock_ghz=1.05,
                  hbm_gbps=1200.0, hbm_gib=32.0, cmem_mib=128.0)
+
+#: One JAX device of each Cloud TPU generation, for telling them apart from measurements (docs/tpu.md).
+#: v2 and v3 expose each TensorCore as its own device (half the chip's HBM bandwidth); v4 one chip
+#: (megacore); v5e and v6e have one TensorCore per chip. Clocks marked "derived" are peak / (MXU MACs * 2).
+#: Sources: v2: Jouppi et al., "A Domain-Specific Supercomputer for Training Deep Neural Networks",
+#: CACM 63(7), 2020 (one 128x128 MXU per core, 700 MHz, 700 GB/s HBM per chip of two cores); v3:
+#: cloud.google.com/tpu/docs/v3 (two cores of two MXUs, 123 TFLOP/s and 900 GB/s per chip; 940 MHz
+#: derived); v5e: cloud.google.com/tpu/docs/v5e (one core of four MXUs, 197 TFLOP/s, 819 GB/s; 1.5 GHz
+#: derived); v6e: cloud.google.com/tpu/docs/v6e (one core of two 256x256 MXUs, 918 TFLOP/s, 1638 GB/s;
+#: its "clock" 3.5 GHz is only what makes 2 MXUs reach that peak, not a published clock). ``hbm_gib`` and
+#: ``cmem_mib`` are 0 where this table does not use them.
+GENERATIONS: dict[str, TpuChip] = {
+    "v2 (one core)": TpuChip("tpu-v2-core", 1, 1, 128, 128, 0.70, 350.0, 0, 0),
+    "v3 (one core)": TpuChip("tpu-v3-core", 1, 2, 128, 128, 0.94, 450.0, 0, 0),
+    "v4 (one chip)": TPU_V4,
+    "v5e (one chip)": TpuChip("tpu-v5e", 1, 4, 128, 128, 1.50, 819.0, 0, 0),
+    "v6e (one chip)": TpuChip("tpu-v6e", 1, 2, 256, 256, 3.50, 1638.0, 0, 0),
+}
 
 
 @dataclass(frozen=True)
