@@ -190,6 +190,13 @@ def run(measured: str | None, out: str) -> int:
     print("baseline: a least-squares line in SCALE-Sim's 128x128 ws cycles, fitted under the same protocol")
     print(f"fit on M, N, K <= {EXTRAPOLATION_MAX} ({len(small)} shapes): t0 = {p_small.t0_us:.3f} us, "
           f"eta_mxu = {p_small.eta_mxu:.3f}, eta_hbm = {p_small.eta_hbm:.3f}")
+    per = []
+    for c in sorted({size_class(r[1]) for r in ship}):
+        idx = [i for i, r in enumerate(ship) if size_class(r[1]) == c]
+        err = [(loso[i] - ship[i][2]) / ship[i][2] for i in idx]
+        per.append([c, len(idx), round(100 * sum(map(abs, err)) / len(err), 2), round(100 * sum(err) / len(err), 2)])
+    print("\nper size class, left out (no trend in the bias with size is what extrapolation needs):")
+    print(format_table(["max(M,N,K)", "shapes", "MAPE %", "bias %"], per))
     pad = []
     for chip in (TPU_V4, WIDE_MXU):
         lo = leave_one_class_out(ship, lambda rs, c=chip: fit_mechanism(rs, c)[0])
