@@ -30,6 +30,7 @@ DATA = Path(__file__).resolve().parent / "data" / "tpu_matmul"
 SHIPPED = (DATA / "tpu_matmul_128.csv", DATA / "tpu_matmul_1024.csv")
 COLUMNS = ("kernel_name", "dim_m", "dim_n", "dim_k", "fusion_avg")
 EXTRAPOLATION_MAX = 512
+OUTPUTS = ("tpu_predictions.csv", "tpu_measured_vs_predicted.png")
 #: The padding check: the same chip with 256 x 256 MXUs (as TPU v6e's) and the same peak.
 WIDE_MXU = replace(TPU_V4, name="tpu-v4-with-256-mxu", mxus_per_core=1, mxu_rows=256, mxu_cols=256)
 #: Shapes beyond the shipped ones, predicted for the record (no measurement here).
@@ -161,6 +162,9 @@ def block(title: str, rows: Sequence[Row], pred: Sequence[float], base: Sequence
 def run(measured: str | None, out: str) -> int:
     ship = shipped_rows()
     mine = read_rows(measured) if measured else None
+    taken = [n for n in OUTPUTS if (Path(out) / n).exists()]
+    if taken:
+        raise ConfigError(f"--out '{out}' already holds {', '.join(taken)} from another run; pass a new or empty folder")
     out_dir = prepare_out_dir(out)
 
     mech, params = fit_mechanism(ship)
@@ -242,8 +246,8 @@ def run(measured: str | None, out: str) -> int:
                          "error_pct": round(100 * (p - r[2]) / r[2], 2),
                          "mxu_us_at_peak": round(t.mxu_us, 4), "hbm_us_at_peak": round(t.hbm_us, 4),
                          "baseline_us": round(base(r[1]), 4)})
-    print(f"\nwrote {write_csv(out_dir / 'tpu_predictions.csv', csv_rows)}")
-    print(f"wrote {plot(out_dir / 'tpu_measured_vs_predicted.png', target, pred, label)}")
+    print(f"\nwrote {write_csv(out_dir / OUTPUTS[0], csv_rows)}")
+    print(f"wrote {plot(out_dir / OUTPUTS[1], target, pred, label)}")
     return 0
 
 

@@ -94,3 +94,7 @@ def test_bench_predicts_a_measured_csv(tmp_path, capsys):
     assert "mine.csv (fit on shipped)" in text and "ten worst shapes (measured CSV)" in text
     assert (out / "tpu_predictions.csv").read_text().count("\n") == 6  # header + 5 shapes
     assert (out / "tpu_measured_vs_predicted.png").stat().st_size > 0
+    before = (out / "tpu_predictions.csv").read_text()
+    assert bench.main(["--measured", str(mine), "--out", str(out)]) == 2  # never overwrites another run
+    assert "already holds" in capsys.readouterr().err
+    assert (out / "tpu_predictions.csv").read_text() == before
