@@ -1,0 +1,303 @@
+"""Predict measured Cloud TPU v4 matmul times by mechanism (npukit.sim.tpu) and score the prediction.
+
+    python benchmarks/bench_vs_tpu.py --out out/tpu
+    python benchmarks/bench_vs_tpu.py --measured my_shapes.csv --out out/tpu_mine
+
+The model's three parameters are always fitted on the shipped shapes only
+(``benchmarks/data/tpu_matmul/``, see its README for the source). Printed: the fit, then for the
+shipped shapes leave-one-size-class-out (size class = the largest of M, N, K; each class predicted by
+a fit on the others) and the extrapolation check (fit on shapes with M, N, K <= 512, predict the
+rest); for ``--measured CSV`` (same columns as the shipped files: ``kernel_name, dim_m, dim_n,
+dim_k, fusion_avg``, times in µs) R^2, MAPE and the ten worst shapes of the prediction fitted on all
+shipped shapes. Each block also shows the baseline: a line fitted to SCALE-Sim's single-array cycles
+(128 x 128 ws, min over the two operand orders) under the same protocol. Writes
+``tpu_predictions.csv`` and ``tpu_measured_vs_predicted.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
+from npukit.sim.tpu import GENERATIONS, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
+
+DATA = Path(__file__).resolve().parent / "data" / "tpu_matmul"
+SHIPPED = (DATA / "tpu_matmul_128.csv", DATA / "tpu_matmul_1024.csv")
+COLUMNS = ("kernel_name", "dim_m", "dim_n", "dim_k", "fusion_avg")
+EXTRAPOLATION_MAX = 512
+OUTPUTS = ("tpu_predictions.csv", "tpu_measured_vs_predicted.png")
+#: The padding check: the same chip with 256 x 256 MXUs (as TPU v6e's) and the same peak.
+WIDE_MXU = replace(TPU_V4, name="tpu-v4-with-256-mxu", mxus_per_core=1, mxu_rows=256, mxu_cols=256)
+#: Shapes beyond the shipped ones, predicted for the record (no measurement here).
+LARGER = ((2048, 2048, 2048), (4096, 4096, 4096), (4096, 4096, 1024), (1024, 1024, 4096), (2048, 4096, 3072))
+
+Shape = tuple[int, int, int]
+Row = tuple[str, Shape, float]
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """(kernel_name, (M, N, K), measured µs) rows of a measurement CSV; :class:`ConfigError` if malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read measured CSV '{p}' ({exc}); pass a CSV with columns {', '.join(COLUMNS)}") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ConfigError(f"measured CSV '{p}' lacks columns {', '.join(missing)}; it needs {', '.join(COLUMNS)}")
+    rows: list[Row] = []
+    for i, r in enumerate(reader, start=2):
+        try:
+            shape = (int(r["dim_m"]), int(r["dim_n"]), int(r["dim_k"]))
+            t = float(r["fusion_avg"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
+                              "and fusion_avg a number") from None
+        if min(shape) < 1 or not t > 0 or t == float("inf"):
+            raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be >= 1 and the time positive and finite")
+        rows.append((r["kernel_name"], shape, t))
+    if not rows:
+        raise ConfigError(f"measured CSV '{p}' has no rows")
+    return rows
+
+
+def shipped_rows() -> list[Row]:
+    """The shipped measurements, one row per shape (a shape measured in both files keeps its mean)."""
+    by_shape: dict[Shape, list[Row]] = {}
+    for path in SHIPPED:
+        for row in read_rows(path):
+            by_shape.setdefault(row[1], []).append(row)
+    return [(rs[0][0], s, sum(r[2] for r in rs) / len(rs)) for s, rs in by_shape.items()]
+
+
+def scalesim_cycles(m: int, n: int, k: int, size: int = 128) -> int:
+    """SCALE-Sim v3 ws compute cycles of one 128 x 128 array, min over the two operand orders."""
+    def ws(rows: int, cols: int) -> int:
+        return -(-k // size) * -(-cols // size) * (3 * size + rows - 2) - 1
+    return min(ws(m, n), ws(n, m))
+
+
+# --- the two predictors, each a fit on (shapes, times) returning a function of a shape ---
+
+Predictor = Callable[[Shape], float]
+
+
+def fit_mechanism(rows: Sequence[Row], chip: TpuChip = TPU_V4) -> tuple[Predictor, TpuFit]:
+    params = fit([r[1] for r in rows], [r[2] for r in rows], chip)
+    return (lambda s: predict_us(params, *s, chip=chip)), params
+
+
+def fit_overlapped(rows: Sequence[Row]) -> Predictor:
+    """The alternative the overlap check rejects: the same three parameters, but HBM transfers hidden behind
+    the MXUs (t = t0 + fill + max(MXU / eta_mxu, HBM / eta_hbm)); least squares on the relative error."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    terms = [matmul_terms(*r[1], chip=TPU_V4) for r in rows]
+    f, m, h = (np.array([getattr(t, a) for t in terms]) for a in ("fill_us", "mxu_us", "hbm_us"))
+    y = np.array([r[2] for r in rows])
+    p = least_squares(lambda p: (p[0] + f + np.maximum(m * p[1], h * p[2]) - y) / y, [0.7, 2.7, 2.2]).x
+
+    def pred(s: Shape) -> float:
+        t = matmul_terms(*s, chip=TPU_V4)
+        return float(p[0] + t.fill_us + max(t.mxu_us * p[1], t.hbm_us * p[2]))
+    return pred
+
+
+def fit_baseline(rows: Sequence[Row]) -> Predictor:
+    """Ordinary least-squares line t = a + b * SCALE-Sim cycles (the curve that failed on larger shapes)."""
+    import numpy as np
+
+    x = np.array([scalesim_cycles(*r[1]) for r in rows], dtype=float)
+    y = np.array([r[2] for r in rows])
+    b, a = np.polyfit(x, y, 1)
+    return lambda s: float(a + b * scalesim_cycles(*s))
+
+
+def scores(measured: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
+    """(R^2, MAPE in %) of predictions against measurements."""
+    n = len(measured)
+    mean = sum(measured) / n
+    ss_res = sum((p - m) ** 2 for m, p in zip(measured, predicted, strict=True))
+    ss_tot = sum((m - mean) ** 2 for m in measured)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    mape = 100.0 * sum(abs(p - m) / m for m, p in zip(measured, predicted, strict=True)) / n
+    return r2, mape
+
+
+def size_class(shape: Shape) -> int:
+    return max(shape)
+
+
+def leave_one_class_out(rows: Sequence[Row], fitter: Callable[[Sequence[Row]], Predictor]) -> list[float]:
+    """Each size class predicted by a fit on all the other classes."""
+    pred = [0.0] * len(rows)
+    for c in sorted({size_class(r[1]) for r in rows}):
+        train = [r for r in rows if size_class(r[1]) != c]
+        f = fitter(train)
+        for i, r in enumerate(rows):
+            if size_class(r[1]) == c:
+                pred[i] = f(r[1])
+    return pred
+
+
+def worst(rows: Sequence[Row], pred: Sequence[float], n: int = 10) -> list[list[object]]:
+    order = sorted(range(len(rows)), key=lambda i: -abs(pred[i] - rows[i][2]) / rows[i][2])[:n]
+    return [[rows[i][0], *rows[i][1], round(rows[i][2], 3), round(pred[i], 3),
+             round(100 * (pred[i] - rows[i][2]) / rows[i][2], 1)] for i in order]
+
+
+def block(title: str, rows: Sequence[Row], pred: Sequence[float], base: Sequence[float]) -> list[object]:
+    r2, mape = scores([r[2] for r in rows], pred)
+    br2, bmape = scores([r[2] for r in rows], base)
+    return [title, len(rows), round(r2, 4), round(mape, 2), round(br2, 4), round(bmape, 2)]
+
+
+def run(measured: str | None, out: str) -> int:
+    ship = shipped_rows()
+    mine = read_rows(measured) if measured else None
+    taken = [n for n in OUTPUTS if (Path(out) / n).exists()]
+    if taken:
+        raise ConfigError(f"--out '{out}' already holds {', '.join(taken)} from another run; pass a new or empty folder")
+    out_dir = prepare_out_dir(out)
+
+    mech, params = fit_mechanism(ship)
+    base = fit_baseline(ship)
+    print(f"chip {TPU_V4.name}: {TPU_V4.cores} cores x {TPU_V4.mxus_per_core} MXUs of {TPU_V4.mxu_rows}x{TPU_V4.mxu_cols} "
+          f"at {TPU_V4.clock_ghz} GHz = {TPU_V4.peak_tflops:.0f} TFLOP/s bf16, HBM {TPU_V4.hbm_gbps:.0f} GB/s")
+    print(f"fit on {len(ship)} shipped shapes ({N_PARAMS} parameters): t0 = {params.t0_us:.3f} us, "
+          f"eta_mxu = {params.eta_mxu:.3f} ({params.eta_mxu * TPU_V4.peak_tflops:.1f} TFLOP/s), "
+          f"eta_hbm = {params.eta_hbm:.3f} ({params.eta_hbm * TPU_V4.hbm_gbps:.0f} GB/s)\n")
+
+    table = []
+    loso = leave_one_class_out(ship, lambda rs: fit_mechanism(rs)[0])
+    loso_base = leave_one_class_out(ship, fit_baseline)
+    table.append(block("shipped, fitted on all", ship, [mech(r[1]) for r in ship], [base(r[1]) for r in ship]))
+    table.append(block("shipped, leave one size class out", ship, loso, loso_base))
+    small = [r for r in ship if size_class(r[1]) <= EXTRAPOLATION_MAX]
+    large = [r for r in ship if size_class(r[1]) > EXTRAPOLATION_MAX]
+    f_small, p_small = fit_mechanism(small)
+    b_small = fit_baseline(small)
+    table.append(block(f"fit M,N,K <= {EXTRAPOLATION_MAX}, predict the rest", large,
+                       [f_small(r[1]) for r in large], [b_small(r[1]) for r in large]))
+    target = mine if mine is not None else ship
+    pred = [mech(r[1]) for r in target] if mine is not None else loso
+    if mine is not None:
+        table.append(block(f"{Path(measured).name} (fit on shipped)", mine, pred, [base(r[1]) for r in mine]))
+    print(format_table(["case", "shapes", "R^2", "MAPE %", "baseline R^2", "baseline MAPE %"], table))
+    print("baseline: a least-squares line in SCALE-Sim's 128x128 ws cycles, fitted under the same protocol")
+    print(f"fit on M, N, K <= {EXTRAPOLATION_MAX} ({len(small)} shapes): t0 = {p_small.t0_us:.3f} us, "
+          f"eta_mxu = {p_small.eta_mxu:.3f}, eta_hbm = {p_small.eta_hbm:.3f}")
+    per = []
+    for c in sorted({size_class(r[1]) for r in ship}):
+        idx = [i for i, r in enumerate(ship) if size_class(r[1]) == c]
+        err = [(loso[i] - ship[i][2]) / ship[i][2] for i in idx]
+        per.append([c, len(idx), round(100 * sum(map(abs, err)) / len(err), 2), round(100 * sum(err) / len(err), 2)])
+    print("\nper size class, left out (no trend in the bias with size is what extrapolation needs):")
+    print(format_table(["max(M,N,K)", "shapes", "MAPE %", "bias %"], per))
+    pad = []
+    for chip in (TPU_V4, WIDE_MXU):
+        lo = leave_one_class_out(ship, lambda rs, c=chip: fit_mechanism(rs, c)[0])
+        r2, mape = scores([r[2] for r in ship], lo)
+        pad.append([f"{chip.mxu_rows}x{chip.mxu_cols} ({chip.name})", round(r2, 4), round(mape, 2)])
+    print("\npadding check (N and K padded to the MXU width; leave one size class out on the shipped shapes):")
+    print(format_table(["MXU", "R^2", "MAPE %"], pad))
+    over = []
+    for name, fitter in (("MXU + HBM (the model)", lambda rs: fit_mechanism(rs)[0]), ("max(MXU, HBM)", fit_overlapped)):
+        lo = scores([r[2] for r in ship], leave_one_class_out(ship, fitter))
+        fs = fitter(small)
+        ex = scores([r[2] for r in large], [fs(r[1]) for r in large])
+        over.append([name, round(lo[0], 4), round(lo[1], 2), round(ex[0], 4), round(ex[1], 2),
+                     round(fitter(ship)((4096, 4096, 4096))), round(fs((4096, 4096, 4096)))])
+    print("\noverlap check (HBM time added to or hidden behind the MXU time):")
+    print(format_table(["terms", "LOSO R^2", "LOSO MAPE %", f"<= {EXTRAPOLATION_MAX} -> rest R^2", "MAPE %",
+                        "4096^3 us (fit all)", f"4096^3 us (fit <= {EXTRAPOLATION_MAX})"], over))
+    print("\nwhich generation (one JAX device each; a device cannot beat its peaks):")
+    print(format_table(["device", "MXU", "peak TFLOP/s", "HBM GB/s", "best measured / peak", "fits"],
+                       generation_rows(ship)))
+    big = []
+    for s in LARGER:
+        t = predict_us(params, *s, chip=TPU_V4)
+        big.append([f"{s[0]}x{s[1]}x{s[2]}", round(t, 1), round(2 * s[0] * s[1] * s[2] / t / 1e6, 1)])
+    print("\npredicted beyond the shipped shapes (fit on all shipped shapes; not measured here):")
+    print(format_table(["M x N x K", "predicted us", "TFLOP/s"], big))
+    label = "measured CSV" if mine is not None else "shipped shapes, leave one size class out"
+    print(f"\nten worst shapes ({label}):")
+    print(format_table(["kernel", "M", "N", "K", "measured us", "predicted us", "error %"], worst(target, pred)))
+
+    sq = sorted(((r[2] - p) ** 2 for r, p in zip(target, pred, strict=True)), reverse=True)
+    mean = sum(r[2] for r in target) / len(target)
+    sst = sum((r[2] - mean) ** 2 for r in target)
+    if sst > 0 and sum(sq) > 0:
+        print(f"the 5 worst shapes carry {100 * sum(sq[:5]) / sum(sq):.0f}% of the squared error "
+              f"(R^2 without them: {1 - sum(sq[5:]) / sst:.4f})")
+
+    csv_rows = []
+    for r, p in zip(target, pred, strict=True):
+        t = matmul_terms(*r[1], chip=TPU_V4)
+        csv_rows.append({"kernel_name": r[0], "dim_m": r[1][0], "dim_n": r[1][1], "dim_k": r[1][2],
+                         "measured_us": r[2], "predicted_us": round(p, 4),
+                         "error_pct": round(100 * (p - r[2]) / r[2], 2),
+                         "mxu_us_at_peak": round(t.mxu_us, 4), "hbm_us_at_peak": round(t.hbm_us, 4),
+                         "baseline_us": round(base(r[1]), 4)})
+    print(f"\nwrote {write_csv(out_dir / OUTPUTS[0], csv_rows)}")
+    print(f"wrote {plot(out_dir / OUTPUTS[1], target, pred, label)}")
+    return 0
+
+
+def generation_rows(rows: Sequence[Row]) -> list[list[object]]:
+    """Each generation's peaks against the best FLOP rate the measurements reach."""
+    best = max(rows, key=lambda r: r[1][0] * r[1][1] * r[1][2] / r[2])
+    tflops = 2 * best[1][0] * best[1][1] * best[1][2] / best[2] / 1e6
+    out = []
+    for label, chip in GENERATIONS.items():
+        ratio = tflops / chip.peak_tflops
+        out.append([label, f"{chip.mxus}x {chip.mxu_rows}x{chip.mxu_cols}", round(chip.peak_tflops, 1),
+                    round(chip.hbm_gbps), round(ratio, 2), "no (above peak)" if ratio > 1 else "yes"])
+    out.append([f"best measured: {best[0]}", "", round(tflops, 1), "", "", ""])
+    return out
+
+
+def plot(path: Path, rows: Sequence[Row], pred: Sequence[float], label: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5.5))
+    meas = [r[2] for r in rows]
+    sc = ax.scatter(meas, pred, c=[size_class(r[1]) for r in rows], s=10, cmap="viridis", norm=matplotlib.colors.LogNorm())
+    lo, hi = min(meas + list(pred)) * 0.9, max(meas + list(pred)) * 1.1
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = predicted")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (µs)", ylabel="predicted (µs)",
+           title=f"TPU v4 matmul, npukit.sim.tpu\n{label}")
+    fig.colorbar(sc, ax=ax, label="size class: max(M, N, K)")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    try:
+        return write_figure(path, fig, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measured", metavar="CSV", help="a measurement CSV with the shipped files' columns to predict "
+                    "(default: the shipped shapes, left out one size class at a time)")
+    ap.add_argument("--out", required=True, help="folder for tpu_predictions.csv and the plot (new or empty)")
+    args = ap.parse_args(argv)
+    try:
+        return run(args.measured, args.out)
+    except NpukitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

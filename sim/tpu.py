@@ -1,0 +1,194 @@
+"""A TPU-like chip from public specifications and a by-mechanism predictor of its matmul times.
+
+:data:`TPU_V4` describes one Cloud TPU v4 chip as JAX sees it (one device = one chip, its two
+TensorCores driven together as a "megacore"). Sources (primary):
+
+* Google Cloud, "TPU v4" (https://cloud.google.com/tpu/docs/v4): two TensorCores per chip, four
+  matrix-multiply units (MXUs) per TensorCore, peak 275 TFLOP/s (bf16) per chip, 32 GiB HBM2 at
+  1200 GB/s.
+* Google Cloud, "TPU system architecture" (https://cloud.google.com/tpu/docs/system-architecture-tpu-vm):
+  each MXU is a 128 x 128 systolic array of bf16 multipliers with fp32 accumulation.
+* Jouppi et al., "TPU v4: An Optically Reconfigurable Supercomputer for Machine Learning with Hardware
+  Support for Embeddings", ISCA 2023: 1050 MHz clock, 128 MiB CMEM on chip. The clock also follows
+  from the two numbers above: 275e12 / (8 MXUs * 128 * 128 * 2 FLOP) = 1.049 GHz.
+
+The predictor (:func:`matmul_terms`, :func:`predict_us`) times one XLA matmul fusion
+``(M x K) @ (K x N)`` as
+
+    t = t0 + fill/drain + MXU streaming time / eta_mxu + HBM bytes / (HBM bandwidth * eta_hbm)
+
+* MXU streaming: the weight-stationary array of :mod:`npukit.sim._mapping` (the MXU holds the RHS
+  stationary and streams the LHS and results: Norrie and Patil, "Google's Training Chips Revealed:
+  TPUv2 and TPUv3", Hot Chips 32, 2020) with double-buffered weights (our assumption: the measured
+  times show no fill and drain per weight tile, see docs/tpu.md). Each fold streams its
+  rows; K and N are padded to the 128-wide MXU, M to the 8-row sublane tile of the TPU layout
+  (``T(8,128)``), and the folds are spread over all MXUs of the chip (XLA's megacore splits the
+  output rows over the two TensorCores; each core spreads its weight tiles over its four MXUs).
+  The array fills and drains once per call (R + R + C - 2 cycles, npukit's double-buffered ws
+  formula), the rest of the folds stream back to back.
+* HBM: every operand read once and the output written once, at the dtype's width (the measured
+  data are float16: 2 bytes), over the chip's HBM bandwidth.
+* The three calibrated parameters (:class:`TpuFit`): ``t0_us`` (launch and fixed per-call overhead),
+  ``eta_mxu`` (fraction of the bf16 MXU peak the matmul reaches: it folds in the extra passes a
+  float16 product needs on a bf16 MXU and issue limits) and ``eta_hbm`` (fraction of the HBM
+  bandwidth reached). The terms add: the data fit a sum better than a max (docs/tpu.md).
+
+Everything here is plain arithmetic on shapes; :func:`fit` needs numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._mapping import n_folds, stationary_cycles
+from .arch import Arch
+from .errors import ConfigError
+
+__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "matmul_terms", "predict_us", "fit"]
+
+#: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
+N_PARAMS = 3
+
+
+@dataclass(frozen=True)
+class TpuChip:
+    """A TPU-like chip: ``cores`` TensorCores of ``mxus_per_core`` MXUs of ``mxu_rows`` x ``mxu_cols``
+    PEs at ``clock_ghz`` GHz; ``hbm_gbps`` HBM bandwidth in GB/s (1e9 bytes/s); ``hbm_gib`` HBM
+    capacity in GiB; ``cmem_mib`` shared on-chip memory in MiB; ``sublanes``: rows of the layout
+    tile M is padded to; ``mxu_dtype``: what the MXU multiplies (its peak is for this type)."""
+
+    name: str
+    cores: int
+    mxus_per_core: int
+    mxu_rows: int
+    mxu_cols: int
+    clock_ghz: float
+    hbm_gbps: float
+    hbm_gib: float
+    cmem_mib: float
+    sublanes: int = 8
+    mxu_dtype: str = "bf16"
+
+    @property
+    def mxus(self) -> int:
+        return self.cores * self.mxus_per_core
+
+    @property
+    def peak_tflops(self) -> float:
+        """Peak dense TFLOP/s of the MXUs (2 FLOP per MAC)."""
+        return 2 * self.mxus * self.mxu_rows * self.mxu_cols * self.clock_ghz / 1e3
+
+    def mxu_arch(self) -> Arch:
+        """One MXU as an npukit :class:`Arch`: a weight-stationary array with double-buffered weights."""
+        return Arch(name=f"{self.name}-mxu", rows=self.mxu_rows, cols=self.mxu_cols, dataflow="ws",
+                    timing="double-buffered", clock_ghz=self.clock_ghz)
+
+
+#: Cloud TPU v4, one chip (sources in the module docstring).
+TPU_V4 = TpuChip(name="tpu-v4", cores=2, mxus_per_core=4, mxu_rows=128, mxu_cols=128, clock_ghz=1.05,
+                 hbm_gbps=1200.0, hbm_gib=32.0, cmem_mib=128.0)
+
+#: One JAX device of each Cloud TPU generation, for telling them apart from measurements (docs/tpu.md).
+#: v2 and v3 expose each TensorCore as its own device (half the chip's HBM bandwidth); v4 one chip
+#: (megacore); v5e and v6e have one TensorCore per chip. Clocks marked "derived" are peak / (MXU MACs * 2).
+#: Sources: v2: Jouppi et al., "A Domain-Specific Supercomputer for Training Deep Neural Networks",
+#: CACM 63(7), 2020 (one 128x128 MXU per core, 700 MHz, 700 GB/s HBM per chip of two cores); v3:
+#: cloud.google.com/tpu/docs/v3 (two cores of two MXUs, 123 TFLOP/s and 900 GB/s per chip; 940 MHz
+#: derived); v5e: cloud.google.com/tpu/docs/v5e (one core of four MXUs, 197 TFLOP/s, 819 GB/s; 1.5 GHz
+#: derived); v6e: cloud.google.com/tpu/docs/v6e (one core of two 256x256 MXUs, 918 TFLOP/s, 1638 GB/s;
+#: its "clock" 3.5 GHz is only what makes 2 MXUs reach that peak, not a published clock). ``hbm_gib`` and
+#: ``cmem_mib`` are 0 where this table does not use them.
+GENERATIONS: dict[str, TpuChip] = {
+    "v2 (one core)": TpuChip("tpu-v2-core", 1, 1, 128, 128, 0.70, 350.0, 0, 0),
+    "v3 (one core)": TpuChip("tpu-v3-core", 1, 2, 128, 128, 0.94, 450.0, 0, 0),
+    "v4 (one chip)": TPU_V4,
+    "v5e (one chip)": TpuChip("tpu-v5e", 1, 4, 128, 128, 1.50, 819.0, 0, 0),
+    "v6e (one chip)": TpuChip("tpu-v6e", 1, 2, 256, 256, 3.50, 1638.0, 0, 0),
+}
+
+
+@dataclass(frozen=True)
+class TpuFit:
+    """The calibrated parameters: ``t0_us`` (µs), ``eta_mxu`` and ``eta_hbm`` (fractions of peak)."""
+
+    t0_us: float
+    eta_mxu: float
+    eta_hbm: float
+
+
+@dataclass(frozen=True)
+class MatmulTerms:
+    """The mechanism's times for one matmul, before calibration, in µs: ``fill_us`` (one array fill and
+    drain), ``mxu_us`` (streaming the padded folds at the MXU peak), ``hbm_us`` (bytes moved at the
+    HBM peak); ``cycles``: npukit's double-buffered ws cycles of one MXU; ``folds``: its folds."""
+
+    fill_us: float
+    mxu_us: float
+    hbm_us: float
+    cycles: int
+    folds: int
+
+
+def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> None:
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"matmul {name} must be a positive integer, got {v!r}")
+    if not dtype_bytes > 0:
+        raise ConfigError(f"dtype_bytes must be positive, got {dtype_bytes!r}")
+
+
+def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> MatmulTerms:
+    """Mechanism terms of ``(m x k) @ (k x n)`` on ``chip`` (operands and output ``dtype_bytes`` wide).
+
+    Rows (M) are padded to ``chip.sublanes`` and split over the cores; each core's weight tiles
+    (ceil(K/R) * ceil(N/C)) are spread evenly over its MXUs, each streaming the core's rows once per
+    tile. The cycles are :func:`npukit.sim._mapping.stationary_cycles` (double-buffered ws, one fill and
+    drain per MXU): R + (R + C - 2) + folds * rows - 1, with fractional folds per MXU kept as a mean.
+    """
+    _check_shape(m, n, k, dtype_bytes)
+    arch = chip.mxu_arch()
+    r, c = arch.rows, arch.cols
+    m_pad = n_folds(m, chip.sublanes) * chip.sublanes
+    rows_per_core = m_pad / chip.cores
+    tiles = n_folds(k, r) * n_folds(n, c)
+    folds_per_mxu = tiles / chip.mxus_per_core
+    # stationary_cycles with one fill/drain group: r + (r + c - 2) + folds * rows - 1
+    fill = stationary_cycles(0, 0, 1, arch, groups=1) + 1  # = r + (r + c - 2): the exposed fill and drain
+    stream = folds_per_mxu * rows_per_core
+    cycles = round(fill + stream) - 1
+    cyc_per_us = chip.clock_ghz * 1e3
+    bytes_moved = dtype_bytes * (m * k + k * n + m * n)
+    return MatmulTerms(fill_us=fill / cyc_per_us, mxu_us=stream / cyc_per_us,
+                       hbm_us=bytes_moved / (chip.hbm_gbps * 1e3), cycles=cycles, folds=tiles)
+
+
+def predict_us(params: TpuFit, m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> float:
+    """Predicted device time of one matmul fusion, in µs."""
+    t = matmul_terms(m, n, k, chip, dtype_bytes)
+    return params.t0_us + t.fill_us + t.mxu_us / params.eta_mxu + t.hbm_us / params.eta_hbm
+
+
+def fit(shapes: Sequence[tuple[int, int, int]], times_us: Sequence[float], chip: TpuChip = TPU_V4,
+        dtype_bytes: float = 2.0) -> TpuFit:
+    """Calibrate the :data:`N_PARAMS` parameters on measured times (µs) by least squares on the
+    relative error (every shape counts alike, 1 µs or 40 µs). The model is linear in
+    (t0, 1/eta_mxu, 1/eta_hbm), so this is one weighted linear solve."""
+    import numpy as np
+
+    if len(shapes) != len(times_us) or len(shapes) < N_PARAMS:
+        raise ConfigError(f"fit needs at least {N_PARAMS} shapes with one time each, got {len(shapes)} shapes "
+                          f"and {len(times_us)} times")
+    y = np.asarray(times_us, dtype=float)
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        raise ConfigError("fit needs finite, positive times")
+    terms = [matmul_terms(m, n, k, chip, dtype_bytes) for m, n, k in shapes]
+    x = np.array([[1.0, t.mxu_us, t.hbm_us] for t in terms])
+    rhs = y - np.array([t.fill_us for t in terms])
+    w = 1.0 / y
+    coef, *_ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
+    t0, inv_mxu, inv_hbm = (float(v) for v in coef)
+    if inv_mxu <= 0 or inv_hbm <= 0:
+        raise ConfigError("fit gave a non-positive MXU or HBM time: the shapes do not constrain the model "
+                          "(use shapes that vary M, N and K)")
+    return TpuFit(t0_us=t0, eta_mxu=1.0 / inv_mxu, eta_hbm=1.0 / inv_hbm)

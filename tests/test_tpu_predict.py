@@ -1,0 +1,100 @@
+"""npukit.sim.tpu: the TPU v4 description, the by-mechanism matmul predictor and its 3-parameter fit, and
+benchmarks/bench_vs_tpu.py on the shipped measurements."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from npukit.benchmarks import bench_vs_tpu as bench
+from npukit.sim import ConfigError
+from npukit.sim.tpu import N_PARAMS, TPU_V4, TpuFit, fit, matmul_terms, predict_us
+
+
+def test_chip_matches_its_public_peak():
+    # 2 TensorCores x 4 MXUs x 128 x 128 MACs x 2 FLOP x 1.05 GHz = the published 275 TFLOP/s (bf16)
+    assert TPU_V4.mxus == 8
+    assert TPU_V4.peak_tflops == pytest.approx(275, rel=0.01)
+
+
+def test_terms_by_mechanism():
+    t = matmul_terms(1024, 1024, 1024)
+    # the chip streams 1024^3 MACs over 8 MXUs of 128 x 128 at 1050 cycles per us
+    assert t.mxu_us == pytest.approx(1024**3 / (8 * 128 * 128) / 1050)
+    assert t.fill_us == pytest.approx((128 + 128 + 128 - 2) / 1050)  # one fill and drain (double-buffered ws)
+    assert t.hbm_us == pytest.approx(3 * 1024 * 1024 * 2 / 1.2e6)  # float16 A, B and C once over 1200 GB/s
+    assert t.folds == 64
+    # N and K pad to the 128-wide MXU, M to the 8-row sublane tile
+    assert matmul_terms(1024, 129, 1024).mxu_us == pytest.approx(matmul_terms(1024, 256, 1024).mxu_us)
+    assert matmul_terms(1024, 1024, 129).mxu_us == pytest.approx(matmul_terms(1024, 1024, 256).mxu_us)
+    assert matmul_terms(9, 128, 128).mxu_us == pytest.approx(matmul_terms(16, 128, 128).mxu_us)
+    assert matmul_terms(9, 128, 128).mxu_us < matmul_terms(17, 128, 128).mxu_us
+
+
+def test_predictor_runs_and_grows_with_work():
+    p = TpuFit(t0_us=0.7, eta_mxu=0.37, eta_hbm=0.45)
+    times = [predict_us(p, 256, 256, k) for k in (128, 256, 512, 1024)]
+    assert all(math.isfinite(t) and t > 0.7 for t in times)
+    assert times == sorted(times) and times[-1] > times[0]
+    with pytest.raises(ConfigError):
+        matmul_terms(0, 128, 128)
+    with pytest.raises(ConfigError):
+        matmul_terms(128, 128, 128, dtype_bytes=0)
+
+
+def test_fit_has_three_parameters_and_recovers_them():
+    assert N_PARAMS == 3 == len(dataclasses.fields(TpuFit))
+    truth = TpuFit(t0_us=1.1, eta_mxu=0.4, eta_hbm=0.5)
+    shapes = [(m, n, k) for m in (64, 512, 1024) for n in (128, 640) for k in (256, 1024)]
+    got = fit(shapes, [predict_us(truth, *s) for s in shapes])
+    assert got.t0_us == pytest.approx(truth.t0_us, rel=1e-6)
+    assert got.eta_mxu == pytest.approx(truth.eta_mxu, rel=1e-6)
+    assert got.eta_hbm == pytest.approx(truth.eta_hbm, rel=1e-6)
+    with pytest.raises(ConfigError):
+        fit(shapes[:2], [1.0, 2.0])
+
+
+def test_beats_the_scalesim_line_on_the_shipped_shapes():
+    rows = bench.shipped_rows()
+    assert len(rows) == 854  # 343 + 512 rows, 128^3 in both files
+    meas = [r[2] for r in rows]
+    r2, mape = bench.scores(meas, bench.leave_one_class_out(rows, lambda rs: bench.fit_mechanism(rs)[0]))
+    br2, bmape = bench.scores(meas, bench.leave_one_class_out(rows, bench.fit_baseline))
+    assert r2 > br2 and mape < bmape
+    assert r2 > 0.95 and mape < 8.0
+    # the extrapolation check: fit on M, N, K <= 512, predict the larger shapes
+    small = [r for r in rows if max(r[1]) <= 512]
+    large = [r for r in rows if max(r[1]) > 512]
+    f, _ = bench.fit_mechanism(small)
+    xr2, xmape = bench.scores([r[2] for r in large], [f(r[1]) for r in large])
+    b = bench.fit_baseline(small)
+    bxr2, bxmape = bench.scores([r[2] for r in large], [b(r[1]) for r in large])
+    assert xr2 > bxr2 and xmape < bxmape
+
+
+def test_bench_bad_csv_exits_2_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("kernel_name,dim_m,dim_n\nx,1,2\n")
+    out = tmp_path / "out"
+    assert bench.main(["--measured", str(bad), "--out", str(out)]) == 2
+    assert "lacks columns" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_bench_predicts_a_measured_csv(tmp_path, capsys):
+    src = bench.SHIPPED[0].read_text().splitlines()
+    mine = tmp_path / "mine.csv"
+    mine.write_text("\n".join(src[:6]) + "\n")
+    out = tmp_path / "out"
+    assert bench.main(["--measured", str(mine), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "mine.csv (fit on shipped)" in text and "ten worst shapes (measured CSV)" in text
+    assert (out / "tpu_predictions.csv").read_text().count("\n") == 6  # header + 5 shapes
+    assert (out / "tpu_measured_vs_predicted.png").stat().st_size > 0
+    before = (out / "tpu_predictions.csv").read_text()
+    assert bench.main(["--measured", str(mine), "--out", str(out)]) == 2  # never overwrites another run
+    assert "already holds" in capsys.readouterr().err
+    assert (out / "tpu_predictions.csv").read_text() == before
