@@ -15,7 +15,7 @@ exactly the single-core simulator's ledger.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
@@ -69,10 +69,16 @@ class MultiCoreResult:
 
 
 def _table(march: MultiCoreArch, table: EnergyTable | str | None) -> EnergyTable:
-    tab = table if isinstance(table, EnergyTable) else load_table(table or march.energy_table)
-    comps = dict(tab.components)
-    comps[LINK] = {"transfer": march.interconnect.energy_pj_per_bit, "source": march.interconnect.source}
-    return replace(tab, components=comps)
+    return table if isinstance(table, EnergyTable) else load_table(table or march.energy_table)
+
+
+def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:
+    """The core's buffers, the shared memory and the interconnect (priced per bit by its own declaration)."""
+    declare_components(led, march.cores[core].arch)
+    if march.shared_memory.kib > 0:
+        led.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
+    led.declare(LINK, kind="interconnect", energy_pj_per_bit=march.interconnect.energy_pj_per_bit,
+                source=march.interconnect.source)
 
 
 def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Schedule | str | None = None,
@@ -110,10 +116,7 @@ class _Run:
         self.ledger = Ledger()
         self.ref = march.cores[march.mac_cores[0]].arch
         self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)
-        declare_components(self.ledger, self.ref)
-        if march.shared_memory.kib > 0:
-            self.ledger.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
-        self.ledger.declare(LINK, kind="interconnect")
+        _declare(self.ledger, march, march.mac_cores[0])
         self.t = 0.0
         self.busy = [0.0] * len(march.cores)
         self.timeline: list[tuple[int, float, float, str]] = []
@@ -167,9 +170,7 @@ class _Run:
 
     def _energy(self, p: Part) -> float:
         led = Ledger()
-        declare_components(led, self.m.cores[p.core].arch)
-        if self.m.shared_memory.kib > 0:
-            led.declare(SHARED, kind="sram", capacity_bytes=self.m.shared_memory.bytes)
+        _declare(led, self.m, p.core)
         for comp, act, bits, cnt in p.records:
             led.record(comp, act, bits, cnt)
         return led.energy(self.tab)
@@ -178,10 +179,7 @@ class _Run:
         """Record ``op``'s parts; its critical time is ``scale`` x its slowest part; returns that time."""
         scope = f"{self.wl.name}/{op.name}"
         one = Ledger()
-        declare_components(one, self.ref)
-        if self.m.shared_memory.kib > 0:
-            one.declare(SHARED, kind="sram", capacity_bytes=self.m.shared_memory.bytes)
-        one.declare(LINK, kind="interconnect")
+        _declare(one, self.m, self.m.mac_cores[0])
         whole = len(parts) == 1 and parts[0].core == self.m.mac_cores[0]
         for p in parts:
             sc = scope if whole else f"{scope}/{self.m.cores[p.core].name}"
