@@ -15,7 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
         "written as a ledger JSON and a CSV.",
     )
-    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg")
+    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg, or a "
+                   "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
+    p.add_argument("--schedule", default="search",
+                   help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
+                   "none|blocks|chain and MODE split|pipeline, e.g. blocks/pipeline")
     p.add_argument(
         "--workload",
         default="resnet18",
@@ -89,7 +93,70 @@ def build_arch(args: argparse.Namespace):  # -> Arch
     return arch.with_(**changes) if changes else arch
 
 
+def run_multicore(args: argparse.Namespace) -> int:
+    """``npukit sim --arch multicore.toml``: the per-layer table, per-core busy time, the ledger, CSVs, a timeline."""
+    from dataclasses import replace
+
+    from npukit.sim import ConfigError, write_figure
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_report import core_rows, render_multicore, timeline_figure
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.schedule import MODES, POLICIES
+
+    march = load_multicore_arch(args.arch)
+    changes = arch_changes(args)
+    if changes:
+        march = replace(march, cores=tuple(replace(c, arch=c.arch.with_(**changes)) for c in march.cores))
+    if args.objective:
+        march = replace(march, objective=args.objective)
+    sched = None if args.schedule == "search" else args.schedule
+    if sched is not None:
+        policy, _, mode = sched.partition("/")
+        if policy not in POLICIES or mode not in MODES:
+            raise ConfigError(f"--schedule {sched!r}: use search or POLICY/MODE with POLICY one of "
+                              f"{', '.join(POLICIES)} and MODE one of {', '.join(MODES)}")
+    if args.format != "npukit":
+        raise ConfigError(f"--format {args.format} is for single-core archs; a multi-core arch writes npukit's files only")
+    workload = load_workload(args.workload, args.input_shape)
+    result = simulate_multicore(workload, march, sched)
+    out = prepare_out_dir(args.out)
+    print(render_multicore(result, quiet=args.quiet))
+    stem = safe_filename(f"{workload.name}_{march.name}")
+    paths = [result.ledger.save(path_inside(out, f"{stem}.ledger.json")),
+             write_csv(path_inside(out, f"{stem}.csv"), result.rows()),
+             write_csv(path_inside(out, f"{stem}_cores.csv"), core_rows(result))]
+    fig = timeline_figure(result)
+    paths.append(write_figure(path_inside(out, f"{stem}_timeline.png"), fig, dpi=110))
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def arch_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The single-core overrides given on the command line (applied to every core of a multi-core arch)."""
+    changes: dict[str, object] = {}
+    if args.dataflow:
+        changes["dataflow"] = args.dataflow
+    if args.psum_bits is not None:
+        changes["bits.psum"] = args.psum_bits
+    if args.timing:
+        changes["timing"] = args.timing
+    if args.memory:
+        changes["memory"] = args.memory
+        if args.memory == "scalesim" and not args.mapping:
+            changes["mapping"] = "fixed"
+    if args.mapping:
+        changes["mapping"] = args.mapping
+    if args.table:
+        changes["energy_table"] = args.table
+    return changes
+
+
 def run(args: argparse.Namespace) -> int:
+    from npukit.sim.multicore import is_multicore_toml
+
+    if is_multicore_toml(args.arch):
+        return run_multicore(args)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 

@@ -264,7 +264,8 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             _run_pipeline(r, group, macs, _tiles_needed(group, march))
     meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
             "core_names": [c.name for c in march.cores], "core_busy_cycles": r.busy,
-            "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict()}
+            "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
+            "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
     r.ledger.meta["multicore"] = meta
     energy = r.ledger.energy_by(tab, "component")
     return MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
