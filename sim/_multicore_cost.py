@@ -87,6 +87,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         recs[(comp, act, bits)] = recs.get((comp, act, bits), 0) + cnt
     traffic = traffic_bytes(layer, c, arch)
     link_bits = 0.0
+    recv_bits = 0.0  # bits received that the sender already counted (time only)
     ifmap = n * c.ifmap_dram
     final = n * _final_dram(c)
     if fused_in and ifmap:
@@ -106,10 +107,10 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
             link_bits += final * b.output
     if dim == "K" and ways > 1:
         partial = n * layer.M * layer.N
-        if reducer:  # adds the other cores' partial sums
+        if reducer:  # adds the other cores' partial sums (their transfers are counted by the senders)
             _add(recs, ("psum_adder", "int_add", (b.accumulator,)), (ways - 1) * partial)
             _add(recs, ("psum_buffer", "sram_write", (b.psum,)), (ways - 1) * partial)
-            link_bits += (ways - 1) * partial * b.psum
+            recv_bits = (ways - 1) * partial * b.psum
         else:
             link_bits += partial * b.psum
     dram_b = sum(cnt * bits[0] for (comp, act, bits), cnt in recs.items() if comp == "dram")
@@ -120,7 +121,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     link_bytes = link_bits / 8
     if link_bits:
         _add(recs, (LINK, "transfer", (1,)), link_bits * link_hops)
-    link_cyc = link_bytes / link_bw + link_latency if link_bytes else 0.0
+    moved = link_bytes + recv_bits / 8
+    link_cyc = moved / link_bw + link_latency if moved else 0.0
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
     return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic)
 

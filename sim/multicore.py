@@ -205,7 +205,7 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
             raise ConfigError(f"{origin}: {key}: {exc}") from None
     if "dram" not in data:
         port = cores[0].arch.dram_bandwidth_bytes_per_cycle
-        sub["dram"] = Dram(len([c for c in cores if c.kind == "mac"]), port)
+        sub["dram"] = Dram(max(1, sum(c.kind == "mac" for c in cores)), port)
     return MultiCoreArch(str(data.get("name", Path(origin).stem)), tuple(cores), sub["interconnect"],
                          sub["shared_memory"], sub["dram"], str(data.get("objective", cores[0].arch.objective)))
 

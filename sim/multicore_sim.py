@@ -184,7 +184,7 @@ class _Run:
         for p in parts:
             sc = scope if whole else f"{scope}/{self.m.cores[p.core].name}"
             for comp, act, bits, cnt in p.records:
-                one.record(self._comp(comp, p.core), act, bits, cnt, sc)
+                one.record(self._comp(comp, p.core, one), act, bits, cnt, sc)
             self.busy[p.core] += p.busy
             self.timeline.append((p.core, start, start + p.busy * scale, op.name))
             self.link_bytes += p.link_bytes
@@ -212,7 +212,7 @@ class _Run:
         self.rows.append(row)
         return crit.busy * scale
 
-    def _comp(self, comp: str, core: int) -> str:
+    def _comp(self, comp: str, core: int, led: Ledger) -> str:
         """Component name: a core whose buffers differ from the first MAC core's gets its own names."""
         a = self.m.cores[core].arch
         if comp.endswith("_sram") or comp in ("psum_buffer", "psum_features"):
@@ -220,7 +220,7 @@ class _Run:
                 name = f"{comp}.{self.m.cores[core].name}"
                 buf = {"ifmap_sram": "ifmap", "filter_sram": "filter", "psum_buffer": "psum", "ofmap_sram": "ofmap",
                        "psum_features": "ifmap"}[comp]
-                self.ledger.declare(name, kind="sram", capacity_bytes=a.sram_bytes(buf))
+                led.declare(name, kind="sram", capacity_bytes=a.sram_bytes(buf))
                 return name
         return comp
 
