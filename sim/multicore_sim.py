@@ -91,16 +91,17 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
     if schedule is None:
         best, tried = None, []
         for sched in candidates(workload, march):
-            res = _run(workload, march, sched, tab, memo)
+            res = _run(workload, march, sched, tab, memo, record=False)
             val = objective_value(res.energy_pj(), res.total_cycles, march.objective)
             tried.append({"schedule": sched.label, "energy_pj": res.energy_pj(), "cycles": res.total_cycles,
                           "objective": val})
             if best is None or val < best[0]:
-                best = (val, res)
+                best = (val, sched)
         assert best is not None
-        best[1].searched = tried
-        best[1].ledger.meta["multicore"]["searched"] = tried
-        return best[1]
+        out = _run(workload, march, best[1], tab, memo)
+        out.searched = tried
+        out.ledger.meta["multicore"]["searched"] = tried
+        return out
     if isinstance(schedule, str):
         policy, _, mode = schedule.partition("/")
         schedule = make_schedule(workload, policy, mode or "split")
@@ -110,8 +111,9 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
 class _Run:
     """The state of one schedule's simulation."""
 
-    def __init__(self, workload: Workload, march: MultiCoreArch, tab: EnergyTable, memo: dict) -> None:
-        self.wl, self.m, self.tab, self.memo = workload, march, tab, memo
+    def __init__(self, workload: Workload, march: MultiCoreArch, tab: EnergyTable, memo: dict, record: bool = True) -> None:
+        self.wl, self.m, self.tab, self.memo, self.record = workload, march, tab, memo, record
+        self.energy = 0.0  # pJ, search candidates only (record = False)
         self.ic = march.interconnect
         self.ledger = Ledger()
         self.ref = march.cores[march.mac_cores[0]].arch
@@ -132,6 +134,14 @@ class _Run:
         return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
 
     def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str) -> list[Part]:
+        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once)."""
+        key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
+               dim, fin, fout)
+        if key not in self.memo:
+            self.memo[key] = self._gemm_parts(layer, cores, dim, fin, fout)
+        return self.memo[key]
+
+    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str) -> list[Part]:
         ways = len(cores)
         parts = []
         hops = self.ic.hops(len(self.m.cores))
@@ -158,6 +168,15 @@ class _Run:
         return best[1], best[2]
 
     def vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
+        """Each core's share of vector op ``op`` (cached by its sizes unless a pipelined vector unit hides it)."""
+        if self.serial_one:
+            return self._vector_parts(op, cores)
+        key = ("vparts", op.op, op.elements, op.reduce, op.inputs, op.params, op.batch, tuple(cores))
+        if key not in self.memo:
+            self.memo[key] = self._vector_parts(op, cores)
+        return self.memo[key]
+
+    def _vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
         bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
         if self.m.simd_cores:
             core = self.m.simd_cores[0]
@@ -169,6 +188,12 @@ class _Run:
         return [vector_part(op, c, self.arch_for(c, ways), ways, 0.0, hide, bw, lat) for c in cores]
 
     def _energy(self, p: Part) -> float:
+        key = ("energy", id(p))
+        if key not in self.memo:
+            self.memo[key] = (self._price(p), p)  # p kept alive so that its id stays unique
+        return self.memo[key][0]
+
+    def _price(self, p: Part) -> float:
         led = Ledger()
         _declare(led, self.m, p.core)
         for comp, act, bits, cnt in p.records:
@@ -177,6 +202,15 @@ class _Run:
 
     def commit(self, op: Layer | VectorOp, parts: list[Part], start: float, scale: float, extra: dict[str, Any]) -> float:
         """Record ``op``'s parts; its critical time is ``scale`` x its slowest part; returns that time."""
+        crit = max(parts, key=lambda p: p.busy)
+        if not self.record:  # a search candidate: totals only
+            for p in parts:
+                self.busy[p.core] += p.busy
+                self.link_bytes += p.link_bytes
+            self.link_exposed += crit.link_exposed * scale
+            self.energy += sum(self._energy(p) for p in parts)
+            self.rows.append({"name": op.name, "cycles": crit.busy * scale, **extra})
+            return crit.busy * scale
         scope = f"{self.wl.name}/{op.name}"
         one = Ledger()
         _declare(one, self.m, self.m.mac_cores[0])
@@ -188,7 +222,6 @@ class _Run:
             self.busy[p.core] += p.busy
             self.timeline.append((p.core, start, start + p.busy * scale, op.name))
             self.link_bytes += p.link_bytes
-        crit = max(parts, key=lambda p: p.busy)
         kind = "vector" if isinstance(op, VectorOp) else "compute"
         one.add_cycles(crit.compute * scale, kind, scope)
         one.add_cycles(crit.stall * scale, "stall", scope)
@@ -235,8 +268,9 @@ def _tiles_needed(ops: list[Layer | VectorOp], m: MultiCoreArch) -> int:
     return tiles if tiles <= min(rows, MAX_FUSED_TILES) else 0
 
 
-def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict) -> MultiCoreResult:
-    r = _Run(workload, march, tab, memo)
+def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict,
+         record: bool = True) -> MultiCoreResult:
+    r = _Run(workload, march, tab, memo, record)
     ops = workload.layers
     macs = march.mac_cores
     steps: list[Step] = []
@@ -267,7 +301,7 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
             "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
     r.ledger.meta["multicore"] = meta
-    energy = r.ledger.energy_by(tab, "component")
+    energy = r.ledger.energy_by(tab, "component") if record else {"total": r.energy}
     return MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
                            r.link_bytes, r.link_exposed, workload.macs)
 
