@@ -42,6 +42,14 @@ class Part:
     link_bytes: float = 0.0
     traffic: dict[str, float] = field(default_factory=dict)
     vector_busy: float = 0.0
+    folds: int = 1  # one GEMM's folds (for re-pricing the stalls at another DRAM bandwidth)
+    batch: int = 1
+
+    def restall(self, arch: Arch) -> None:
+        """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
+        if self.dram_bytes and self.macs:
+            n = self.batch
+            self.stall = n * stall_cycles(self.dram_bytes / n, self.folds, int(self.compute // n), arch)
 
     @property
     def busy(self) -> float:
@@ -73,10 +81,13 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
 
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", link_hops: float = 1.0,
-              link_bw: float = 32.0, link_latency: float = 0.0) -> Part:
+              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "") -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
-    the split (a K-split's non-reducer sends partial sums instead of writing outputs)."""
+    the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
+    that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
+    ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
+    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM."""
     key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
     c = memo.get(key)
     if c is None:
@@ -94,8 +105,14 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
         if fused_in == "shared":
-            _add(recs, (SHARED, "sram_read", (b.input,)), ifmap)
+            _add(recs, (shared, "sram_read", (b.input,)), ifmap)
             link_bits += ifmap * b.input
+    if multicast == "ifmap" and ifmap and not fused_in:
+        _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
+        traffic["dram_ifmap_read_bytes"] = 0.0
+    elif multicast == "filter" and c.filter_dram:
+        _take(recs, ("dram", "dram_read", (b.weight,)), n // layer.shared * c.filter_dram)
+        traffic["dram_filter_read_bytes"] = 0.0
     out_to = fused_out
     if dim == "K" and ways > 1 and not reducer:
         out_to = "sent"
@@ -103,7 +120,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         _take(recs, ("dram", "dram_write", (b.output,)), final)
         traffic["dram_ofmap_write_bytes"] = 0.0
         if out_to == "shared":
-            _add(recs, (SHARED, "sram_write", (b.output,)), final)
+            _add(recs, (shared, "sram_write", (b.output,)), final)
             link_bits += final * b.output
     if dim == "K" and ways > 1:
         partial = n * layer.M * layer.N
@@ -124,7 +141,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     moved = link_bytes + recv_bits / 8
     link_cyc = moved / link_bw + link_latency if moved else 0.0
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
-    return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic)
+    return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
+                folds=c.folds, batch=n)
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,

@@ -35,13 +35,17 @@ def _positive(where: str, v: object, allow_zero: bool = False) -> None:
 class Interconnect:
     """Links between cores and to the shared memory: ``bandwidth_bytes_per_cycle`` per link, ``latency_cycles``
     per transfer, ``energy_pj_per_bit`` per bit per hop; ``topology`` sets the hop count between two cores
-    (:meth:`hops`). ``source``: where the numbers come from (``estimate`` unless cited)."""
+    (:meth:`hops`). ``source``: where the numbers come from (``estimate`` unless cited). ``multicast``: a DRAM
+    fetch of an operand every core of a split needs whole (the inputs of an N-split, the weights of an M-split)
+    reaches all of them at once, so it is read from DRAM once (as Stream's bus transfers to several cores do);
+    False: every core fetches its own copy."""
 
     bandwidth_bytes_per_cycle: float = 32.0
     latency_cycles: float = 20.0
     energy_pj_per_bit: float = 0.1
     topology: str = "mesh"
     source: str = "estimate"
+    multicast: bool = True
 
     def __post_init__(self) -> None:
         _positive("interconnect.bandwidth_bytes_per_cycle", self.bandwidth_bytes_per_cycle)

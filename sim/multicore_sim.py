@@ -27,6 +27,7 @@ from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, make_schedu
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
+_MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
 
 
 @dataclass
@@ -138,7 +139,7 @@ class _Run:
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
                dim, fin, fout)
         if key not in self.memo:
-            self.memo[key] = self._gemm_parts(layer, cores, dim, fin, fout)
+            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout))
         return self.memo[key]
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str) -> list[Part]:
@@ -151,7 +152,22 @@ class _Run:
                 continue
             parts.append(gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
                                    reducer=i == 0, fused_in=fin, fused_out=fout, link_hops=hops,
-                                   link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles))
+                                   link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
+                                   shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
+                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else ""))
+        return parts
+
+    def _share_dram(self, parts: list[Part]) -> list[Part]:
+        """The DRAM channels shared in proportion to each core's traffic (all finish together), each core at
+        most its own port; a core alone keeps the single-core model's stalls."""
+        total = sum(p.dram_bytes for p in parts)
+        if len(parts) < 2 or not total or self.ref.bandwidth_mode == "calc" or self.ref.memory == "scalesim":
+            return parts
+        for p in parts:
+            a = self.m.cores[p.core].arch
+            bw = min(a.dram_bandwidth_bytes_per_cycle, self.m.dram.total_bandwidth * p.dram_bytes / total)
+            if bw > 0:
+                p.restall(a.with_(dram_bandwidth_bytes_per_cycle=bw))
         return parts
 
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
