@@ -23,7 +23,7 @@ from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_pa
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
-from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, make_schedule, objective_value
+from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, make_schedule, objective_value, siblings
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
@@ -322,24 +322,28 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
                            r.link_bytes, r.link_exposed, workload.macs)
 
 
-def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool]]:
-    """Per operator: whether its input comes from the group's previous GEMM, and whether its output feeds the next."""
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool]]:
+    """Per operator: whether its input comes from the group's previous GEMM, whether its output feeds the next, and
+    whether it reads the same input as the previous GEMM (already on chip)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     fin = [False] * len(group)
     fout = [False] * len(group)
+    sib = [False] * len(group)
     for a, b in zip(gemm_idx, gemm_idx[1:], strict=False):
         if feeds(group[a], group[b]):  # type: ignore[arg-type]
             fout[a] = fin[b] = True
-    return fin, fout
+        elif siblings(group[a], group[b]):  # type: ignore[arg-type]
+            sib[b] = True
+    return fin, fout, sib
 
 
 def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect)."""
-    fin, fout = _edges(group)
+    fin, fout, sib = _edges(group)
     prev_dim = ""
-    for op, i_in, i_out in zip(group, fin, fout, strict=True):
+    for op, i_in, i_out, i_sib in zip(group, fin, fout, sib, strict=True):
         if isinstance(op, VectorOp):
             r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
             continue
@@ -347,6 +351,8 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
         for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
             src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+            if i_sib and dim == prev_dim:
+                src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
             parts = r.gemm_parts(op, macs, dim, src, dst)
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
@@ -378,7 +384,7 @@ def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
     cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
-    fin, fout = _edges(group)
+    fin, fout, _ = _edges(group)
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []

@@ -14,7 +14,9 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
   goes to DRAM. Producer -> consumer edges are found from shapes (:func:`feeds`): consecutive GEMMs where the
   consumer's K (or a conv's input channels) is the producer's N with the same rows, e.g. attention scores ->
   context and the MLP's up -> down projection, with vector ops between them (softmax, SiLU, mul) inside the
-  group. A group is kept only if its largest intermediate fits the on-chip memory.
+  group. With ``chain``, GEMMs that read the same input (:func:`siblings`: the q, k and v projections) join a group
+  too, and the later ones read that input from the cores' buffers. A group is kept only if its largest
+  intermediate fits the on-chip memory.
 
 Fusion policies: ``none`` (layer by layer), ``blocks`` (only attention and MLP groups), ``chain`` (every edge).
 :func:`candidates` enumerates (policy, mode) pairs; :func:`search` simulates each and keeps the best by the
@@ -68,6 +70,12 @@ def feeds(prod: Layer, cons: Layer) -> bool:
     return prod.batch == cons.batch and prod.M == cons.M and cons.K == prod.N
 
 
+def siblings(a: Layer, b: Layer) -> bool:
+    """Whether ``b`` reads the same input as ``a`` (a shape rule: the q, k and v projections; same batch, rows and
+    reduction dim, neither a conv)."""
+    return a.conv is None and b.conv is None and (a.batch, a.M, a.K) == (b.batch, b.M, b.K) and a.kind == b.kind
+
+
 def _is_block_edge(prod: Layer, cons: Layer) -> bool:
     """Attention (scores -> context) and MLP (up -> down projection) edges."""
     if prod.kind == "attention" and cons.kind == "attention":
@@ -88,7 +96,8 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
             continue
         if prev is not None:
             p = ops[prev]
-            edge = feeds(p, op) and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
+            edge = (feeds(p, op) and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
+                    or policy == "chain" and siblings(p, op))  # type: ignore[arg-type]
             if edge:
                 start = prev if start is None else start
             else:
