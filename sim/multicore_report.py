@@ -46,22 +46,29 @@ def core_rows(result: MultiCoreResult) -> list[dict[str, Any]]:
 
 def timeline_figure(result: MultiCoreResult, max_bars: int = 4000) -> Any:
     """A matplotlib Figure: per core, a bar per layer it works on (x: cycles); the caller saves and closes it."""
+    return timeline_from_meta(result.ledger.meta["multicore"], result.workload, result.total_cycles, max_bars)
+
+
+def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float, max_bars: int = 4000) -> Any:
+    """The timeline figure from a ledger's ``meta['multicore']`` (core names, timeline, schedule, arch)."""
     from matplotlib.figure import Figure
 
-    cores = result.arch.cores
-    fig = Figure(figsize=(11, 1.2 + 0.45 * len(cores)))
+    cores = meta.get("core_names", [])
+    kinds = [c.get("kind", "") for c in meta.get("arch", {}).get("cores", [])] or [""] * len(cores)
+    timeline = meta.get("timeline", [])
+    fig = Figure(figsize=(11, 1.2 + 0.45 * max(1, len(cores))))
     ax = fig.add_subplot(1, 1, 1)
-    names = list(dict.fromkeys(name for *_, name in result.timeline))
+    names = list(dict.fromkeys(str(t[3]) for t in timeline))
     colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
-    bars = result.timeline[:max_bars]
-    for core, start, end, name in bars:
-        ax.barh(core, end - start, left=start, height=0.7, color=colors[name], edgecolor="none")
-    ax.set_yticks(range(len(cores)), [f"{c.name} ({c.kind})" for c in cores])
+    for core, start, end, name in timeline[:max_bars]:
+        ax.barh(core, end - start, left=start, height=0.7, color=colors[str(name)], edgecolor="none")
+    ax.set_yticks(range(len(cores)), [f"{c} ({k})" for c, k in zip(cores, kinds, strict=False)])
     ax.invert_yaxis()
     ax.set_xlabel("cycle")
-    cut = f", first {max_bars} bars" if len(result.timeline) > max_bars else ""
-    ax.set_title(f"{result.workload} on {result.arch.name}: schedule {result.schedule.label}{cut}".replace("$", r"\$"))
-    ax.set_xlim(0, max(result.total_cycles, 1))
+    cut = f", first {max_bars} bars" if len(timeline) > max_bars else ""
+    arch = meta.get("arch", {}).get("name", "")
+    ax.set_title(f"{workload} on {arch}: schedule {meta.get('schedule', '')}{cut}".replace("$", r"\$"))
+    ax.set_xlim(0, max(total_cycles, 1))
     ax.grid(axis="x", alpha=0.3)
     if len(names) <= 12:
         from matplotlib.patches import Patch

@@ -145,3 +145,16 @@ def test_cli_multicore(tmp_path, capsys) -> None:
     assert (out / "gemm256x256x256_two_cores.csv").read_text().count("\n") == 3
     refused(["sim", "--arch", str(arch), "--schedule", "fused/x", "--out", str(tmp_path / "o2")], capsys, "--schedule")
     assert not (tmp_path / "o2").exists()
+
+
+def test_report_of_a_multicore_ledger_has_the_timeline(tmp_path) -> None:
+    from npukit.sim import Ledger, write_report
+
+    res = simulate_multicore(llama3_8b_layer(64), load_multicore_arch("hetero4"), "none/split")
+    path = res.ledger.save(tmp_path / "mc.ledger.json")
+    out = write_report([Ledger.load(path)], tmp_path / "rep")
+    assert "timeline_1.png" in out
+    text = out["md"].read_text()
+    assert "Multi-core schedule" in text and "core3" in text
+    # the ledger's cycles add up to the schedule's latency
+    assert Ledger.load(path).total_cycles() == pytest.approx(res.total_cycles)
