@@ -57,7 +57,8 @@ class MultiCoreResult:
 
     @property
     def utilization(self) -> float:
-        """MACs / (all MAC cores' PEs x cycles)."""
+        """MACs / (all MAC cores' PEs x total cycles, stalls and waits included; the single-core
+        ``SimResult.utilization`` divides by compute cycles only)."""
         return self.macs / (self.arch.peak_macs_per_cycle * self.total_cycles) if self.total_cycles else 0.0
 
     @property
