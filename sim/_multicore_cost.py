@@ -80,7 +80,7 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
 
 
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
-              reducer: bool = True, fused_in: str = "", fused_out: str = "", link_hops: float = 1.0,
+              reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
               link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "") -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
@@ -107,10 +107,17 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         if fused_in == "shared":
             _add(recs, (shared, "sram_read", (b.input,)), ifmap)
             link_bits += ifmap * b.input
+    fills = n // layer.shared * c.filter_dram
+    if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
+        _take(recs, ("dram", "dram_read", (b.weight,)), fills)
+        traffic["dram_filter_read_bytes"] = 0.0
+        if fused_filter == "shared":
+            _add(recs, (shared, "sram_read", (b.weight,)), fills)
+            link_bits += fills * b.weight
     if multicast == "ifmap" and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
-    elif multicast == "filter" and c.filter_dram:
+    elif multicast == "filter" and c.filter_dram and not fused_filter:
         _take(recs, ("dram", "dram_read", (b.weight,)), n // layer.shared * c.filter_dram)
         traffic["dram_filter_read_bytes"] = 0.0
     out_to = fused_out

@@ -23,7 +23,7 @@ from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_pa
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
-from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, make_schedule, objective_value, siblings
+from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, feeds_filter, make_schedule, objective_value, siblings
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
@@ -135,15 +135,15 @@ class _Run:
         bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
         return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
 
-    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str) -> list[Part]:
+    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "") -> list[Part]:
         """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once)."""
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
-               dim, fin, fout)
+               dim, fin, fout, ffil)
         if key not in self.memo:
-            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout))
+            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil))
         return self.memo[key]
 
-    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str) -> list[Part]:
+    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str) -> list[Part]:
         ways = len(cores)
         parts = []
         hops = self.ic.hops(len(self.m.cores))
@@ -152,7 +152,7 @@ class _Run:
             if sub is None:
                 continue
             parts.append(gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
-                                   reducer=i == 0, fused_in=fin, fused_out=fout, link_hops=hops,
+                                   reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
                                    multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else ""))
@@ -323,28 +323,38 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
                            r.link_bytes, r.link_exposed, workload.macs)
 
 
-def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool]]:
-    """Per operator: whether its input comes from the group's previous GEMM, whether its output feeds the next, and
-    whether it reads the same input as the previous GEMM (already on chip)."""
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[bool]]:
+    """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
+    a later one, whether it reads the same input as the previous GEMM (already on chip), and whether its right
+    operand (attention keys or values) comes from an earlier GEMM of the group."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     fin = [False] * len(group)
     fout = [False] * len(group)
     sib = [False] * len(group)
-    for a, b in zip(gemm_idx, gemm_idx[1:], strict=False):
-        if feeds(group[a], group[b]):  # type: ignore[arg-type]
-            fout[a] = fin[b] = True
-        elif siblings(group[a], group[b]):  # type: ignore[arg-type]
+    ffil = [False] * len(group)
+    used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
+    for k, b in enumerate(gemm_idx):
+        earlier = [a for a in gemm_idx[:k] if a not in used]
+        src = next((a for a in earlier if feeds(group[a], group[b])), None)  # type: ignore[arg-type]
+        if src is not None:
+            fout[src] = fin[b] = True
+            used.add(src)
+        elif k and siblings(group[gemm_idx[k - 1]], group[b]):  # type: ignore[arg-type]
             sib[b] = True
-    return fin, fout, sib
+        fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
+        if fsrc is not None:
+            fout[fsrc] = ffil[b] = True
+            used.add(fsrc)
+    return fin, fout, sib, ffil
 
 
 def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect)."""
-    fin, fout, sib = _edges(group)
+    fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
-    for op, i_in, i_out, i_sib in zip(group, fin, fout, sib, strict=True):
+    for op, i_in, i_out, i_sib, i_fil in zip(group, fin, fout, sib, ffil, strict=True):
         if isinstance(op, VectorOp):
             r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
             continue
@@ -355,7 +365,7 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            parts = r.gemm_parts(op, macs, dim, src, dst)
+            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "")
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
                 best = (val, dim, parts)
@@ -385,7 +395,7 @@ def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
     cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
-    fin, fout, _ = _edges(group)
+    fin, fout, _, _ = _edges(group)
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []

@@ -70,6 +70,16 @@ def feeds(prod: Layer, cons: Layer) -> bool:
     return prod.batch == cons.batch and prod.M == cons.M and cons.K == prod.N
 
 
+def feeds_filter(prod: Layer, cons: Layer) -> bool:
+    """Whether attention GEMM ``cons`` reads ``prod``'s output as its right operand, heads folded into the batch:
+    the keys (scores' K x N is the k projection's output transposed) or the values (context's K x N)."""
+    if cons.kind != "attention" or prod.conv is not None:
+        return False
+    groups = cons.batch // cons.shared
+    return (prod.M == cons.N and prod.N * prod.batch == cons.K * groups) or \
+        (prod.M == cons.K and prod.N * prod.batch == cons.N * groups and prod.kind != "attention")
+
+
 def siblings(a: Layer, b: Layer) -> bool:
     """Whether ``b`` reads the same input as ``a`` (a shape rule: the q, k and v projections; same batch, rows and
     reduction dim, neither a conv)."""
@@ -98,6 +108,11 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
             p = ops[prev]
             edge = (feeds(p, op) and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
                     or policy == "chain" and siblings(p, op))  # type: ignore[arg-type]
+            if policy == "chain" and not edge:  # attention reads q, k, v made earlier in the open group
+                first = start if start is not None else prev
+                edge = any(isinstance(ops[j], Layer) and (feeds_filter(ops[j], op) or  # type: ignore[arg-type]
+                                                         feeds(ops[j], op))  # type: ignore[arg-type]
+                           for j in range(first, i))
             if edge:
                 start = prev if start is None else start
             else:
