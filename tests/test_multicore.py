@@ -158,3 +158,21 @@ def test_report_of_a_multicore_ledger_has_the_timeline(tmp_path) -> None:
     assert "Multi-core schedule" in text and "core3" in text
     # the ledger's cycles add up to the schedule's latency
     assert Ledger.load(path).total_cycles() == pytest.approx(res.total_cycles)
+
+
+def test_fused_attention_keeps_q_k_v_and_scores_on_chip() -> None:
+    from npukit.sim import VectorOp
+
+    wl = Workload("head", [Layer("q", 128, 64, 512), Layer("k", 128, 64, 512), Layer("v", 128, 64, 512),
+                           Layer("scores", 128, 128, 64, kind="attention"),
+                           VectorOp("softmax", "softmax", 128 * 128, reduce=128),
+                           Layer("context", 128, 64, 128, kind="attention")])
+    assert fusion_groups(wl, "chain") == [(0, 5)]
+    mc = homogeneous(load_arch("npu128"), 1, shared_kib=1024)
+    plain = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "none/split").rows()}
+    fused = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "chain/split").rows()}
+    out = 128 * 64  # each projection's 8-bit output
+    assert plain["q"] - fused["q"] == out  # q's output stays for the scores
+    assert plain["k"] - fused["k"] == out + 128 * 512  # k's output stays, and its input is q's (on chip)
+    assert fused["scores"] == 0  # reads q (input) and k (keys) on chip, its output stays for context
+    assert plain["context"] - fused["context"] == 128 * 128 + out  # probabilities and values on chip
