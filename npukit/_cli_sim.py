@@ -24,7 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
         "written as a ledger JSON and a CSV.",
     )
-    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg")
+    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg, or a "
+                   "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
+    p.add_argument("--schedule", default="search",
+                   help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
+                   "none|blocks|chain and MODE split|pipeline, e.g. blocks/pipeline")
     p.add_argument(
         "--workload",
         default="resnet18",
@@ -62,6 +66,58 @@ def build_arch(args: argparse.Namespace):  # -> Arch
     from npukit.sim.arch import load_arch
 
     arch = load_arch(args.arch)
+    changes = arch_changes(args)
+    if args.objective:
+        changes["objective"] = args.objective
+    return arch.with_(**changes) if changes else arch
+
+
+def run_multicore(args: argparse.Namespace) -> int:
+    """``npukit sim --arch multicore.toml``: the per-layer table, per-core busy time, the ledger, CSVs, a timeline."""
+    from dataclasses import replace
+
+    from npukit.sim import ConfigError, write_figure
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_report import core_rows, render_multicore, timeline_figure
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.schedule import MODES, POLICIES
+
+    march = load_multicore_arch(args.arch)
+    changes = arch_changes(args)
+    if changes:
+        march = replace(march, cores=tuple(replace(c, arch=c.arch.with_(**changes)) for c in march.cores))
+    if args.objective:
+        march = replace(march, objective=args.objective)
+    sched = None if args.schedule == "search" else args.schedule
+    if sched is not None:
+        policy, _, mode = sched.partition("/")
+        if policy not in POLICIES or mode not in MODES:
+            raise ConfigError(f"--schedule {sched!r}: use search or POLICY/MODE with POLICY one of "
+                              f"{', '.join(POLICIES)} and MODE one of {', '.join(MODES)}")
+    if args.format != "npukit":
+        raise ConfigError(f"--format {args.format} is for single-core archs; a multi-core arch writes npukit's files only")
+    from npukit.workloads import load_workload
+
+    workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
+    check_out_dir(args.out)
+    result = simulate_multicore(workload, march, sched)
+    text = render_multicore(result, quiet=args.quiet)
+    stem = safe_filename(f"{workload.name}_{march.name}")
+    out = prepare_out_dir(args.out)
+    check_targets(out, [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"])
+    print(text)
+    paths = [result.ledger.save(path_inside(out, f"{stem}.ledger.json")),
+             write_csv(path_inside(out, f"{stem}.csv"), result.rows()),
+             write_csv(path_inside(out, f"{stem}_cores.csv"), core_rows(result))]
+    fig = timeline_figure(result)
+    paths.append(write_figure(path_inside(out, f"{stem}_timeline.png"), fig, dpi=110))
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def arch_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The single-core overrides given on the command line (applied to every core of a multi-core arch)."""
     changes: dict[str, object] = {}
     if args.dataflow:
         changes["dataflow"] = args.dataflow
@@ -77,14 +133,16 @@ def build_arch(args: argparse.Namespace):  # -> Arch
             changes["mapping"] = "fixed"
     if args.mapping:
         changes["mapping"] = args.mapping
-    if args.objective:
-        changes["objective"] = args.objective
     if args.table:
         changes["energy_table"] = args.table
-    return arch.with_(**changes) if changes else arch
+    return changes
 
 
 def run(args: argparse.Namespace) -> int:
+    from npukit.sim.multicore import is_multicore_toml
+
+    if is_multicore_toml(args.arch):
+        return run_multicore(args)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 

@@ -2,7 +2,8 @@
 
 Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`Arch` /
 :func:`load_arch`, :class:`Layer` / :class:`Workload` and the built-in workloads,
-:func:`simulate`. This package imports neither torch nor triton.
+:func:`simulate`; multi-core NPUs: :class:`MultiCoreArch` / :func:`load_multicore_arch`, :func:`simulate_multicore`.
+This package imports neither torch nor triton.
 """
 
 from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
@@ -23,7 +24,10 @@ from .bounded import (
 )
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
+from .interconnect import Dram, Interconnect, SharedMemory
 from .ledger import Ledger
+from .multicore import Core, MultiCoreArch, homogeneous, load_multicore_arch, single_core
+from .multicore_sim import MultiCoreResult, simulate_multicore
 from .output import (
     atomic_file,
     check_out_dir,
@@ -61,6 +65,8 @@ __all__ = [
     "load_yaml", "check_integers", "check_shape", "parse_dim", "short", "MAX_DIM",
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
+    "Core", "Dram", "Interconnect", "MultiCoreArch", "MultiCoreResult", "SharedMemory", "homogeneous",
+    "load_multicore_arch", "simulate_multicore", "single_core",
     "atomic_file", "check_out_dir", "check_targets",
     "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",

@@ -84,7 +84,7 @@ COMPONENT_ACTIONS = ("reg_write", "reg_read", "sram_read", "sram_write", "dram_r
 
 ACTIONS = (
     "mac", "int_mult", "int_add", "reg_write", "reg_read", "sram_read", "sram_write",
-    "dram_read", "dram_write", "fp_add", "fp_mult", "fp_mac",
+    "dram_read", "dram_write", "fp_add", "fp_mult", "fp_mac", "transfer",
 )
 
 
@@ -286,6 +286,11 @@ class EnergyTable:
             if action == "fp_mac":
                 (w,) = bits
                 return self.fp("mult", w) + self.fp("add", w)
+            if action == "transfer":  # bits over an interconnect link: priced by the link's own declaration
+                (w,) = bits
+                if "energy_pj_per_bit" not in attrs:
+                    raise EnergyTableError("action 'transfer' needs the component's energy_pj_per_bit; declare it")
+                return w * float(attrs["energy_pj_per_bit"])
         except ValueError:
             raise EnergyTableError(f"action '{action}' got bits {bits!r}; see npukit.sim.energy for its form") from None
         raise EnergyTableError(f"unknown action '{action}' (known: {', '.join(ACTIONS)})")

@@ -131,6 +131,14 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
         _figure(doc, figures, "roofline.png")
 
     for i, run in enumerate(runs, 1):
+        if f"timeline_{i}.png" in figures:
+            mc = run.ledger.meta["multicore"]
+            doc.append(("h2", f"Multi-core schedule of {run.label}: {mc.get('schedule', '')}"))
+            busy = ", ".join(f"{n} {b:,.0f}" for n, b in zip(mc.get("core_names", []), mc.get("core_busy_cycles", []),
+                                                             strict=False))
+            doc.append(("p", f"Per-core busy cycles: {busy}. Interconnect: {mc.get('interconnect_bytes', 0):,.0f} bytes, "
+                             f"{mc.get('interconnect_exposed_cycles', 0):,.0f} cycles on the critical path."))
+            _figure(doc, figures, f"timeline_{i}.png")
         _per_layer(doc, run, i, figures)
     return doc
 

@@ -78,6 +78,13 @@ def render_figures(runs: list[Run]) -> dict[str, tuple[bytes, str]]:
         roof = _roofline(runs)
         if roof is not None:
             figs["roofline.png"] = roof
+        for i, run in enumerate(runs, 1):  # multi-core ledgers: the schedule's timeline
+            meta = run.ledger.meta.get("multicore")
+            if isinstance(meta, dict) and meta.get("timeline"):
+                from .multicore_report import timeline_from_meta
+
+                fig = timeline_from_meta(meta, str(run.ledger.meta.get("workload", "")), run.cycles)
+                figs[f"timeline_{i}.png"] = (png(fig), f"{run.label}: per-core timeline of the multi-core schedule")
         if len(runs) >= 2:
             figs["compare_components.png"] = _compare_components(runs)
             figs.update(_layer_deltas(runs))

@@ -144,7 +144,7 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
     Rows (M) are padded to ``chip.sublanes`` and split over the cores; each core's weight tiles
     (ceil(K/R) * ceil(N/C)) are spread evenly over its MXUs, each streaming the core's rows once per
     tile. The cycles are :func:`npukit.sim._mapping.stationary_cycles` (double-buffered ws, one fill and
-    drain per MXU): R + (R + C - 2) + folds * rows - 1, with fractional folds per MXU kept as a mean.
+    drain per MXU): R + (R + C - 2) + folds * rows cycles (a count), with fractional folds per MXU kept as a mean.
     """
     _check_shape(m, n, k, dtype_bytes)
     arch = chip.mxu_arch()
@@ -153,10 +153,10 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
     rows_per_core = m_pad / chip.cores
     tiles = n_folds(k, r) * n_folds(n, c)
     folds_per_mxu = tiles / chip.mxus_per_core
-    # stationary_cycles with one fill/drain group: r + (r + c - 2) + folds * rows - 1
-    fill = stationary_cycles(0, 0, 1, arch, groups=1) + 1  # = r + (r + c - 2): the exposed fill and drain
+    # stationary_cycles with one fill/drain group: r + (r + c - 2) + folds * rows
+    fill = stationary_cycles(0, 0, 1, arch, groups=1)  # = r + (r + c - 2): the exposed fill and drain
     stream = folds_per_mxu * rows_per_core
-    cycles = round(fill + stream) - 1
+    cycles = round(fill + stream)
     cyc_per_us = chip.clock_ghz * 1e3
     bytes_moved = dtype_bytes * (m * k + k * n + m * n)
     return MatmulTerms(fill_us=fill / cyc_per_us, mxu_us=stream / cyc_per_us,

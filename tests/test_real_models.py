@@ -309,6 +309,16 @@ def test_llama_builtin_macs(spec, seq, kv):
 
 
 @pytest.mark.slow
+def test_llama_70b_builtin_macs():
+    c = _builtin_config("llama-3.1-70b")
+    assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
+            c["intermediate_size"], c["vocab_size"], c["rope_theta"]) == (8192, 80, 64, 8, 28672, 128256, 500000.0)
+    wl = workload_from_spec("llama-3.1-70b:phase=decode,kv=2048")
+    assert wl.macs == llama_macs(c, 1, 2048)  # exact
+    assert sum(1 for ly in wl.vector_ops if ly.op == "rmsnorm") == 2 * 80 + 1
+
+
+@pytest.mark.slow
 def test_flux_kontext_builtin_macs():
     c = _builtin_config("flux.1-kontext-dev")
     wl = workload_from_spec("flux.1-kontext-dev:res=1024,steps=28")

@@ -2,7 +2,7 @@
 
 Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_spec`:
 
-* a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` (transformers ``LlamaForCausalLM``),
+* a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` and ``llama-3.1-70b`` (transformers ``LlamaForCausalLM``),
   ``flux.1-kontext-dev`` (diffusers ``FluxTransformer2DModel``), ``qwen-image-edit`` (diffusers
   ``QwenImageTransformer2DModel``), each from its public config in ``workloads/configs/`` (sources in the files);
 * ``hf:path/to/config.json``: transformers ``AutoConfig`` + ``AutoModelForCausalLM`` (else ``AutoModel``);
@@ -70,6 +70,7 @@ class RealModel:
 
 REAL_MODELS: dict[str, RealModel] = {
     "llama-3.1-8b": RealModel("llama-3.1-8b.json", "transformers"),
+    "llama-3.1-70b": RealModel("llama-3.1-70b.json", "transformers"),
     "flux.1-kontext-dev": RealModel("flux.1-kontext-dev.json", "diffusers", ref=1),
     "qwen-image-edit": RealModel("qwen-image-edit.json", "diffusers", ref=1),
 }

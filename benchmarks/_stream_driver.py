@@ -1,0 +1,130 @@
+"""Run inside Stream's own virtualenv (``stream-dse==2.1.1``, Python >= 3.12; never imports npukit): read Stream's
+shipped hardware YAMLs and solve its test workloads, printing one JSON document on stdout.
+
+    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import sys
+import time
+
+HARDWARE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_quad_core",
+            "meta_prototype_dual_core_simd_offchip", "simba", "simba_small", "tpu_v7_ironwood")
+
+
+def _hw_dir() -> str:
+    import stream
+
+    return os.path.join(os.path.dirname(stream.__file__), "inputs", "examples", "hardware")
+
+
+def hardware_summary(name: str) -> dict:
+    """Core count, array sizes, memories (bits, pJ per access, port bits), links (bits/cycle, pJ/bit)."""
+    import yaml
+
+    root = _hw_dir()
+    with open(os.path.join(root, f"{name}.yaml")) as f:
+        top = yaml.safe_load(f)
+    cores = {}
+    for cid, rel in top["cores"].items():
+        path = os.path.join(root, rel)
+        if not os.path.exists(path):
+            path = os.path.join(root, "cores", os.path.basename(rel))
+        with open(path) as f:
+            c = yaml.safe_load(f)
+        arr = c.get("operational_array", {})
+        mems = []
+        for mname, m in (c.get("memories") or {}).items():
+            ports = m.get("ports") or []
+            mems.append({"name": mname, "size_bits": m.get("size"), "r_cost": m.get("r_cost"), "w_cost": m.get("w_cost"),
+                         "operands": m.get("operands"),
+                         "port_bits": max((p.get("bandwidth_max", 0) for p in ports), default=0)})
+        cores[str(cid)] = {"file": rel, "type": c.get("type", ""), "array": arr.get("sizes"),
+                           "mac_pj": arr.get("unit_energy"), "memories": mems}
+    links = [{"type": e.get("type"), "cores": e.get("cores"), "bandwidth_bits": e.get("bandwidth"),
+              "unit_energy_cost": e.get("unit_energy_cost", top.get("unit_energy_cost", 0))}
+             for e in top.get("core_connectivity") or []]
+    return {"name": name, "cores": cores, "offchip_core_id": top.get("offchip_core_id"), "links": links}
+
+
+def _workload(case: str) -> str:
+    out = os.path.abspath(os.environ.get("NPUKIT_STREAM_OUT", "."))
+    with contextlib.redirect_stdout(io.StringIO()):
+        if case.startswith("2conv"):
+            from stream.inputs.testing.workload.make_2_conv import TwoConvWorkloadConfig, make_2_conv_workload
+
+            _, h, c = case.split("_")
+            return make_2_conv_workload(TwoConvWorkloadConfig(1, int(h), int(h), int(c), int(c), int(c), 3, "i8", "i8"))
+        if case == "attention_head":
+            from stream.inputs.testing.workload.make_attention_head import make_attention_head
+
+            path = os.path.join(out, "attention_head.onnx")
+            make_attention_head(path)
+            return path
+        if case == "swiglu":
+            from stream.inputs.testing.workload.make_swiglu import make_small_swiglu_workload
+
+            return make_small_swiglu_workload(output_dir=out)
+        if case == "conv_relu_gemm":
+            from stream.inputs.testing.workload.make_conv_relu_flatten_gemm import make_conv_relu_flatten_gemm_workload
+
+            return make_conv_relu_flatten_gemm_workload()
+        if case == "resnet_subgraph":
+            from stream.inputs.testing.workload.make_resnet_subgraph import make_resnet_subgraph
+
+            return make_resnet_subgraph()
+    raise SystemExit(f"unknown case {case}")
+
+
+def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
+    from stream.api import SolveOptions, evaluate_mapping
+
+    opts = SolveOptions(artifacts=False, time_limit_s=60,
+                        stage_options={} if fused else {"fusion_cut_points": "per-layer"})
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            est = evaluate_mapping(os.path.join(_hw_dir(), f"{hardware}.yaml"), _workload(case),
+                                   os.path.join(out, f"{case}_{hardware}_{int(fused)}"), None, opts)
+    except Exception as exc:  # noqa: BLE001 - a case Stream cannot solve is reported, not fatal
+        return {"case": case, "hardware": hardware, "fused": fused, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    wall = time.perf_counter() - t0
+    energy = 0.0
+    transfer = 0.0
+    nodes: dict = {}
+    for ga in est.context.get("group_allocations").values():
+        e = ga.get("energy") or (ga.get("performance") or {}).get("energy") or {}
+        energy += float(e.get("total_pj", 0.0))
+        transfer += float(e.get("transfer_pj_per_iteration", 0.0))
+        for k, v in ((ga.get("performance") or {}).get("nodes") or {}).items():
+            nodes[k] = {"latency_cycles": v.get("latency_cycles"), "n_cores": v.get("n_cores"),
+                        "mac_spatial_utilization": v.get("mac_spatial_utilization")}
+    return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
+            "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
+            "macs": est.context.get("total_mac_ops")}
+
+
+def main() -> int:
+    logging.disable(logging.CRITICAL)
+    out = os.path.abspath(sys.argv[1])
+    os.makedirs(out, exist_ok=True)
+    os.environ["NPUKIT_STREAM_OUT"] = out
+    cases = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--cases" else \
+        ["2conv_16_16", "2conv_32_32", "attention_head", "swiglu"]
+    result = {"hardware": [hardware_summary(h) for h in HARDWARE], "runs": []}
+    for case in cases:
+        for fused in (False, True):
+            result["runs"].append(solve(case, "tpu_like_quad_core", fused, out))
+            print(json.dumps(result["runs"][-1])[:200], file=sys.stderr, flush=True)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Benchmark: whole models on 1, 2, 4, 8 and 16 npu128 cores (the multi-core simulator with its schedule search).
+
+Models: Llama-3.1-70B prefill of 2048 tokens, Llama-3.1-70B decode of one token over a 2048-token KV cache, and
+FLUX.1 Kontext [dev] (one transformer forward at 1024x1024 with one reference image). Each core is the built-in
+``npu128`` (128x128 ws array, 1 GHz, 64 B/cycle DRAM port); the chip has a shared on-chip memory of 8 MiB, one
+DRAM channel of 64 B/cycle per core (the DRAM bandwidth grows with the cores: each core keeps its single-core
+bandwidth) and a 2-D mesh of 32 B/cycle links (interconnect numbers are estimates, see
+``npukit.sim.interconnect``). Per run: the schedule the search picked (objective EDP), latency, energy, MAC
+utilization, the share of the latency the critical path waits on the interconnect, the interconnect traffic and
+the wall time of the simulation (target: under 30 s per whole-model simulation; tracing the model is cached and
+not counted).
+
+    python benchmarks/bench_multicore_scaling.py [--out out/bench_multicore] [--cores 1,2,4,8,16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+MODELS = {
+    "llama-3.1-70b prefill 2048": "llama-3.1-70b:seq=2048",
+    "llama-3.1-70b decode (kv 2048)": "llama-3.1-70b:phase=decode,kv=2048",
+    "flux.1-kontext 1024x1024": "flux.1-kontext-dev:res=1024",
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="out/bench_multicore")
+    ap.add_argument("--cores", default="1,2,4,8,16")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names of " + ", ".join(MODELS))
+    args = ap.parse_args()
+    from npukit.sim import format_table, load_arch, prepare_out_dir, write_csv, write_figure
+    from npukit.sim.multicore import homogeneous
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.workloads import workload_from_spec
+
+    cores = [int(c) for c in args.cores.split(",")]
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        print(f"unknown model {unknown[0]!r}: use {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    arch = load_arch("npu128")
+    rows = []
+    for name in names:
+        wl = workload_from_spec(MODELS[name])
+        for n in cores:
+            march = homogeneous(arch, n, shared_kib=8192)
+            t0 = time.perf_counter()
+            res = simulate_multicore(wl, march)
+            wall = time.perf_counter() - t0
+            rows.append({"model": name, "cores": n, "schedule": res.schedule.label,
+                         "latency_ms": res.latency_s() * 1e3, "energy_mj": res.energy_pj() / 1e9,
+                         "utilization": res.utilization, "interconnect_share": res.interconnect_share,
+                         "interconnect_mb": res.interconnect_bytes / 1e6,
+                         "dram_mb": sum(r["dram_bytes"] for r in res.rows()) / 1e6,
+                         "ops": len(wl.layers), "sim_s": wall})
+            r = rows[-1]
+            print(f"{name} on {n} cores: {r['latency_ms']:.2f} ms, {r['energy_mj']:.1f} mJ, {r['schedule']}, "
+                  f"{wall:.1f} s", flush=True)
+    headers = ["model", "cores", "schedule", "latency ms", "speedup", "energy mJ", "util %", "interconnect %",
+               "link MB", "DRAM MB", "sim s"]
+    table = []
+    for r in rows:
+        base = next(x for x in rows if x["model"] == r["model"] and x["cores"] == cores[0])
+        table.append([r["model"], r["cores"], r["schedule"], r["latency_ms"], base["latency_ms"] / r["latency_ms"],
+                      r["energy_mj"], 100 * r["utilization"], 100 * r["interconnect_share"], r["interconnect_mb"],
+                      r["dram_mb"], r["sim_s"]])
+    print(format_table(headers, table))
+    out = prepare_out_dir(args.out)
+    print(f"wrote {write_csv(Path(out) / 'multicore_scaling.csv', rows)}")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 3.6))
+    axes = [fig.add_subplot(1, 4, i + 1) for i in range(4)]
+    for name in names:
+        rs = [r for r in rows if r["model"] == name]
+        x = [r["cores"] for r in rs]
+        axes[0].plot(x, [rs[0]["latency_ms"] / r["latency_ms"] for r in rs], "o-", label=name)
+        axes[1].plot(x, [r["energy_mj"] / rs[0]["energy_mj"] for r in rs], "o-", label=name)
+        axes[2].plot(x, [100 * r["utilization"] for r in rs], "o-", label=name)
+        axes[3].plot(x, [100 * r["interconnect_share"] for r in rs], "o-", label=name)
+    axes[0].plot(cores, [c / cores[0] for c in cores], "k:", label="linear")
+    for ax, title in zip(axes, ("speedup", "energy / 1-core energy", "MAC utilization %", "time on interconnect %"),
+                         strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(cores, [str(c) for c in cores])
+        ax.set_xlabel("cores")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    print(f"wrote {write_figure(Path(out) / 'multicore_scaling.png', fig, dpi=110)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

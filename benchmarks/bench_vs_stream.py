@@ -1,0 +1,167 @@
+"""Benchmark: npukit's multi-core simulator side by side with Stream (``stream-dse==2.1.1``).
+
+Stream runs in its own virtualenv (``.peers/stream``, Python >= 3.12, created with ``--install``; never an npukit
+dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipped hardware YAMLs and solves its
+test workloads on ``tpu_like_quad_core`` layer by layer (Stream's ``fusion_cut_points = "per-layer"``) and fused
+(Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`: four 32x32 MAC cores,
+the 2 MB core SRAM, the 64-bit off-chip port, the 32-bit links and 128-bit bus) and prices it with an energy table
+made of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
+(``chain/split``). Prints a table (latency and energy per pair, their ratio, wall times) and writes CSV; skips
+cleanly (exit 0) when Stream is absent. See docs/multicore.md for what differs and why.
+
+    python benchmarks/bench_vs_stream.py [--out out/bench_stream] [--install] [--stream-python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402 - run as a script from the checkout
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE.parent / ".peers" / "stream"
+
+
+def stream_table(hw: dict) -> dict:
+    """An npukit energy table (as a dict) from a Stream hardware summary's first MAC core and off-chip core:
+    MAC energy = the array's ``unit_energy``; register pJ/bit = the smallest memory's r_cost per port bit; SRAM pJ
+    per bit = the largest on-core memory's r_cost per port bit; DRAM = the off-chip memory's r_cost per port bit."""
+    core = hw["cores"]["0"]
+    off = hw["cores"][str(hw["offchip_core_id"])]
+    mems = sorted(core["memories"], key=lambda m: m["size_bits"])
+    reg, sram = mems[0], mems[-1]
+    dram = off["memories"][0]
+    mac = float(core["mac_pj"])
+    return {
+        "name": f"stream-{hw['name']}", "description": f"costs of Stream's {hw['name']}.yaml (stream-dse 2.1.1)",
+        "int_add": {"intercept_pj": 0.0, "slope_pj_per_bit": 1e-9, "source": "Stream YAML: adds inside unit_energy"},
+        "int_mult": {"pj_per_bit2": mac / 64, "source": f"Stream YAML operational_array unit_energy {mac} pJ per 8x8 MAC"},
+        "register": {"pj_per_bit": reg["r_cost"] / max(1, reg["port_bits"]), "source": f"Stream YAML {reg['name']}"},
+        "sram": {"capacity_bytes": [sram["size_bits"] / 8], "pj_per_access": [sram["r_cost"]],
+                 "access_bits": sram["port_bits"], "write_factor": sram["w_cost"] / sram["r_cost"],
+                 "source": f"Stream YAML {sram['name']}"},
+        "dram": {"pj_per_access": dram["r_cost"], "access_bits": dram["port_bits"], "source": "Stream YAML offchip"},
+        "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp16_mult": {"pj": 1.1, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp32_add": {"pj": 0.9, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp32_mult": {"pj": 3.7, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+    }
+
+
+def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
+    """The npukit multi-core arch of a Stream hardware summary: its MAC cores (2-D arrays) as ws cores of that
+    size with the core's largest memory split over the four buffers, the off-chip port as DRAM, the links."""
+    from npukit.sim import Arch
+    from npukit.sim.arch import Bits, SramKiB
+    from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
+    from npukit.sim.multicore import Core, MultiCoreArch
+
+    macs = [c for c in hw["cores"].values() if c["type"].endswith("compute") and len(c["array"]) == 2
+            and min(c["array"]) > 1]
+    c0 = macs[0]
+    kib = max(m["size_bits"] for m in c0["memories"]) / 8 / 1024
+    off = hw["cores"][str(hw["offchip_core_id"])]["memories"][0]
+    links = [e for e in hw["links"] if e["type"] == "link"]
+    link_bits = min((e["bandwidth_bits"] for e in links), default=64)
+    arch = Arch(name=hw["name"], rows=c0["array"][0], cols=c0["array"][1], dataflow="ws", timing="double-buffered",
+                bits=Bits(bits, bits, 32, bits, 32), sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
+                dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
+    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh",
+                      f"Stream {hw['name']}.yaml")
+    return MultiCoreArch(hw["name"], tuple(Core(arch, "mac", f"core{i}") for i in range(len(macs))), ic,
+                         SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency")
+
+
+def npukit_workload(case: str):  # -> (Workload, bits)
+    """The npukit workload of a Stream test case (the shapes of Stream's ONNX makers)."""
+    from npukit.sim import Layer, VectorOp, Workload, conv_layer
+
+    if case.startswith("2conv"):
+        _, h, c = case.split("_")
+        h, c = int(h), int(c)
+        return Workload(case, [conv_layer("Conv1", h + 2, h + 2, 3, 3, c, c, 1),
+                               conv_layer("Conv2", h + 2, h + 2, 3, 3, c, c, 1)]), 8
+    if case == "attention_head":  # SEQ 128, DMODEL 512, DHEAD 64, bf16
+        return Workload(case, [Layer("Q", 128, 64, 512), Layer("K", 128, 64, 512), Layer("V", 128, 64, 512),
+                               Layer("scores", 128, 128, 64, kind="attention"),
+                               VectorOp("softmax", "softmax", 128 * 128, reduce=128),
+                               Layer("context", 128, 64, 128, kind="attention")]), 16
+    if case == "swiglu":  # seq 1, embedding 16, hidden 32, bf16
+        return Workload(case, [Layer("Gemm_Left", 1, 32, 16), Layer("Gemm_Right", 1, 32, 16),
+                               VectorOp("Silu", "silu", 32), VectorOp("Elt_Mul", "mul", 32, inputs=2),
+                               Layer("Gemm_Down", 1, 16, 32)]), 16
+    raise ValueError(case)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="out/bench_stream")
+    ap.add_argument("--install", action="store_true", help="create .peers/stream with stream-dse==2.1.1 if absent")
+    ap.add_argument("--stream-python", help="python of a virtualenv with stream-dse (default .peers/stream)")
+    ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu")
+    args = ap.parse_args()
+    from benchmarks._peers import peer_python
+    from npukit.sim import EnergyTable, format_table, prepare_out_dir, write_csv
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    py = peer_python(args.stream_python, "NPUKIT_STREAM_PYTHON", VENV, ("stream-dse==2.1.1", "six"),
+                     "import stream.api", args.install)
+    if py is None:
+        print("Stream (stream-dse 2.1.1) not found: skipping (create .peers/stream with --install; it needs "
+              "Python >= 3.12)")
+        return 0
+    out = prepare_out_dir(args.out)
+    t0 = time.perf_counter()
+    proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", args.cases],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], file=sys.stderr)
+        return 1
+    data = json.loads(proc.stdout)
+    print(f"Stream: {len(data['runs'])} solves in {time.perf_counter() - t0:.1f} s")
+    hw_rows = []
+    for hw in data["hardware"]:
+        macs = [c for c in hw["cores"].values() if c["type"].endswith("compute") and min(c["array"] or [0]) > 1]
+        links = [e for e in hw["links"] if e["type"] == "link"]
+        buses = [e for e in hw["links"] if e["type"] == "bus"]
+        big = max((m["size_bits"] for c in macs for m in c["memories"]), default=0)
+        hw_rows.append([hw["name"], len(hw["cores"]), len(macs), "x".join(map(str, macs[0]["array"])) if macs else "",
+                        big / 8 / 1024, min((e["bandwidth_bits"] for e in links), default=0),
+                        max((e["bandwidth_bits"] for e in buses), default=0),
+                        max((e["unit_energy_cost"] or 0 for e in hw["links"]), default=0)])
+    print(format_table(["hardware", "cores", "mac cores", "array", "largest core memory KiB", "link bits/cycle",
+                        "bus bits/cycle", "link pJ/bit"], hw_rows))
+    hw = next(h for h in data["hardware"] if h["name"] == "tpu_like_quad_core")
+    table = EnergyTable.from_dict(stream_table(hw), origin="stream tpu_like")
+    rows = []
+    for run in data["runs"]:
+        if "error" in run:
+            rows.append({"case": run["case"], "fused": run["fused"], "error": run["error"]})
+            continue
+        wl, bits = npukit_workload(run["case"])
+        march = npukit_arch(hw, bits)
+        t1 = time.perf_counter()
+        res = simulate_multicore(wl, march, "chain/split" if run["fused"] else "none/split", table=table)
+        wall = time.perf_counter() - t1
+        rows.append({"case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
+                     "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],
+                     "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj(),
+                     "energy_ratio": res.energy_pj() / run["energy_pj"] if run["energy_pj"] else float("nan"),
+                     "stream_s": run["wall_s"], "npukit_s": wall, "speedup": run["wall_s"] / wall})
+    print(format_table(["case", "fused", "Stream cycles", "npukit cycles", "ratio", "Stream uJ", "npukit uJ", "ratio",
+                        "Stream s", "npukit s", "x faster"],
+                       [[r["case"], r["fused"], r.get("stream_cycles", r.get("error", "")), r.get("npukit_cycles", ""),
+                         r.get("cycles_ratio", ""), r.get("stream_energy_pj", 0) / 1e6, r.get("npukit_energy_pj", 0) / 1e6,
+                         r.get("energy_ratio", ""), r.get("stream_s", ""), r.get("npukit_s", ""), r.get("speedup", "")]
+                        for r in rows]))
+    print(f"wrote {write_csv(Path(out) / 'bench_vs_stream.csv', rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

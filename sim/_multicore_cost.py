@@ -1,0 +1,180 @@
+"""One operator's share on one core of a multi-core NPU: the single-core model's counts, edited for where the
+operands come from and go to (DRAM, the shared memory, another core, the core's own buffers).
+
+A GEMM split across ``c`` cores on ``M`` (or the batch, when it divides), ``N`` or ``K`` gives each core the
+sub-GEMM ``ceil(M/c) x N x K`` (etc.), costed by :func:`npukit.sim.simulator.map_layer` on that core's arch with
+its share of the DRAM bandwidth. A K-split leaves partial sums: every core but the reducer sends its
+``M x N`` partial sums (``bits.psum_buffer`` each) over the interconnect instead of writing outputs to DRAM, and the
+reducer adds them (``(c - 1) M N`` adds at ``bits.psum_buffer``, the running-psum width of
+:mod:`npukit.sim.psum_path`). A fused input (the producer's output kept on
+chip) is read from the shared memory (over the interconnect) instead of DRAM, or from the core's own buffer when
+the producer ran on this core with the same rows (``local``); a fused output is written there instead of DRAM.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from . import vector_unit
+from ._accounting import _final_dram, layer_records, traffic_bytes
+from ._mapping import stall_cycles
+from .arch import Arch
+from .energy import EnergyTable
+from .simulator import map_layer
+from .workload import Layer, VectorOp
+
+Record = tuple[str, str, tuple[int, ...], float]
+SHARED = "shared_memory"
+LINK = "interconnect"
+
+
+@dataclass
+class Part:
+    """One core's share of one operator (cycles in clock cycles, bytes in bytes)."""
+
+    core: int
+    compute: float
+    stall: float
+    link_cycles: float
+    macs: int
+    records: list[Record] = field(default_factory=list)
+    dram_bytes: float = 0.0
+    link_bytes: float = 0.0
+    traffic: dict[str, float] = field(default_factory=dict)
+    vector_busy: float = 0.0
+    folds: int = 1  # one GEMM's folds (for re-pricing the stalls at another DRAM bandwidth)
+    batch: int = 1
+
+    def restall(self, arch: Arch) -> None:
+        """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
+        if self.dram_bytes and self.macs:
+            n = self.batch
+            self.stall = n * stall_cycles(self.dram_bytes / n, self.folds, int(self.compute // n), arch)
+
+    @property
+    def busy(self) -> float:
+        """Cycles the core is busy: compute and DRAM stalls, or the interconnect transfer when it is longer."""
+        return max(self.compute + self.stall, self.link_cycles)
+
+    @property
+    def link_exposed(self) -> float:
+        """Interconnect cycles not hidden behind compute and DRAM."""
+        return max(0.0, self.link_cycles - self.compute - self.stall)
+
+
+def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
+    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``M``: the batch first when ``c`` divides it);
+    None when it gets nothing."""
+    if c == 1 or dim == "-":
+        return layer
+    if dim == "M" and layer.batch % c == 0:
+        b = layer.batch // c
+        return replace(layer, batch=b, shared=math.gcd(layer.shared, b))
+    size = {"M": layer.M, "N": layer.N, "K": layer.K}[dim]
+    step = math.ceil(size / c)
+    lo, hi = i * step, min(size, (i + 1) * step)
+    if hi <= lo:
+        return None
+    conv = layer.conv[:5] + (hi - lo,) + layer.conv[6:] if dim == "N" and layer.conv is not None else None
+    return replace(layer, **{dim: hi - lo}, conv=conv)
+
+
+def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
+              reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
+              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "") -> Part:
+    """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
+    ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
+    the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
+    that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
+    ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
+    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM."""
+    key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
+    c = memo.get(key)
+    if c is None:
+        c = memo[key] = map_layer(layer, arch, tab)
+    b, n = arch.bits, layer.batch
+    recs: dict[tuple[str, str, tuple[int, ...]], float] = {}
+    for comp, act, bits, cnt in layer_records(layer, c, arch):
+        recs[(comp, act, bits)] = recs.get((comp, act, bits), 0) + cnt
+    traffic = traffic_bytes(layer, c, arch)
+    link_bits = 0.0
+    recv_bits = 0.0  # bits received that the sender already counted (time only)
+    ifmap = n * c.ifmap_dram
+    final = n * _final_dram(c)
+    if fused_in and ifmap:
+        _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
+        traffic["dram_ifmap_read_bytes"] = 0.0
+        if fused_in == "shared":
+            _add(recs, (shared, "sram_read", (b.input,)), ifmap)
+            link_bits += ifmap * b.input
+    fills = n // layer.shared * c.filter_dram
+    if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
+        _take(recs, ("dram", "dram_read", (b.weight,)), fills)
+        traffic["dram_filter_read_bytes"] = 0.0
+        if fused_filter == "shared":
+            _add(recs, (shared, "sram_read", (b.weight,)), fills)
+            link_bits += fills * b.weight
+    if multicast == "ifmap" and ifmap and not fused_in:
+        _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
+        traffic["dram_ifmap_read_bytes"] = 0.0
+    elif multicast == "filter" and c.filter_dram and not fused_filter:
+        _take(recs, ("dram", "dram_read", (b.weight,)), n // layer.shared * c.filter_dram)
+        traffic["dram_filter_read_bytes"] = 0.0
+    out_to = fused_out
+    if dim == "K" and ways > 1 and not reducer:
+        out_to = "sent"
+    if out_to and final:
+        _take(recs, ("dram", "dram_write", (b.output,)), final)
+        traffic["dram_ofmap_write_bytes"] = 0.0
+        if out_to == "shared":
+            _add(recs, (shared, "sram_write", (b.output,)), final)
+            link_bits += final * b.output
+    if dim == "K" and ways > 1:
+        partial = n * layer.M * layer.N
+        if reducer:  # adds the other cores' partial sums (their transfers are counted by the senders)
+            _add(recs, ("psum_adder", "int_add", (b.psum_buffer,)), (ways - 1) * partial)
+            _add(recs, ("psum_buffer", "sram_write", (b.psum_buffer,)), (ways - 1) * partial)
+            recv_bits = (ways - 1) * partial * b.psum_buffer
+        else:
+            link_bits += partial * b.psum_buffer
+    dram_b = sum(cnt * bits[0] for (comp, act, bits), cnt in recs.items() if comp == "dram")
+    if arch.memory == "scalesim" and arch.bandwidth_mode == "calc":
+        stall = n * c.ofmap_stall_cycles
+    else:
+        stall = n * stall_cycles(dram_b / n / 8, c.folds, c.compute_cycles, arch) if dram_b else 0
+    link_bytes = link_bits / 8
+    if link_bits:
+        _add(recs, (LINK, "transfer", (1,)), link_bits * link_hops)
+    moved = link_bytes + recv_bits / 8
+    link_cyc = moved / link_bw + link_latency if moved else 0.0
+    out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
+    return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
+                folds=c.folds, batch=n)
+
+
+def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
+                link_bw: float = 32.0, link_latency: float = 0.0) -> Part:
+    """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
+    send over the interconnect (an op on a SIMD core away from the MAC cores); ``hide``: GEMM cycles a pipelined
+    vector unit overlaps it with."""
+    share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
+        replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
+                params=op.params)
+    recs: list[Record] = [tuple(r) for r in vector_unit.vector_records(share, arch)]  # type: ignore[misc]
+    busy = vector_unit.busy_cycles(share, arch)
+    exposed = busy - min(busy, max(0.0, hide))
+    link_bytes = moved_bits / 8
+    if moved_bits:
+        recs.append((LINK, "transfer", (1,), moved_bits))
+    link_cyc = link_bytes / link_bw + link_latency if link_bytes else 0.0
+    return Part(core, exposed, 0.0, link_cyc, 0, recs, vector_unit.dram_bytes(share, arch), link_bytes,
+                vector_unit.traffic(share, arch), vector_busy=busy)
+
+
+def _take(recs: dict, key: tuple, n: float) -> None:
+    recs[key] = max(0.0, recs.get(key, 0) - n)
+
+
+def _add(recs: dict, key: tuple, n: float) -> None:
+    recs[key] = recs.get(key, 0) + n

@@ -1,0 +1,215 @@
+"""Multi-core NPUs: N cores (each a single-core :class:`~npukit.sim.arch.Arch`), a shared on-chip memory, DRAM
+channels and an interconnect (:mod:`npukit.sim.interconnect`), read from TOML or built in.
+
+TOML form (``npukit sim --arch multicore.toml``)::
+
+    name = "quad"
+    objective = "edp"                  # what the schedule search minimises: edp | energy | latency
+    [[core]]
+    arch = "npu128"                    # a built-in, or a core arch TOML path (relative to this file)
+    count = 4                          # this many identical cores
+    kind = "mac"                       # mac: runs GEMMs (and vector ops when there is no simd core)
+    [[core]]
+    arch = "npu32"
+    kind = "simd"                      # runs the vector ops only (its vector unit)
+    [interconnect]
+    bandwidth_bytes_per_cycle = 32.0   # per link
+    latency_cycles = 20
+    energy_pj_per_bit = 0.1
+    topology = "mesh"                  # mesh | ring | bus | crossbar
+    source = "estimate"
+    [shared_memory]
+    kib = 8192
+    bandwidth_bytes_per_cycle = 256
+    [dram]
+    channels = 4
+    bandwidth_bytes_per_cycle = 64     # per channel
+
+The core description is pluggable: :func:`load_multicore_arch` takes ``load_core`` (default
+:func:`~npukit.sim.arch.load_arch`), any function from a name or path to an ``Arch``. All cores share the first
+core's clock and energy table.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .arch import OBJECTIVES, Arch, load_arch
+from .errors import ConfigError
+from .interconnect import Dram, Interconnect, SharedMemory
+from .textfile import check_file, read_text
+
+CORE_KINDS = ("mac", "simd")
+BUILTIN_MULTICORE = ("quad128", "hetero4")
+_TOP_KEYS = ("name", "objective", "core", "interconnect", "shared_memory", "dram")
+
+
+@dataclass(frozen=True)
+class Core:
+    """One core: its single-core arch and its kind (``mac`` or ``simd``)."""
+
+    arch: Arch
+    kind: str = "mac"
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in CORE_KINDS:
+            raise ConfigError(f"core kind {self.kind!r}: use one of {', '.join(CORE_KINDS)}")
+
+
+@dataclass(frozen=True)
+class MultiCoreArch:
+    """A multi-core NPU: ``cores``, the ``interconnect``, the ``shared_memory``, the ``dram`` channels, and the
+    ``objective`` its schedule search minimises."""
+
+    name: str
+    cores: tuple[Core, ...]
+    interconnect: Interconnect = field(default_factory=Interconnect)
+    shared_memory: SharedMemory = field(default_factory=SharedMemory)
+    dram: Dram = field(default_factory=Dram)
+    objective: str = "edp"
+
+    def __post_init__(self) -> None:
+        if not self.cores:
+            raise ConfigError(f"multicore arch '{self.name}' has no cores; add [[core]] tables")
+        if not any(c.kind == "mac" for c in self.cores):
+            raise ConfigError(f"multicore arch '{self.name}' has no mac core; GEMMs need one")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"multicore field 'objective' = {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        clocks = {c.arch.clock_ghz for c in self.cores}
+        if len(clocks) > 1:
+            raise ConfigError(f"multicore arch '{self.name}': cores must share one clock, got {sorted(clocks)} GHz")
+
+    @property
+    def mac_cores(self) -> list[int]:
+        """Indices of the MAC cores."""
+        return [i for i, c in enumerate(self.cores) if c.kind == "mac"]
+
+    @property
+    def simd_cores(self) -> list[int]:
+        """Indices of the SIMD (vector-only) cores."""
+        return [i for i, c in enumerate(self.cores) if c.kind == "simd"]
+
+    @property
+    def clock_ghz(self) -> float:
+        return self.cores[0].arch.clock_ghz
+
+    @property
+    def energy_table(self) -> str:
+        return self.cores[0].arch.energy_table
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        """MACs per cycle of all MAC cores together."""
+        return sum(self.cores[i].arch.rows * self.cores[i].arch.cols for i in self.mac_cores)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {"name": self.name, "objective": self.objective,
+                "cores": [{"kind": c.kind, "name": c.name, "arch": c.arch.to_dict()} for c in self.cores],
+                "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
+                "dram": asdict(self.dram)}
+
+
+def single_core(arch: Arch) -> MultiCoreArch:
+    """A one-core multicore arch equal to ``arch`` (no shared memory; DRAM = the core's port)."""
+    return MultiCoreArch(arch.name, (Core(arch, "mac", "core0"),), dram=Dram(1, arch.dram_bandwidth_bytes_per_cycle),
+                         objective=arch.objective)
+
+
+def homogeneous(arch: Arch, n: int, interconnect: Interconnect | None = None, shared_kib: float = 0.0,
+                dram: Dram | None = None, simd: Arch | None = None, name: str | None = None) -> MultiCoreArch:
+    """``n`` copies of ``arch`` as MAC cores (plus one ``simd`` core when given); DRAM default: ``n`` channels of
+    the core's port bandwidth (bytes/cycle), so every core keeps its own single-core bandwidth."""
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ConfigError(f"core count must be a positive integer, got {n!r}")
+    cores = tuple(Core(arch, "mac", f"core{i}") for i in range(n))
+    if simd is not None:
+        cores += (Core(simd, "simd", f"simd{n}"),)
+    return MultiCoreArch(name or f"{arch.name}x{n}", cores, interconnect or Interconnect(), SharedMemory(shared_kib),
+                         dram or Dram(n, arch.dram_bandwidth_bytes_per_cycle), arch.objective)
+
+
+def is_multicore_toml(path: str | Path) -> bool:
+    """True when ``path`` is a TOML file with ``[[core]]`` tables (or a built-in multicore preset name)."""
+    if str(path) in BUILTIN_MULTICORE:
+        return True
+    p = Path(path)
+    if p.suffix.lower() != ".toml" or not p.is_file():
+        return False
+    try:
+        return "core" in tomllib.loads(p.read_text(errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return False
+
+
+def load_multicore_arch(name_or_path: str | Path, load_core: Callable[[str], Arch] = load_arch) -> MultiCoreArch:
+    """Load a built-in preset (:data:`BUILTIN_MULTICORE`) or a multicore TOML file; ``load_core`` reads each
+    ``[[core]]``'s ``arch`` (a path relative to the TOML file is resolved there)."""
+    name = str(name_or_path)
+    if name in BUILTIN_MULTICORE:
+        path = Path(__file__).parent / "archs" / f"{name}.toml"
+        text, origin = path.read_text(), name
+    else:
+        path = check_file(name, "multicore arch file", ConfigError, f"pass a .toml with [[core]] tables or one of "
+                          f"{', '.join(BUILTIN_MULTICORE)}")
+        text, origin = read_text(path, "multicore arch file", ConfigError), str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
+    return multicore_from_dict(data, origin, path.parent, load_core)
+
+
+def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: Path | None = None,
+                        load_core: Callable[[str], Arch] = load_arch) -> MultiCoreArch:
+    """Build a :class:`MultiCoreArch` from a parsed TOML table; unknown keys are errors naming the key."""
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise ConfigError(f"{origin}: unknown multicore key '{key}' (known: {', '.join(_TOP_KEYS)})")
+    tables = data.get("core")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{origin}: a multicore arch needs [[core]] tables")
+    cores: list[Core] = []
+    for t in tables:
+        unknown = set(t) - {"arch", "count", "kind", "name"}
+        if unknown:
+            raise ConfigError(f"{origin}: unknown [[core]] key '{sorted(unknown)[0]}' (known: arch, count, kind, name)")
+        ref = t.get("arch")
+        if not isinstance(ref, str):
+            raise ConfigError(f"{origin}: every [[core]] needs arch = a built-in name or a core TOML path")
+        if base_dir is not None and not Path(ref).is_absolute() and (base_dir / ref).is_file():
+            ref = str(base_dir / ref)
+        arch = load_core(ref)
+        count = t.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1024:
+            raise ConfigError(f"{origin}: [[core]] count must be an integer 1..1024, got {count!r}")
+        for _ in range(count):
+            cores.append(Core(arch, t.get("kind", "mac"), f"{t.get('name', 'core')}{len(cores)}"))
+    sub: dict[str, Any] = {}
+    for key, cls in (("interconnect", Interconnect), ("shared_memory", SharedMemory), ("dram", Dram)):
+        val = data.get(key, {})
+        if not isinstance(val, dict):
+            raise ConfigError(f"{origin}: '{key}' must be a table like [{key}]")
+        for k in val:
+            if k not in cls.__dataclass_fields__:
+                raise ConfigError(f"{origin}: unknown key '{key}.{k}' (known: {', '.join(cls.__dataclass_fields__)})")
+        try:
+            sub[key] = cls(**val)
+        except TypeError as exc:
+            raise ConfigError(f"{origin}: {key}: {exc}") from None
+    if "dram" not in data:
+        port = cores[0].arch.dram_bandwidth_bytes_per_cycle
+        sub["dram"] = Dram(max(1, sum(c.kind == "mac" for c in cores)), port)
+    return MultiCoreArch(str(data.get("name", Path(origin).stem)), tuple(cores), sub["interconnect"],
+                         sub["shared_memory"], sub["dram"], str(data.get("objective", cores[0].arch.objective)))
+
+
+def with_objective(m: MultiCoreArch, objective: str) -> MultiCoreArch:
+    """Copy with another search objective."""
+    return replace(m, objective=objective)

@@ -1,0 +1,79 @@
+"""A multi-core result as text (``npukit sim --arch multicore.toml``), its per-core CSV rows and its timeline
+figure (one bar per core per layer, cycles on x)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .multicore_sim import MultiCoreResult
+from .output import format_table
+
+
+def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
+    """The per-layer table, the per-core busy cycles, the searched schedules and the totals."""
+    m = result.arch
+    kinds = ", ".join(f"{sum(c.kind == k for c in m.cores)} {k}" for k in ("mac", "simd") if any(c.kind == k for c in m.cores))
+    ic = m.interconnect
+    lines = [f"{result.workload} on {m.name}: {len(m.cores)} cores ({kinds}), interconnect "
+             f"{ic.bandwidth_bytes_per_cycle:g} B/cycle/link, {ic.latency_cycles:g} cycles, {ic.energy_pj_per_bit:g} pJ/bit "
+             f"({ic.topology}, {ic.source}), shared memory {m.shared_memory.kib:g} KiB, DRAM {m.dram.channels} x "
+             f"{m.dram.bandwidth_bytes_per_cycle:g} B/cycle; schedule {result.schedule.label} (objective {m.objective})", ""]
+    if not quiet:
+        headers = ["layer", "step", "split", "cores", "start", "cycles", "interconnect cyc", "DRAM MB", "link MB", "uJ"]
+        rows = [[r["name"], r["step"], r["split"], r["cores"], round(r["start_cycle"]), round(r["cycles"]),
+                 round(r["interconnect_cycles"]), r["dram_bytes"] / 1e6, r["interconnect_bytes"] / 1e6,
+                 r["energy_total_pj"] / 1e6] for r in result.layer_rows]
+        lines += [format_table(headers, rows), ""]
+        lines += [format_table(["core", "kind", "busy cycles", "busy %"],
+                               [[c.name, c.kind, round(b), 100 * b / result.total_cycles if result.total_cycles else 0.0]
+                                for c, b in zip(m.cores, result.core_busy, strict=True)]), ""]
+    if result.searched:
+        lines += ["schedules searched: " + "; ".join(
+            f"{s['schedule']} {s['cycles']:,.0f} cycles {s['energy_pj'] / 1e6:,.1f} uJ" for s in result.searched)]
+    lines.append(f"total: {result.macs:,} MACs, {result.total_cycles:,.0f} cycles ({result.latency_s() * 1e3:.3f} ms at "
+                 f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}%, energy {result.energy_pj() / 1e6:,.1f} uJ, "
+                 f"interconnect {result.interconnect_bytes / 1e6:,.2f} MB ({100 * result.interconnect_share:.1f}% of the "
+                 "time waiting on it)")
+    return "\n".join(lines)
+
+
+def core_rows(result: MultiCoreResult) -> list[dict[str, Any]]:
+    """One row per core: its kind and busy cycles."""
+    return [{"core": c.name, "kind": c.kind, "busy_cycles": b,
+             "busy_fraction": b / result.total_cycles if result.total_cycles else 0.0}
+            for c, b in zip(result.arch.cores, result.core_busy, strict=True)]
+
+
+def timeline_figure(result: MultiCoreResult, max_bars: int = 4000) -> Any:
+    """A matplotlib Figure: per core, a bar per layer it works on (x: cycles); the caller saves and closes it."""
+    return timeline_from_meta(result.ledger.meta["multicore"], result.workload, result.total_cycles, max_bars)
+
+
+def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float, max_bars: int = 4000) -> Any:
+    """The timeline figure from a ledger's ``meta['multicore']`` (core names, timeline, schedule, arch)."""
+    from matplotlib.figure import Figure
+
+    cores = meta.get("core_names", [])
+    kinds = [c.get("kind", "") for c in meta.get("arch", {}).get("cores", [])] or [""] * len(cores)
+    timeline = meta.get("timeline", [])
+    fig = Figure(figsize=(11, 1.2 + 0.45 * max(1, len(cores))))
+    ax = fig.add_subplot(1, 1, 1)
+    names = list(dict.fromkeys(str(t[3]) for t in timeline))
+    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    for core, start, end, name in timeline[:max_bars]:
+        ax.barh(core, end - start, left=start, height=0.7, color=colors[str(name)], edgecolor="none")
+    ax.set_yticks(range(len(cores)), [f"{c} ({k})" for c, k in zip(cores, kinds, strict=False)])
+    ax.invert_yaxis()
+    ax.set_xlabel("cycle")
+    cut = f", first {max_bars} bars" if len(timeline) > max_bars else ""
+    arch = meta.get("arch", {}).get("name", "")
+    ax.set_title(f"{workload} on {arch}: schedule {meta.get('schedule', '')}{cut}".replace("$", r"\$"))
+    ax.set_xlim(0, max(total_cycles, 1))
+    ax.grid(axis="x", alpha=0.3)
+    if len(names) <= 12:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=colors[n], label=n.replace("$", r"\$")) for n in names], fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,426 @@
+"""Simulate a workload on a multi-core NPU (:class:`~npukit.sim.multicore.MultiCoreArch`) under a schedule
+(:mod:`npukit.sim.schedule`), or search the schedules for the best under the arch's objective.
+
+Each operator's share on each core is costed by :mod:`npukit.sim._multicore_cost` (the single-core model on the
+core's arch with its share of the DRAM channels). A split step's latency is its slowest core; a pipelined
+step's is fill and drain over its tiles (:mod:`npukit.sim.schedule`). Everything lands in one Ledger: per-core
+records under ``<workload>/<layer>/<core>`` (under ``<workload>/<layer>`` when the operator runs whole on one
+core, as the single-core simulator does), the critical path's ``compute``, ``stall``, ``vector`` and exposed
+``interconnect`` cycles per layer, interconnect transfers (component ``interconnect``, action ``transfer``, per
+bit and hop) and shared-memory accesses (``shared_memory``). ``ledger.meta['multicore']`` holds the schedule,
+the per-core busy cycles, the interconnect bytes and the timeline. A one-core arch under ``none/split`` gives
+exactly the single-core simulator's ledger.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._accounting import declare_components
+from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part
+from .energy import EnergyTable, load_table
+from .ledger import Ledger
+from .multicore import MultiCoreArch
+from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, feeds_filter, make_schedule, objective_value, siblings
+from .workload import Layer, VectorOp, Workload
+
+MAX_FUSED_TILES = 256
+_MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
+
+
+@dataclass
+class MultiCoreResult:
+    """A workload on a multi-core NPU: per-layer rows, the ledger, the timeline and totals (cycles, pJ, bytes)."""
+
+    workload: str
+    arch: MultiCoreArch
+    schedule: Schedule
+    ledger: Ledger
+    layer_rows: list[dict[str, Any]]
+    total_cycles: float
+    core_busy: list[float]
+    timeline: list[tuple[int, float, float, str]]  # (core, start cycle, end cycle, layer)
+    energy_components: dict[str, float]
+    interconnect_bytes: float
+    interconnect_cycles: float  # exposed on the critical path
+    macs: int
+    searched: list[dict[str, Any]] = field(default_factory=list)
+
+    def energy_pj(self) -> float:
+        """Total energy (pJ), DRAM and interconnect included."""
+        return sum(self.energy_components.values())
+
+    def latency_s(self) -> float:
+        return self.total_cycles / (self.arch.clock_ghz * 1e9)
+
+    @property
+    def utilization(self) -> float:
+        """MACs / (all MAC cores' PEs x total cycles, stalls and waits included; the single-core
+        ``SimResult.utilization`` divides by compute cycles only)."""
+        return self.macs / (self.arch.peak_macs_per_cycle * self.total_cycles) if self.total_cycles else 0.0
+
+    @property
+    def interconnect_share(self) -> float:
+        """Fraction of the latency the critical path waits on the interconnect."""
+        return self.interconnect_cycles / self.total_cycles if self.total_cycles else 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.layer_rows
+
+
+def _table(march: MultiCoreArch, table: EnergyTable | str | None) -> EnergyTable:
+    return table if isinstance(table, EnergyTable) else load_table(table or march.energy_table)
+
+
+def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:
+    """The core's buffers, the shared memory and the interconnect (priced per bit by its own declaration)."""
+    declare_components(led, march.cores[core].arch)
+    if march.shared_memory.kib > 0:
+        led.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
+    led.declare(LINK, kind="interconnect", energy_pj_per_bit=march.interconnect.energy_pj_per_bit,
+                source=march.interconnect.source)
+
+
+def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Schedule | str | None = None,
+                       table: EnergyTable | str | None = None) -> MultiCoreResult:
+    """Run ``workload`` on ``march`` under ``schedule`` (a :class:`Schedule`, a ``policy/mode`` label such as
+    ``"blocks/split"``, or None: search all :func:`~npukit.sim.schedule.candidates` and keep the best by the
+    arch's objective; ``result.searched`` lists every candidate's energy, cycles and objective)."""
+    tab = _table(march, table)
+    memo: dict = {}
+    if schedule is None:
+        best, tried = None, []
+        for sched in candidates(workload, march):
+            res = _run(workload, march, sched, tab, memo, record=False)
+            val = objective_value(res.energy_pj(), res.total_cycles, march.objective)
+            tried.append({"schedule": sched.label, "energy_pj": res.energy_pj(), "cycles": res.total_cycles,
+                          "objective": val})
+            if best is None or val < best[0]:
+                best = (val, sched)
+        assert best is not None
+        out = _run(workload, march, best[1], tab, memo)
+        out.searched = tried
+        out.ledger.meta["multicore"]["searched"] = tried
+        return out
+    if isinstance(schedule, str):
+        policy, _, mode = schedule.partition("/")
+        schedule = make_schedule(workload, policy, mode or "split")
+    return _run(workload, march, schedule, tab, memo)
+
+
+class _Run:
+    """The state of one schedule's simulation."""
+
+    def __init__(self, workload: Workload, march: MultiCoreArch, tab: EnergyTable, memo: dict, record: bool = True) -> None:
+        self.wl, self.m, self.tab, self.memo, self.record = workload, march, tab, memo, record
+        self.energy = 0.0  # pJ, search candidates only (record = False)
+        self.ic = march.interconnect
+        self.ledger = Ledger()
+        self.ref = march.cores[march.mac_cores[0]].arch
+        self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)
+        _declare(self.ledger, march, march.mac_cores[0])
+        self.t = 0.0
+        self.busy = [0.0] * len(march.cores)
+        self.timeline: list[tuple[int, float, float, str]] = []
+        self.rows: list[dict[str, Any]] = []
+        self.link_bytes = 0.0
+        self.link_exposed = 0.0
+        self.hide = 0.0
+        self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
+
+    def arch_for(self, core: int, active: int):  # -> Arch
+        a = self.m.cores[core].arch
+        bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
+        return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
+
+    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "") -> list[Part]:
+        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once)."""
+        key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
+               dim, fin, fout, ffil)
+        if key not in self.memo:
+            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil))
+        return self.memo[key]
+
+    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str) -> list[Part]:
+        ways = len(cores)
+        parts = []
+        hops = self.ic.hops(len(self.m.cores))
+        for i, core in enumerate(cores):
+            sub = sub_layer(layer, dim, ways, i)
+            if sub is None:
+                continue
+            parts.append(gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
+                                   reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
+                                   link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
+                                   shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
+                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else ""))
+        return parts
+
+    def _share_dram(self, parts: list[Part]) -> list[Part]:
+        """The DRAM channels shared in proportion to each core's traffic (all finish together), each core at
+        most its own port; a core alone keeps the single-core model's stalls."""
+        total = sum(p.dram_bytes for p in parts)
+        if len(parts) < 2 or not total or self.ref.bandwidth_mode == "calc" or self.ref.memory == "scalesim":
+            return parts
+        for p in parts:
+            a = self.m.cores[p.core].arch
+            bw = min(a.dram_bandwidth_bytes_per_cycle, self.m.dram.total_bandwidth * p.dram_bytes / total)
+            if bw > 0:
+                p.restall(a.with_(dram_bandwidth_bytes_per_cycle=bw))
+        return parts
+
+    def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
+        if len(cores) == 1:
+            return "-", self.gemm_parts(layer, cores, "-", fin, fout)
+        best = None
+        for dim in SPLIT_DIMS:
+            parts = self.gemm_parts(layer, cores, dim, fin, fout)
+            e = sum(self._energy(p) for p in parts)
+            val = objective_value(e, max(p.busy for p in parts), self.m.objective)
+            if best is None or val < best[0]:
+                best = (val, dim, parts)
+        assert best is not None
+        return best[1], best[2]
+
+    def vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
+        """Each core's share of vector op ``op`` (cached by its sizes unless a pipelined vector unit hides it)."""
+        if self.serial_one:
+            return self._vector_parts(op, cores)
+        key = ("vparts", op.op, op.elements, op.reduce, op.inputs, op.params, op.batch, tuple(cores))
+        if key not in self.memo:
+            self.memo[key] = self._vector_parts(op, cores)
+        return self.memo[key]
+
+    def _vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
+        bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
+        if self.m.simd_cores:
+            core = self.m.simd_cores[0]
+            arch = self.m.cores[core].arch
+            moved = op.batch * op.elements * (op.inputs + (0 if op.op == "kv_append" else 1)) * arch.vector.bits
+            return [vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)]
+        ways = len(cores)
+        hide = self.hide if self.serial_one else 0.0
+        return [vector_part(op, c, self.arch_for(c, ways), ways, 0.0, hide, bw, lat) for c in cores]
+
+    def _energy(self, p: Part) -> float:
+        key = ("energy", id(p))
+        if key not in self.memo:
+            self.memo[key] = (self._price(p), p)  # p kept alive so that its id stays unique
+        return self.memo[key][0]
+
+    def _price(self, p: Part) -> float:
+        led = Ledger()
+        _declare(led, self.m, p.core)
+        for comp, act, bits, cnt in p.records:
+            led.record(comp, act, bits, cnt)
+        return led.energy(self.tab)
+
+    def commit(self, op: Layer | VectorOp, parts: list[Part], start: float, scale: float, extra: dict[str, Any]) -> float:
+        """Record ``op``'s parts; its critical time is ``scale`` x its slowest part; returns that time."""
+        crit = max(parts, key=lambda p: p.busy)
+        if not self.record:  # a search candidate: totals only
+            for p in parts:
+                self.busy[p.core] += p.busy
+                self.link_bytes += p.link_bytes
+            self.link_exposed += crit.link_exposed * scale
+            self.energy += sum(self._energy(p) for p in parts)
+            self.rows.append({"name": op.name, "cycles": crit.busy * scale, **extra})
+            return crit.busy * scale
+        scope = f"{self.wl.name}/{op.name}"
+        one = Ledger()
+        _declare(one, self.m, self.m.mac_cores[0])
+        whole = len(parts) == 1 and parts[0].core == self.m.mac_cores[0]
+        for p in parts:
+            sc = scope if whole else f"{scope}/{self.m.cores[p.core].name}"
+            for comp, act, bits, cnt in p.records:
+                one.record(self._comp(comp, p.core, one), act, bits, cnt, sc)
+            self.busy[p.core] += p.busy
+            self.timeline.append((p.core, start, start + p.busy * scale, op.name))
+            self.link_bytes += p.link_bytes
+        kind = "vector" if isinstance(op, VectorOp) else "compute"
+        one.add_cycles(crit.compute * scale, kind, scope)
+        one.add_cycles(crit.stall * scale, "stall", scope)
+        one.add_cycles(crit.link_exposed * scale, "interconnect", scope)
+        self.link_exposed += crit.link_exposed * scale
+        energy = one.energy_by(self.tab, "component")
+        facts: dict[str, Any] = {"kind": op.kind, "mapping": extra.get("split", "")}
+        if isinstance(op, Layer):
+            facts.update(M=op.M, N=op.N, K=op.K)
+        one.describe(scope, **facts)
+        self.ledger.merge(one)
+        row = {"name": op.name, "kind": op.kind, "start_cycle": start, "cycles": crit.busy * scale,
+               "compute_cycles": crit.compute * scale, "stall_cycles": crit.stall * scale,
+               "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
+               "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
+               "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
+               **extra}
+        for comp, e in sorted(energy.items()):
+            row[f"energy_{comp}_pj"] = e
+        row["energy_total_pj"] = sum(energy.values())
+        self.rows.append(row)
+        return crit.busy * scale
+
+    def _comp(self, comp: str, core: int, led: Ledger) -> str:
+        """Component name: a core whose buffers differ from the first MAC core's gets its own names."""
+        a = self.m.cores[core].arch
+        if comp.endswith("_sram") or comp in ("psum_buffer", "psum_features"):
+            if a.sram_kib != self.ref.sram_kib:
+                name = f"{comp}.{self.m.cores[core].name}"
+                buf = {"ifmap_sram": "ifmap", "filter_sram": "filter", "psum_buffer": "psum", "ofmap_sram": "ofmap",
+                       "psum_features": "ifmap"}[comp]
+                led.declare(name, kind="sram", capacity_bytes=a.sram_bytes(buf))
+                return name
+        return comp
+
+
+def _tiles_needed(ops: list[Layer | VectorOp], m: MultiCoreArch) -> int:
+    """How many row tiles a fused group needs so that its largest intermediate fits on chip (0: never)."""
+    cap = m.shared_memory.bytes + sum(m.cores[i].arch.sram_bytes("ofmap") for i in m.mac_cores)
+    gemms = [op for op in ops if isinstance(op, Layer)]
+    worst = max((g.batch * g.M * g.N * m.cores[m.mac_cores[0]].arch.bits.output / 8 for g in gemms[:-1]), default=0)
+    tiles = max(1, math.ceil(worst / cap))
+    rows = min(g.batch * g.M for g in gemms)
+    return tiles if tiles <= min(rows, MAX_FUSED_TILES) else 0
+
+
+def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict,
+         record: bool = True) -> MultiCoreResult:
+    r = _Run(workload, march, tab, memo, record)
+    ops = workload.layers
+    macs = march.mac_cores
+    steps: list[Step] = []
+    for st in sched.steps:  # a group whose intermediates never fit is run layer by layer
+        if st.fused and not _tiles_needed([ops[i] for i in st.indices], march):
+            steps += [Step(i, i) for i in st.indices]
+        else:
+            steps.append(st)
+    for st in steps:
+        group = [ops[i] for i in st.indices]
+        if not st.fused:
+            op = group[0]
+            if isinstance(op, VectorOp):
+                r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "layer", "split": "-"})
+                r.hide = max(0.0, r.hide - r.rows[-1]["cycles"]) if r.serial_one else 0.0
+            else:
+                dim, parts = r.best_dim(op, macs, "", "")
+                r.t += r.commit(op, parts, r.t, 1.0, {"step": "layer", "split": dim})
+                r.hide += r.rows[-1]["cycles"]
+            if r.ref.vector.overlap == "serial":
+                r.hide = 0.0
+        elif st.mode == "split" or len(macs) < 2:
+            _run_fused_split(r, group, macs)
+        else:
+            _run_pipeline(r, group, macs, _tiles_needed(group, march))
+    meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
+            "core_names": [c.name for c in march.cores], "core_busy_cycles": r.busy,
+            "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
+            "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
+    r.ledger.meta["multicore"] = meta
+    energy = r.ledger.energy_by(tab, "component") if record else {"total": r.energy}
+    return MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
+                           r.link_bytes, r.link_exposed, workload.macs)
+
+
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[bool]]:
+    """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
+    a later one, whether it reads the same input as the previous GEMM (already on chip), and whether its right
+    operand (attention keys or values) comes from an earlier GEMM of the group."""
+    gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    fin = [False] * len(group)
+    fout = [False] * len(group)
+    sib = [False] * len(group)
+    ffil = [False] * len(group)
+    used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
+    for k, b in enumerate(gemm_idx):
+        earlier = [a for a in gemm_idx[:k] if a not in used]
+        src = next((a for a in earlier if feeds(group[a], group[b])), None)  # type: ignore[arg-type]
+        if src is not None:
+            fout[src] = fin[b] = True
+            used.add(src)
+        elif k and siblings(group[gemm_idx[k - 1]], group[b]):  # type: ignore[arg-type]
+            sib[b] = True
+        fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
+        if fsrc is not None:
+            fout[fsrc] = ffil[b] = True
+            used.add(fsrc)
+    return fin, fout, sib, ffil
+
+
+def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
+    """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
+    each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
+    through the shared memory (every core reading the part it needs over the interconnect)."""
+    fin, fout, sib, ffil = _edges(group)
+    prev_dim = ""
+    for op, i_in, i_out, i_sib, i_fil in zip(group, fin, fout, sib, ffil, strict=True):
+        if isinstance(op, VectorOp):
+            r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
+            continue
+        best = None
+        for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
+            rows = dim in ("M", "-")
+            src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+            if i_sib and dim == prev_dim:
+                src = "local"  # each core still holds its part of the common input
+            dst = "" if not i_out else "local" if rows else "shared"
+            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "")
+            val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
+            if best is None or val < best[0]:
+                best = (val, dim, parts)
+        assert best is not None
+        prev_dim = best[1]
+        r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+
+
+def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:
+    """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
+    in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory."""
+    gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    n_st = min(len(gemm_idx), len(macs))
+    total = sum(group[i].macs for i in gemm_idx)
+    bounds, acc, s = [], 0, 0  # stage of each GEMM, balanced by MACs
+    for i in gemm_idx:
+        bounds.append(min(s, n_st - 1))
+        acc += group[i].macs
+        if acc >= total * (s + 1) / n_st:
+            s += 1
+    stage_of = {}
+    cur = 0
+    for k, op in enumerate(group):
+        if isinstance(op, Layer):
+            cur = bounds[gemm_idx.index(k)]
+        stage_of[k] = cur
+    per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
+    starts = [sum(per[:s]) for s in range(n_st)]
+    cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
+    fin, fout, _, _ = _edges(group)
+    rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
+    tiles = max(1, min(rows, max(tiles, 2 * n_st)))
+    planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
+    for k, op in enumerate(group):
+        st = stage_of[k]
+        cs = cores_of[st]
+        if isinstance(op, VectorOp):
+            planned.append((op, r.vector_parts(op, cs), {"step": f"pipeline stage {st}", "split": "-"}, st))
+            continue
+        nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
+        prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)
+        src = "" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared"
+        dst = "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared"
+        dim = "M" if len(cs) > 1 else "-"
+        planned.append((op, r.gemm_parts(op, cs, dim, src, dst), {"step": f"pipeline stage {st}", "split": dim}, st))
+    stage_t = [0.0] * n_st
+    for _, parts, _, st in planned:
+        stage_t[st] += max(p.busy for p in parts)
+    latency = sum(stage_t) / tiles + (tiles - 1) * max(stage_t) / tiles
+    scale = latency / sum(stage_t) if sum(stage_t) else 1.0
+    offset = [sum(stage_t[:s]) / tiles for s in range(n_st)]
+    t0 = r.t
+    inner = [0.0] * n_st
+    for op, parts, extra, st in planned:
+        start = t0 + offset[st] + inner[st]
+        extra = {**extra, "tiles": tiles}
+        inner[st] += r.commit(op, parts, start, scale, extra)
+    r.t = t0 + latency

@@ -1,0 +1,162 @@
+"""Schedules of a workload on a multi-core NPU, and the search that picks one under an objective.
+
+A schedule is a list of :class:`Step` s, each one operator or one fused group of consecutive operators:
+
+* ``split``: every GEMM of the step runs on all MAC cores at once, split on ``M`` (the batch first), ``N`` or
+  ``K`` (the dimension chosen per GEMM by the objective); vector ops run on the SIMD core if there is one,
+  else split over the MAC cores.
+* ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
+  the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
+  ``tiles - 1`` times the slowest stage's tile (fill and drain), and each stage's output crosses the
+  interconnect to the next stage's cores.
+* ``fused``: inside the group, a producer's output stays on chip for its consumer (the shared memory, or the
+  core's own buffers when producer and consumer rows stay on the same core: an M-split both sides) and never
+  goes to DRAM. Producer -> consumer edges are found from shapes (:func:`feeds`): consecutive GEMMs where the
+  consumer's K (or a conv's input channels) is the producer's N with the same rows, e.g. attention scores ->
+  context and the MLP's up -> down projection, with vector ops between them (softmax, SiLU, mul) inside the
+  group. With ``chain``, GEMMs that read the same input (:func:`siblings`: the q, k and v projections) join a group
+  too, and the later ones read that input from the cores' buffers. A group is kept only if its largest
+  intermediate fits the on-chip memory.
+
+Fusion policies: ``none`` (layer by layer), ``blocks`` (only attention and MLP groups), ``chain`` (every edge).
+:func:`candidates` enumerates (policy, mode) pairs; :func:`search` simulates each and keeps the best by the
+arch's objective (``edp``, ``energy`` or ``latency``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .multicore import MultiCoreArch
+from .workload import Layer, VectorOp, Workload
+
+POLICIES = ("none", "blocks", "chain")
+MODES = ("split", "pipeline")
+SPLIT_DIMS = ("M", "N", "K")
+
+
+@dataclass(frozen=True)
+class Step:
+    """Operators ``first..last`` (indices into the workload's list) run as one step."""
+
+    first: int
+    last: int
+    mode: str = "split"
+    fused: bool = False
+
+    @property
+    def indices(self) -> range:
+        return range(self.first, self.last + 1)
+
+
+@dataclass
+class Schedule:
+    """A whole-workload schedule: its ``steps``, the fusion ``policy`` and ``mode`` that made it."""
+
+    policy: str
+    mode: str
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.policy}/{self.mode}"
+
+
+def feeds(prod: Layer, cons: Layer) -> bool:
+    """Whether ``cons`` reads ``prod``'s output as its input (a shape rule: same batch and rows, and the
+    consumer's reduction dim is the producer's output width; for a conv consumer, its input channels)."""
+    if cons.conv is not None:
+        return prod.conv is not None and cons.conv[4] == prod.N and prod.batch == cons.batch
+    return prod.batch == cons.batch and prod.M == cons.M and cons.K == prod.N
+
+
+def feeds_filter(prod: Layer, cons: Layer) -> bool:
+    """Whether attention GEMM ``cons`` reads ``prod``'s output as its right operand, heads folded into the batch:
+    the keys (scores' K x N is the k projection's output transposed) or the values (context's K x N)."""
+    if cons.kind != "attention" or prod.conv is not None:
+        return False
+    groups = cons.batch // cons.shared
+    return (prod.M == cons.N and prod.N * prod.batch == cons.K * groups) or \
+        (prod.M == cons.K and prod.N * prod.batch == cons.N * groups and prod.kind != "attention")
+
+
+def siblings(a: Layer, b: Layer) -> bool:
+    """Whether ``b`` reads the same input as ``a`` (a shape rule: the q, k and v projections; same batch, rows and
+    reduction dim, neither a conv)."""
+    return a.conv is None and b.conv is None and (a.batch, a.M, a.K) == (b.batch, b.M, b.K) and a.kind == b.kind
+
+
+def _is_block_edge(prod: Layer, cons: Layer) -> bool:
+    """Attention (scores -> context) and MLP (up -> down projection) edges."""
+    if prod.kind == "attention" and cons.kind == "attention":
+        return True
+    return prod.N > prod.K and cons.K > cons.N
+
+
+def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
+    """Index ranges ``(first, last)`` of the fused groups of ``policy`` (each spans >= 2 GEMMs)."""
+    if policy == "none":
+        return []
+    ops = workload.layers
+    groups: list[tuple[int, int]] = []
+    prev: int | None = None  # index of the last GEMM
+    start: int | None = None
+    for i, op in enumerate(ops):
+        if isinstance(op, VectorOp):
+            continue
+        if prev is not None:
+            p = ops[prev]
+            edge = (feeds(p, op) and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
+                    or policy == "chain" and siblings(p, op))  # type: ignore[arg-type]
+            if policy == "chain" and not edge:  # attention reads q, k, v made earlier in the open group
+                first = start if start is not None else prev
+                edge = any(isinstance(ops[j], Layer) and (feeds_filter(ops[j], op) or  # type: ignore[arg-type]
+                                                         feeds(ops[j], op))  # type: ignore[arg-type]
+                           for j in range(first, i))
+            if edge:
+                start = prev if start is None else start
+            else:
+                if start is not None:
+                    groups.append((start, prev))
+                start = None
+        prev = i
+    if start is not None and prev is not None:
+        groups.append((start, prev))
+    return groups
+
+
+def make_schedule(workload: Workload, policy: str, mode: str) -> Schedule:
+    """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split)."""
+    groups = fusion_groups(workload, policy)
+    steps: list[Step] = []
+    i = 0
+    for first, last in groups + [(len(workload.layers), len(workload.layers))]:
+        while i < first:
+            steps.append(Step(i, i))
+            i += 1
+        if first < len(workload.layers):
+            steps.append(Step(first, last, mode, fused=True))
+            i = last + 1
+    return Schedule(policy, mode, steps)
+
+
+def candidates(workload: Workload, march: MultiCoreArch) -> list[Schedule]:
+    """Every (policy, mode) schedule the search compares: ``none/split`` and, for each fusion policy with at
+    least one group, ``split`` and (with two or more MAC cores) ``pipeline``; duplicates are dropped."""
+    out = [make_schedule(workload, "none", "split")]
+    seen = {tuple(out[0].steps)}
+    for policy in ("blocks", "chain"):
+        for mode in MODES:
+            if mode == "pipeline" and len(march.mac_cores) < 2:
+                continue
+            s = make_schedule(workload, policy, mode)
+            key = tuple(s.steps)
+            if key not in seen:
+                seen.add(key)
+                out.append(s)
+    return out
+
+
+def objective_value(energy_pj: float, cycles: float, objective: str) -> float:
+    """The number the search minimises: ``energy`` (pJ), ``latency`` (cycles) or ``edp`` (pJ x cycles)."""
+    return energy_pj if objective == "energy" else cycles if objective == "latency" else energy_pj * cycles
