@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ._mapping import check_buffers
+from ._sweep_expr import apply_derived, parse_derived
 from .arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
 from .energy import BUILTIN_TABLES, load_table
 from .errors import ConfigError, NpukitError
@@ -24,7 +25,7 @@ from .textfile import check_file, read_text
 from .workload import BUILTIN_WORKLOADS, parse_workload_spec
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
-_TABLES = ("sweep", "grid")
+_TABLES = ("sweep", "grid", "derived")
 _SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW, "vector": VectorUnit}
 
 
@@ -68,6 +69,7 @@ class SweepSpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path)
     origin: str = "<sweep>"
+    derived: dict[str, Any] = field(default_factory=dict)  # key -> compiled expression (npukit.sim._sweep_expr)
 
     @property
     def n_points(self) -> int:
@@ -120,7 +122,8 @@ def parse_sweep_spec(
     if not isinstance(grid_raw, dict):
         raise ConfigError(f"{origin}: 'grid' must be a table [grid] of key = [values]")
     grid = _flatten_grid(grid_raw, origin)
-    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin)
+    derived = parse_derived(data.get("derived", {}), grid_keys(), grid, origin)
+    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin, derived)
 
 
 def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
@@ -162,6 +165,12 @@ def _canon(obj: Any) -> Any:
     if isinstance(obj, float) and obj.is_integer():
         return int(obj)
     return obj
+
+
+def _flat_arch(arch: Arch) -> dict[str, Any]:
+    """Dotted grid key -> the arch's value (what a derived expression sees for keys not in the grid)."""
+    d = arch.to_dict()
+    return {k: d[k.partition(".")[0]][k.partition(".")[2]] if "." in k else d[k] for k in grid_keys()}
 
 
 def _resolve(spec: SweepSpec, value: str) -> str:
@@ -206,8 +215,11 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
     keys = list(grid)
     tables_ok: set[str] = set()
     points: list[SweepPoint] = []
+    base_env = _flat_arch(base) if spec.derived else {}
     for combo in itertools.product(*(grid[k] for k in keys)):
         overrides = dict(zip(keys, combo, strict=True))
+        if spec.derived:
+            overrides = apply_derived(spec.derived, overrides, base_env, o)
         try:
             arch = base.with_(**overrides) if overrides else base
             check_buffers(arch)
