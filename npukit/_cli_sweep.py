@@ -83,6 +83,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
     add_executor_arguments(r)
+    from npukit._cli_sweep_search import add_search_arguments
+
+    add_search_arguments(r)
     r.set_defaults(func=run)
     e = sub.add_parser(
         "export",
@@ -106,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
     limit = MAX_POINTS if args.max_points is None else args.max_points
     if limit < 1:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
+    from npukit._cli_sweep_search import check_search_arguments
     from npukit.sim import check_out_dir, check_writable_file
 
+    check_search_arguments(args)
     spec = load_sweep_spec(args.spec)
     points = expand_points(spec, limit)  # every point validated before anything is written
     out = check_out_dir(args.out)  # an empty --out is refused, not taken as the current folder
@@ -117,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
     check_store(db)  # a database that is not ours is refused read-only, before any folder is made
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     try:
+        if args.search is not None:
+            from npukit._cli_sweep_search import run_search_cli
+
+            return run_search_cli(args, spec, executor, db, csv_path)
         return _run(args, spec, points, executor, db, csv_path)
     finally:
         executor.close()
