@@ -26,7 +26,7 @@ from typing import Any
 
 from ._sweep_exec import Executor, local_executor
 from ._sweep_spec import SweepPoint, SweepSpec, expand_points
-from ._sweep_store import SweepStore, read_rows
+from ._sweep_store import SweepStore
 from .errors import ConfigError
 
 METHODS = ("nsga2", "tpe")
@@ -143,7 +143,7 @@ def run_search(
             pts = {p.key: p for ps in by_trial for p in ps}
             summary = run_points(list(pts.values()), db, executor=ex, name=spec.name)
             simulated += summary.computed
-            rows = {r["key"]: r for r in read_rows(db, list(pts))}
+            rows = _objective_rows(db, list(pts))
             for t, ps in zip(trials, by_trial, strict=True):
                 study.tell(t, objective_values([rows[p.key] for p in ps], objs))
                 new += 1
@@ -159,6 +159,24 @@ def run_search(
         front.setdefault(json.dumps(t.params, sort_keys=True, default=str), (dict(t.params), list(t.values)))
     return SearchSummary(name, db, len(complete), new, len(configs), simulated, time.perf_counter() - t0,
                          sorted(front.values(), key=lambda f: f[1]))
+
+
+def _objective_rows(db: Path, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """key -> the objective columns of those stored points (read-only; only the rows asked for)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    try:
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            cur = con.execute("SELECT key, energy_total_pj, latency_s, area_mm2 FROM points WHERE key IN "
+                              f"({', '.join('?' * len(part))})", part)
+            for k, e, t, a in cur:
+                out[k] = {"energy_total_pj": e, "latency_s": t, "area_mm2": a}
+        return out
+    finally:
+        con.close()
 
 
 def _complete(study: Any) -> int:
