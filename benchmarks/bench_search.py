@@ -4,7 +4,7 @@ The space (10,800 configurations, each simulated on ResNet-18 and one Llama-3-8B
 2,048 tokens): rows and cols in {16, 32, 64, 128, 256}, dataflow ws/os/is, ifmap (= filter = ofmap)
 SRAM in {128, 512, 2048, 8192} KiB, psum buffer in {64, 256, 1024, 4096} KiB, DRAM bandwidth
 {16, 64, 256} bytes/cycle and psum-buffer width {16, 24, 32} bits. Objectives (minimised): energy
-(pJ, summed over both workloads), latency (s, summed) and area (mm^2).
+(pJ, dynamic + static, summed over both workloads), latency (s, summed) and area (mm^2).
 
 The exhaustive grid is swept once into ``--out``/bench_search.sqlite (kept: a rerun only computes what
 is missing); every search runs on the same database (its points are then cached, so a search's cost is

@@ -2,7 +2,8 @@
 
 The space is the spec's ``[grid]`` (each key categorical over its listed values) with its ``[derived]``
 keys applied; one trial is one arch configuration, simulated on every workload of the spec. The
-objectives (any of :data:`OBJECTIVES`, all minimised) sum over the workloads (area is the arch's).
+objectives (any of :data:`OBJECTIVES`, all minimised) sum over the workloads (area is the arch's);
+energy is dynamic plus static (leakage x run time, :mod:`npukit.sim.power`).
 
 Storage: the Optuna study lives in the sweep's own SQLite file (Optuna's tables beside ``points``),
 named by the spec, the method, the seed and the objectives; the simulated points are ordinary sweep
@@ -34,9 +35,10 @@ OBJECTIVES = ("energy", "latency", "area", "edp")
 
 
 def objective_values(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> list[float]:
-    """The objectives of one configuration from its rows (one per workload): energy (pJ) and latency (s)
-    summed over the workloads, EDP = their product (pJ s), area (mm^2) the arch's."""
-    energy = sum(float(r["energy_total_pj"]) for r in rows)
+    """The objectives of one configuration from its rows (one per workload): energy (pJ: dynamic plus
+    static, leakage x run time) and latency (s) summed over the workloads, EDP = their product (pJ s),
+    area (mm^2) the arch's."""
+    energy = sum(float(r["energy_total_pj"]) + float(r.get("energy_static_pj") or 0.0) for r in rows)
     latency = sum(float(r["latency_s"]) for r in rows)
     vals = {"energy": energy, "latency": latency, "edp": energy * latency,
             "area": max(float(r["area_mm2"] or 0.0) for r in rows)}
@@ -170,10 +172,10 @@ def _objective_rows(db: Path, keys: list[str]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
-            cur = con.execute("SELECT key, energy_total_pj, latency_s, area_mm2 FROM points WHERE key IN "
+            cur = con.execute("SELECT key, energy_total_pj, energy_static_pj, latency_s, area_mm2 FROM points WHERE key IN "
                               f"({', '.join('?' * len(part))})", part)
-            for k, e, t, a in cur:
-                out[k] = {"energy_total_pj": e, "latency_s": t, "area_mm2": a}
+            for k, e, st, t, a in cur:
+                out[k] = {"energy_total_pj": e, "energy_static_pj": st, "latency_s": t, "area_mm2": a}
         return out
     finally:
         con.close()
