@@ -22,6 +22,11 @@ spec file (TOML):
   rows = [64, 128]
   dataflow = ["ws", "os", "is"]
   "bits.psum" = [8, 16, 32]
+  [derived]                           # optional: keys computed from others (docs/ppa.md)
+  cols = "rows"
+  "sram_kib.filter" = "sram_kib.ifmap / 2"
+
+search instead of the whole grid: --search nsga2|tpe --budget N --seed S [--objectives energy,latency,area]
 
 Points already in the database (same arch, workload and npukit version) are not recomputed, so a
 killed sweep resumes where it stopped.
