@@ -25,9 +25,8 @@ import time
 from typing import Any
 
 from npukit.sim import format_table, prepare_out_dir, write_csv
-from npukit.sim._sweep_search import objective_values, run_search
-from npukit.sim._sweep_spec import parse_sweep_spec
-from npukit.sim.sweep import expand_points, read_rows, run_points
+from npukit.sim.search import objective_values, run_search
+from npukit.sim.sweep import expand_points, parse_sweep_spec, read_rows, run_points
 
 SPEC: dict[str, Any] = {
     "sweep": {"name": "bench-search", "arch": "npu128",

@@ -88,7 +88,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
     add_executor_arguments(r)
-    from npukit._cli_sweep_search import add_search_arguments
+    from npukit.sim.search import add_search_arguments
 
     add_search_arguments(r)
     r.set_defaults(func=run)
@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     limit = MAX_POINTS if args.max_points is None else args.max_points
     if limit < 1:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
-    from npukit._cli_sweep_search import check_search_arguments
     from npukit.sim import check_out_dir, check_writable_file
+    from npukit.sim.search import check_search_arguments
 
     check_search_arguments(args)
     spec = load_sweep_spec(args.spec)
@@ -128,9 +128,7 @@ def run(args: argparse.Namespace) -> int:
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     try:
         if args.search is not None:
-            from npukit._cli_sweep_search import run_search_cli
-
-            return run_search_cli(args, spec, executor, db, csv_path)
+            return _run_search(args, spec, executor, db, csv_path)
         return _run(args, spec, points, executor, db, csv_path)
     finally:
         executor.close()
@@ -168,6 +166,32 @@ def _run(
     print(f"wrote {db}")
     print(f"wrote {csv_path}")
     print(summary.line())
+    return 0
+
+
+def _run_search(args: argparse.Namespace, spec: SweepSpec, executor: Executor, db: Path, csv_path: Path) -> int:
+    """Run the search into ``db``, then the CSV of the points its trials simulated."""
+    from npukit.sim import prepare_out_dir
+    from npukit.sim.search import config_points, run_search
+    from npukit.sim.sweep import export_csv
+
+    for folder in {db.parent, csv_path.parent}:
+        prepare_out_dir(folder)
+
+    def progress(done: int, budget: int) -> None:
+        if not args.no_progress:
+            print(f"search {spec.name}: {done}/{budget} trials", file=sys.stderr, flush=True)
+
+    summary = run_search(spec, db, args.search, args.budget, args.seed, args.objectives, executor=executor,
+                         batch=args.batch, progress=progress)
+    keys = [p.key for params, _ in summary.front for p in config_points(spec, params)]
+    export_csv(db, csv_path, keys)
+    print(f"wrote {db}")
+    print(f"wrote {csv_path} (the Pareto front's points)")
+    print(summary.line())
+    for params, vals in summary.front[:20]:
+        cfg = " ".join(f"{k}={v}" for k, v in params.items())
+        print(f"  {cfg}: " + ", ".join(f"{o} {v:.4g}" for o, v in zip(args.objectives, vals, strict=True)))
     return 0
 
 

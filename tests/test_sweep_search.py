@@ -14,8 +14,8 @@ from _cli_util import refused
 
 from npukit.cli import main
 from npukit.sim._sweep_expr import compile_expr, evaluate
-from npukit.sim._sweep_search import run_search
 from npukit.sim.errors import ConfigError
+from npukit.sim.search import run_search
 from npukit.sim.sweep import expand_points, load_sweep_spec
 
 SPEC = """
