@@ -91,6 +91,9 @@ def test_ledger_and_csv_carry_area_and_power_and_old_ledgers_load(tmp_path, caps
     for col in ("area_mm2", "energy_static_pj", "energy_dynamic_pj", "power_avg_w", "power_peak_w", "gops_per_mm2",
                 "tops_per_w"):
         assert float(rows[0][col]) > 0, col
+    assert main(["report", str(led_path), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Power and area" in md and f"{ppa['area_mm2']:,.3f}" in md
     old = json.loads(led_path.read_text())
     old["meta"].pop("ppa")
     for facts in old.get("layers", {}).values():
