@@ -17,7 +17,7 @@ def add_parser(subparsers: Any) -> None:
             "JSON files: totals, per-layer utilization, mapping efficiency, roofline and energy; with two or more, "
             "compare each with the first (the baseline). From one sweep database (SQLite from npukit sweep, or "
             "its CSV export): energy and latency vs each swept parameter, Pareto fronts (energy vs latency and vs "
-            "an area proxy) and a heat map of two swept parameters."
+            "area in mm^2) and a heat map of two swept parameters."
         ),
     )
     p.add_argument("ledgers", nargs="+", metavar="FILE",

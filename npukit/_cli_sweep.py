@@ -22,6 +22,11 @@ spec file (TOML):
   rows = [64, 128]
   dataflow = ["ws", "os", "is"]
   "bits.psum_buffer" = [8, 16, 32]
+  [derived]                           # optional: keys computed from others (docs/ppa.md)
+  cols = "rows"
+  "sram_kib.filter" = "sram_kib.ifmap / 2"
+
+search instead of the whole grid: --search nsga2|tpe --budget N --seed S [--objectives energy,latency,area]
 
 Points already in the database (same arch, workload and npukit version) are not recomputed, so a
 killed sweep resumes where it stopped.
@@ -83,6 +88,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
     add_executor_arguments(r)
+    from npukit.sweeps.search import add_search_arguments
+
+    add_search_arguments(r)
     r.set_defaults(func=run)
     e = sub.add_parser(
         "export",
@@ -107,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if limit < 1:
         raise ConfigError(f"--max-points must be a positive integer, got {limit}")
     from npukit.sim import check_out_dir, check_writable_file
+    from npukit.sweeps.search import check_search_arguments
 
+    check_search_arguments(args)
     spec = load_sweep_spec(args.spec, limit)  # the point limit first, before any per-value check
     points = expand_points(spec, limit)  # every point validated before anything is written
     out = check_out_dir(args.out)  # an empty --out is refused, not taken as the current folder
@@ -117,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     check_store(db)  # a database that is not ours is refused read-only, before any folder is made
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     try:
+        if args.search is not None:
+            return _run_search(args, spec, executor, db, csv_path)
         return _run(args, spec, points, executor, db, csv_path)
     finally:
         executor.close()
@@ -154,6 +166,32 @@ def _run(
     print(f"wrote {db}")
     print(f"wrote {csv_path}")
     print(summary.line())
+    return 0
+
+
+def _run_search(args: argparse.Namespace, spec: SweepSpec, executor: Executor, db: Path, csv_path: Path) -> int:
+    """Run the search into ``db``, then the CSV of the points its trials simulated."""
+    from npukit.sim import prepare_out_dir
+    from npukit.sweeps import export_csv
+    from npukit.sweeps.search import config_points, run_search
+
+    for folder in {db.parent, csv_path.parent}:
+        prepare_out_dir(folder)
+
+    def progress(done: int, budget: int) -> None:
+        if not args.no_progress:
+            print(f"search {spec.name}: {done}/{budget} trials", file=sys.stderr, flush=True)
+
+    summary = run_search(spec, db, args.search, args.budget, args.seed, args.objectives, executor=executor,
+                         batch=args.batch, progress=progress)
+    keys = [p.key for params, _ in summary.front for p in config_points(spec, params)]
+    export_csv(db, csv_path, keys)
+    print(f"wrote {db}")
+    print(f"wrote {csv_path} (the Pareto front's points)")
+    print(summary.line())
+    for params, vals in summary.front[:20]:
+        cfg = " ".join(f"{k}={v}" for k, v in params.items())
+        print(f"  {cfg}: " + ", ".join(f"{o} {v:.4g}" for o, v in zip(args.objectives, vals, strict=True)))
     return 0
 
 

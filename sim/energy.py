@@ -40,6 +40,11 @@ ZigZag memory gives each instance its own access energy)::
 Allowed actions there: ``reg_write``, ``reg_read``, ``sram_read``, ``sram_write``, ``dram_read``,
 ``dram_write``.
 
+**Area and leakage.** A table may carry an ``[area]`` section (area in um^2 and leakage in mW per bit,
+bit^2 or unit, at ``source_nm``; the keys and their scaling rules are in :mod:`npukit.sim.area`), and a
+``[components.NAME]`` section may give ``area_um2`` (um^2 per instance) and ``leakage_mw`` (mW per
+instance) for that component. Tables without them use :data:`npukit.sim.area.DEFAULT_AREA`.
+
 **Accelergy ERTs.** A ``.yaml``/``.yml`` path is read as an Accelergy energy reference table
 (``ERT.yaml``: per-component action energies in pJ per action; :mod:`npukit.sim.accelergy`). Its
 components price every action of the npukit component with the same name (the ERT name's last dotted
@@ -78,9 +83,11 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "fp32_add": {"pj": "number"},
     "fp32_mult": {"pj": "number"},
 }
-_TOP_KEYS = {"name", "technology_nm", "description", "components"}
+_TOP_KEYS = {"name", "technology_nm", "description", "components", "area"}
 # actions a [components.NAME] section may price, in pJ per bit
 COMPONENT_ACTIONS = ("reg_write", "reg_read", "sram_read", "sram_write", "dram_read", "dram_write")
+# per-instance area (um^2) and leakage (mW) a [components.NAME] section may give (npukit.sim.area)
+COMPONENT_AREA_KEYS = ("area_um2", "leakage_mw")
 
 ACTIONS = (
     "mac", "int_mult", "int_add", "reg_write", "reg_read", "sram_read", "sram_write",
@@ -110,6 +117,7 @@ class EnergyTable:
     # Accelergy ERT: component -> ERT action name -> [(bits argument or None, pJ per action)]
     actions: dict[str, dict[str, list[tuple[Any, float]]]] = field(default_factory=dict, repr=False)
     action_sources: dict[str, str] = field(default_factory=dict, repr=False)  # component -> where its ERT entry is
+    area: dict[str, Any] | None = field(default=None, repr=False)  # the [area] rules (npukit.sim.area); None: defaults
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -184,6 +192,7 @@ class EnergyTable:
             technology_nm=data.get("technology_nm"),
             description=str(data.get("description", "")),
             path=origin,
+            area=_area_section(data, origin),
         )
 
     # ------------------------------------------------------------------ primitives
@@ -299,6 +308,8 @@ class EnergyTable:
         """Section name (``components.NAME`` for per-component energies) -> literature source."""
         out = {sec: vals["source"] for sec, vals in self.sections.items()}
         out.update({f"components.{name}": vals["source"] for name, vals in self.components.items()})
+        if self.area is not None:
+            out["area"] = self.area["source"]
         out.update({f"ERT {name}": src for name, src in self.action_sources.items()})
         return out
 
@@ -351,10 +362,10 @@ def _components(raw: Any, origin: str) -> dict[str, dict[str, Any]]:
         for key, v in sec.items():
             if key == "source":
                 continue
-            if key not in COMPONENT_ACTIONS:
+            if key not in COMPONENT_ACTIONS and key not in COMPONENT_AREA_KEYS:
                 raise EnergyTableError(
                     f"energy table {origin}: unknown key 'components.{name}.{key}' "
-                    f"(expected pJ per bit for: {', '.join(COMPONENT_ACTIONS)}, and source)"
+                    f"(expected pJ per bit for: {', '.join(COMPONENT_ACTIONS)}; {', '.join(COMPONENT_AREA_KEYS)}; and source)"
                 )
             vals[key] = _check_number(f"components.{name}.{key}", v)
         if not str(sec.get("source", "")).strip():
@@ -364,6 +375,15 @@ def _components(raw: Any, origin: str) -> dict[str, dict[str, Any]]:
         vals["source"] = str(sec["source"])
         out[str(name)] = vals
     return out
+
+
+def _area_section(data: dict[str, Any], origin: str) -> dict[str, Any] | None:
+    """The table's optional ``[area]`` section, validated (:func:`npukit.sim.area.parse_area_section`)."""
+    if "area" not in data:
+        return None
+    from .area import parse_area_section
+
+    return parse_area_section(data["area"], origin)
 
 
 def _read_table_text(name_or_path: str | Path) -> tuple[str, str]:

@@ -118,6 +118,17 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
         for run in runs
     ]
     doc.append(("table", headers, rows))
+    ppa = [(run.label, run.ledger.meta["ppa"]) for run in runs if isinstance(run.ledger.meta.get("ppa"), dict)]
+    if ppa:  # ledgers of npukit sim carry area and power (npukit.sim.power); older ones do not
+        doc.append(("h2", "Power and area"))
+        doc.append(("p", "Area and leakage from cited per-component rules (docs/ppa.md); static energy = leakage x run "
+                         "time; peak power = the highest layer's average power."))
+        doc.append(("table", ["ledger", "area (mm^2)", "leakage (mW)", "dynamic energy (uJ)", "static energy (uJ)",
+                              "avg power (W)", "peak power (W)", "GOP/s/mm^2", "TOP/s/W"],
+                    [[label, f"{p.get('area_mm2', 0):,.3f}", f"{p.get('leakage_mw', 0):,.1f}",
+                      fmt_uj(p.get("energy_dynamic_pj", 0)), fmt_uj(p.get("energy_static_pj", 0)),
+                      f"{p.get('power_avg_w', 0):,.3f}", f"{p.get('power_peak_w', 0):,.3f}",
+                      f"{p.get('gops_per_mm2', 0):,.1f}", f"{p.get('tops_per_w', 0):,.3f}"] for label, p in ppa]))
 
     if len(runs) >= 2:
         _comparison(doc, runs, figures)

@@ -63,4 +63,12 @@ def render_result(result: SimResult, table_name: str, quiet: bool = False) -> st
         f"energy: total {total / 1e6:,.1f} uJ, on-chip {result.energy_onchip_pj() / 1e6:,.1f} uJ (all but DRAM) = "
         + ", ".join(f"{k} {v / 1e6:,.1f}" for k, v in comp.items() if v)
     )
+    ppa = result.ledger.meta.get("ppa")
+    if ppa:  # area, leakage and power (npukit.sim.power), as the simulation recorded them
+        lines.append(
+            f"area {ppa['area_mm2']:,.2f} mm^2, leakage {ppa['leakage_mw']:,.1f} mW; energy dynamic "
+            f"{ppa['energy_dynamic_pj'] / 1e6:,.1f} + static {ppa['energy_static_pj'] / 1e6:,.1f} uJ; power avg "
+            f"{ppa['power_avg_w']:,.3f} W, peak {ppa['power_peak_w']:,.3f} W (highest layer); perf/area "
+            f"{ppa['gops_per_mm2']:,.1f} GOP/s/mm^2, perf/W {ppa['tops_per_w']:,.3f} TOP/s/W"
+        )
     return escape_controls("\n".join(lines))  # arch and layer names come from user files

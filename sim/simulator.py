@@ -170,6 +170,10 @@ class SimResult(_CycleTotals):
             d["energy_onchip_pj"] = r.energy_onchip_pj()
             d["energy_total_pj"] = r.energy_total_pj()
             out.append(d)
+        from .power import run_power
+
+        for d, p in zip(out, run_power(self)[1], strict=True):
+            d.update(p.columns())  # area (mm^2), dynamic/static energy (pJ), power (W), perf/area, perf/W
         return out
 
 
@@ -265,7 +269,23 @@ def simulate(
         one.describe(scope, **facts)
         ledger.merge(one)
         results.append(res)
-    return SimResult(workload.name, arch, results, ledger)
+    out = SimResult(workload.name, arch, results, ledger)
+    _record_ppa(out, tab)
+    return out
+
+
+def _record_ppa(result: SimResult, table: EnergyTable) -> None:
+    """Area, static energy and power (:mod:`npukit.sim.power`) into the ledger: the run's in
+    ``meta["ppa"]``, each layer's as facts of its scope (ledgers without them still load)."""
+    from .area import arch_area
+    from .power import run_power
+
+    area = arch_area(result.arch, table)
+    run, layers = run_power(result, area)
+    result.ledger.meta["ppa"] = {"leakage_mw": area.leakage_mw, **run.columns(),
+                                 "area_um2_by_component": {c: um2 for c, (um2, _) in area.by_component().items()}}
+    for r, p in zip(result.layers, layers, strict=True):
+        result.ledger.describe(f"{result.workload}/{r.name}", energy_static_pj=p.static_pj, power_avg_w=p.avg_w)
 
 
 def simulate_vector_op(op: VectorOp, arch: Arch, ledger: Ledger, scope: str, hide: int = 0) -> LayerResult:

@@ -100,6 +100,7 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
     for col in TRAFFIC_COLUMNS:
         row[col] = sum(r.traffic_bytes.get(col, 0.0) for r in result.layers)
     row["latency_s"] = result.latency_s()
+    row.update({k: v for k, v in result.ledger.meta.get("ppa", {}).items() if not isinstance(v, dict)})
     return row
 
 

@@ -25,9 +25,10 @@ from ..sim.simulator import check_buffers  # re-exported: the buffer check simul
 from ..sim.textfile import check_file, read_text
 from ..workloads import load_workload
 from ..workloads.loader import resolve_paths
+from ._expr import apply_derived, parse_derived
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
-_TABLES = ("sweep", "grid")
+_TABLES = ("sweep", "grid", "derived")
 _SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW, "vector": VectorUnit}
 
 
@@ -71,6 +72,7 @@ class SweepSpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path)
     origin: str = "<sweep>"
+    derived: dict[str, Any] = field(default_factory=dict)  # key -> compiled expression (npukit.sweeps._expr)
 
     @property
     def n_points(self) -> int:
@@ -131,7 +133,8 @@ def parse_sweep_spec(
     if first is not None:
         raise ConfigError(f"{origin}: 'sweep.workloads' lists '{first}' twice; list each workload once")
     grid = _flatten_grid(grid_raw, origin)
-    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin)
+    derived = parse_derived(data.get("derived", {}), grid_keys(), grid, origin)
+    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin, derived)
 
 
 def check_point_limit(origin: str, n_points: int, max_points: int) -> None:
@@ -200,6 +203,12 @@ def _canon(obj: Any) -> Any:
     return obj
 
 
+def _flat_arch(arch: Arch) -> dict[str, Any]:
+    """Dotted grid key -> the arch's value (what a derived expression sees for keys not in the grid)."""
+    d = arch.to_dict()
+    return {k: d[k.partition(".")[0]][k.partition(".")[2]] if "." in k else d[k] for k in grid_keys()}
+
+
 def _resolve(spec: SweepSpec, value: str) -> str:
     p = Path(value)
     return value if p.is_absolute() else str(spec.base_dir / p)
@@ -244,8 +253,11 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
     keys = list(grid)
     tables_ok: set[str] = set()
     points: list[SweepPoint] = []
+    base_env = _flat_arch(base) if spec.derived else {}
     for combo in itertools.product(*(grid[k] for k in keys)):
         overrides = dict(zip(keys, combo, strict=True))
+        if spec.derived:
+            overrides = apply_derived(spec.derived, overrides, base_env, o)
         try:
             arch = base.with_(**overrides) if overrides else base
             check_buffers(arch)

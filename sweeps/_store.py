@@ -12,6 +12,8 @@ when there is no ``-wal`` file (a read-only connection to a WAL-mode file would 
 Columns: ``key`` (primary key), ``config`` (canonical JSON), ``workload``, one column per arch
 field (``arch_name``, ``rows``, ``cols``, ``dataflow``, ..., ``bits_psum_buffer``, ``sram_kib_psum``, ...),
 ``layers``, ``macs``, ``compute_cycles``, ``stall_cycles``, ``total_cycles`` (their sum; clock cycles),
+``area_mm2``, ``leakage_mw``, ``energy_dynamic_pj``, ``energy_static_pj``, ``power_avg_w``, ``power_peak_w``,
+``gops_per_mm2``, ``tops_per_w`` (:mod:`npukit.sim.power`; NULL in rows of an older npukit),
 ``utilization`` (macs / (compute_cycles x rows x cols), at most 1), ``energy_total_pj``, one
 ``energy_<component>_pj`` per component (pJ), ``latency_s`` (seconds), ``wall_s`` (seconds the
 simulation took), ``npukit_version``, ``created_at`` (ISO 8601 UTC).
@@ -33,6 +35,7 @@ from typing import Any
 from ..sim.arch import Arch
 from ..sim.errors import ConfigError
 from ..sim.output import atomic_write_text
+from ..sim.power import PPA_COLUMNS
 from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS
 from ._spec import _SUBTABLES, SweepPoint, column_name, grid_keys
 
@@ -56,6 +59,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     *((f"energy_{c}_pj", "REAL") for c in COMPONENTS),
     *((t, "REAL") for t in TRAFFIC_COLUMNS),
     ("latency_s", "REAL"),
+    *((c, "REAL") for c in PPA_COLUMNS),  # area (mm^2), leakage (mW), static energy, power: npukit.sim.power
     ("wall_s", "REAL"),
 )
 

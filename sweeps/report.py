@@ -7,10 +7,11 @@ compare). Per workload:
 
 * energy (uJ) and latency (us) vs each swept parameter: every point, and a line through the best one
   at each value;
-* Pareto fronts: energy vs latency, and energy vs an area proxy (bits) = PEs x (input + weight +
-  pe_psum bits) + SRAM bits (8,192 x the four buffers' KiB), an estimate of silicon that counts
-  storage bits, not gates; a point is on a front when no other point is at most as large in both and
-  smaller in one. Front points are labelled with their config (the swept values);
+* Pareto fronts: energy vs latency, and energy vs area (mm^2, the ``area_mm2`` column of
+  :mod:`npukit.sim.area`; databases of an npukit without it get no area front); a point is on a front
+  when no other point is at most as large in both and smaller in one. Configurations with the same two
+  values are one front point (their configs joined by ``|``); axes are logarithmic where the values span
+  more than a factor of 20. Front points are labelled with their config (the swept values);
 * a heat map of two swept parameters (``x`` columns, ``y`` rows; default the first two), each cell the
   best (lowest) energy and latency over the other parameters.
 
@@ -36,19 +37,18 @@ from ..sim.report_render import Block, code, write_document
 from ..sim.textfile import read_text
 
 PJ_PER_UJ = 1e6
-KIB_BITS = 8 * 1024
 NEEDED = ("workload", "energy_total_pj", "latency_s")
 MAX_LABELLED = 14  # front points labelled in a figure (all are in the table)
 
 
 @dataclass
 class Point:
-    """One row: its swept values, energy (pJ), latency (s), area proxy (bits) and the whole row."""
+    """One row: its swept values, energy (pJ), latency (s), area (mm^2) and the whole row."""
 
     params: dict[str, Any]
     energy_pj: float
     latency_s: float
-    area_bits: float | None
+    area_mm2: float | None
     row: dict[str, Any]
 
     def label(self, names: list[str]) -> str:
@@ -129,14 +129,27 @@ def resolve_parameter(name: str | None, swept: list[str], flag: str) -> str | No
     return col
 
 
-def area_bits(row: dict[str, Any]) -> float | None:
-    """PEs x (input + weight + pe_psum bits) + 8,192 x SRAM KiB (bits); None when a column is missing."""
+def area_mm2(row: dict[str, Any]) -> float | None:
+    """The row's ``area_mm2`` (mm^2); None when it has none (a database of an older npukit)."""
     try:
-        pe_bits = float(row["bits_input"]) + float(row["bits_weight"]) + float(row["bits_pe_psum"])
-        sram = sum(float(row[f"sram_kib_{b}"]) for b in ("ifmap", "filter", "psum", "ofmap"))
-        return float(row["rows"]) * float(row["cols"]) * pe_bits + KIB_BITS * sram
+        v = float(row["area_mm2"])
     except (KeyError, TypeError, ValueError):
         return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def unique_front(front: list[Point], key: Any, swept: list[str]) -> list[tuple[str, Point]]:
+    """The front with points of equal ``key`` values merged: (label with the differing values joined by
+    '|', the first such point)."""
+    groups: dict[Any, list[Point]] = {}
+    for p in front:
+        groups.setdefault(key(p), []).append(p)
+    out = []
+    for same in groups.values():
+        label = " ".join(f"{_short(n)}={'|'.join(_fmt_value(v) for v in _values([p.params for p in same], n))}"
+                         for n in swept)
+        out.append((label or "-", same[0]))
+    return out
 
 
 def pareto(points: list[Point], key: Any) -> list[Point]:
@@ -178,7 +191,7 @@ def write_sweep_report(
         e, t = r.get("energy_total_pj"), r.get("latency_s")
         if not all(isinstance(v, int | float) and math.isfinite(v) for v in (e, t)):
             raise ConfigError(f"'{path}' row {r.get('key', '?')} has no numeric energy_total_pj/latency_s; re-run the sweep")
-        by_wl.setdefault(str(r["workload"]), []).append(Point({s: r[s] for s in swept}, float(e), float(t), area_bits(r), r))
+        by_wl.setdefault(str(r["workload"]), []).append(Point({s: r[s] for s in swept}, float(e), float(t), area_mm2(r), r))
 
     import matplotlib
 
@@ -186,9 +199,9 @@ def write_sweep_report(
     doc: list[Block] = [("h1", title or f"npukit sweep report: {Path(path).name}")]
     doc.append(("p", ["Source ", code(str(path)), f": {len(rows)} points, {len(by_wl)} workload(s), swept parameters: "
                       + (", ".join(swept) if swept else "none") + "."]))
-    doc.append(("p", "Energy in uJ (total, DRAM included), latency in microseconds at each point's clock; area proxy "
-                     "in bits = PEs x (input + weight + accumulator bits) + SRAM bits (an estimate that counts storage "
-                     "bits, not gates). Pareto front: no other point is as low in both and lower in one."))
+    doc.append(("p", "Energy in uJ (total, DRAM included), latency in microseconds at each point's clock; area in mm^2 "
+                     "(PEs, registers, SRAMs, vector unit: npukit.sim.area, sources in docs/accounting.md). Pareto front: "
+                     "no other point is as low in both and lower in one; equal points are one row."))
     values = [[s, ", ".join(_fmt_value(v) for v in _values(rows, s))] for s in swept]
     if values:
         doc.append(("table", ["swept parameter", "values"], values))
@@ -228,18 +241,20 @@ def _workload_section(doc: list[Block], figs: dict[str, tuple[bytes, str]], i: i
     doc.append(("h3", "Pareto front: energy vs latency"))
     doc.append(("figure", name, figs[name][1]))
     doc.append(("table", ["config", "latency (us)", "energy (uJ)"],
-                [[p.label(swept) or "-", f"{p.latency_s * 1e6:,.3f}", f"{p.energy_pj / PJ_PER_UJ:,.3f}"] for p in front]))
-    with_area = [p for p in pts if p.area_bits is not None]
+                [[label, f"{p.latency_s * 1e6:,.3f}", f"{p.energy_pj / PJ_PER_UJ:,.3f}"]
+                 for label, p in unique_front(front, lambda p: (p.latency_s, p.energy_pj), swept)]))
+    with_area = [p for p in pts if p.area_mm2 is not None]
     if with_area:
-        front_a = pareto(with_area, lambda p: (p.area_bits, p.energy_pj))
+        front_a = pareto(with_area, lambda p: (p.area_mm2, p.energy_pj))
+        uniq = unique_front(front_a, lambda p: (p.area_mm2, p.energy_pj), swept)
         name = f"sweep_{i}_pareto_area.png"
         figs[name] = (_pareto_fig(wl, with_area, front_a, swept, cpar, "area"),
-                      f"Energy vs area proxy (bits) of {wl}: the Pareto front ({len(front_a)} point(s)) labelled by config.")
-        doc.append(("h3", "Pareto front: energy vs area proxy"))
+                      f"Energy vs area (mm^2) of {wl}: the Pareto front ({len(uniq)} point(s)) labelled by config.")
+        doc.append(("h3", "Pareto front: energy vs area"))
         doc.append(("figure", name, figs[name][1]))
-        doc.append(("table", ["config", "area proxy (Mbit)", "energy (uJ)", "latency (us)"],
-                    [[p.label(swept) or "-", f"{(p.area_bits or 0) / 1e6:,.3f}", f"{p.energy_pj / PJ_PER_UJ:,.3f}",
-                      f"{p.latency_s * 1e6:,.3f}"] for p in front_a]))
+        doc.append(("table", ["config", "area (mm^2)", "energy (uJ)", "latency (us)"],
+                    [[label, f"{p.area_mm2 or 0:,.3f}", f"{p.energy_pj / PJ_PER_UJ:,.3f}", f"{p.latency_s * 1e6:,.3f}"]
+                     for label, p in uniq]))
     if not (hx and hy):
         doc.append(("p", f"No heat map: it needs two swept parameters, this sweep has {len(swept)}."))
     else:
@@ -282,7 +297,7 @@ def _pareto_fig(wl: str, pts: list[Point], front: list[Point], swept: list[str],
     from matplotlib.figure import Figure
 
     def xval(p: Point) -> float:
-        return p.latency_s * 1e6 if against == "latency" else (p.area_bits or 0.0) / 1e6
+        return p.latency_s * 1e6 if against == "latency" else p.area_mm2 or 0.0
 
     fig = Figure(figsize=(10, 6.5), layout="constrained")
     ax = fig.add_subplot()
@@ -310,9 +325,9 @@ def _pareto_fig(wl: str, pts: list[Point], front: list[Point], swept: list[str],
                         color="#222")
     _scale(ax, [xval(p) for p in pts], "x")
     _scale(ax, [p.energy_pj for p in pts], "y")
-    ax.set_xlabel("latency (us)" if against == "latency" else "area proxy (Mbit: PE register bits + SRAM bits)")
+    ax.set_xlabel("latency (us)" if against == "latency" else "area (mm^2)")
     ax.set_ylabel("energy (uJ)")
-    ax.set_title(fig_text(f"{wl}: energy vs {'latency' if against == 'latency' else 'area proxy'}"))
+    ax.set_title(fig_text(f"{wl}: energy vs {against}"))
     ax.grid(which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="best")
     return png(fig)

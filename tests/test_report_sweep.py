@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def _table_after(md: str, heading: str) -> list[list[str]]:
         if line.startswith("#"):
             break
         if line.startswith("|"):
-            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+            rows.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
     return rows[2:]
 
 
@@ -82,20 +83,29 @@ def test_pareto_fronts_are_the_non_dominated_points(sweep: dict) -> None:
 
     want = _front([(r["latency_s"], r["energy_total_pj"], cfg(r)) for r in rows])
     got = _table_after(sweep["md"], "### Pareto front: energy vs latency")
-    assert sorted(r[0] for r in got) == sorted(want)
+    assert sorted(c for r in got for c in _expand(r[0])) == sorted(want)
     for r in got:
-        row = next(x for x in rows if cfg(x) == r[0])
+        row = next(x for x in rows if cfg(x) == _expand(r[0])[0])
         assert float(r[1].replace(",", "")) == pytest.approx(row["latency_s"] * 1e6, abs=5e-4)
         assert float(r[2].replace(",", "")) == pytest.approx(row["energy_total_pj"] / 1e6, abs=5e-4)
-    # area proxy: PEs x (input + weight + accumulator bits) + SRAM bits
-    area = {cfg(r): r["rows"] * r["cols"] * (r["bits_input"] + r["bits_weight"] + r["bits_pe_psum"])
-            + 8192 * (r["sram_kib_ifmap"] + r["sram_kib_filter"] + r["sram_kib_psum"] + r["sram_kib_ofmap"])
-            for r in rows}
+    # area (mm^2) of npukit.sim.area, one row per distinct (area, energy)
+    area = {cfg(r): r["area_mm2"] for r in rows}
     want_a = _front([(area[cfg(r)], r["energy_total_pj"], cfg(r)) for r in rows])
-    got_a = _table_after(sweep["md"], "### Pareto front: energy vs area proxy")
-    assert sorted(r[0] for r in got_a) == sorted(want_a)
-    for r in got_a:
-        assert float(r[1].replace(",", "")) == pytest.approx(area[r[0]] / 1e6, abs=5e-4)
+    got_a = _table_after(sweep["md"], "### Pareto front: energy vs area")
+    assert len({(r[1], r[2]) for r in got_a}) == len(got_a)  # equal points are one row
+    merged = {c: r for r in got_a for c in _expand(r[0])}
+    assert sorted(merged) == sorted(want_a)
+    for c, r in merged.items():
+        assert float(r[1].replace(",", "")) == pytest.approx(area[c], abs=5e-4)
+
+
+def _expand(label: str) -> list[str]:
+    """'rows=32 dataflow=os psum=8|32' -> every config it stands for."""
+    import itertools
+
+    parts = [(k, v.split("|")) for k, v in (p.split("=", 1) for p in label.split())]
+    return [" ".join(f"{k}={v}" for (k, _), v in zip(parts, combo, strict=True))
+            for combo in itertools.product(*(vs for _, vs in parts))]
 
 
 def test_csv_export_gives_the_same_report_and_overrides_apply(sweep: dict, monkeypatch: pytest.MonkeyPatch) -> None:
