@@ -40,10 +40,15 @@ class MemLevel:
     served: tuple[str, ...]
     bw: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     double_buffered: bool = False
+    port: dict[tuple[str, str], str] = field(default_factory=dict)  # (mem_op, dir) -> physical port name
 
     def port_bw(self, mem_op: str, direction: str) -> tuple[int, int] | None:
         """(min_bw, max_bw) in bits of the port serving ``mem_op`` in ``direction``, None if none does."""
         return self.bw.get((mem_op, direction))
+
+    def port_of(self, mem_op: str, direction: str) -> str:
+        """The physical port serving ``mem_op`` in ``direction`` (transfers on one port serialise)."""
+        return self.port.get((mem_op, direction), direction)
 
 
 @dataclass(frozen=True)

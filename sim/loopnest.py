@@ -213,7 +213,7 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
             ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
             for d, n in a.items():
                 if n:
-                    key = (mem.name, _port_name(mem, mem_op, d))
+                    key = (mem.name, mem.port_of(mem_op, d))
                     ports[key] = ports.get(key, 0.0) + n / max(units, 1)
         cost.accesses[op], cost.energy[op] = accs, ens
         if L >= 2 and op != "O":
@@ -228,12 +228,3 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
     cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
     cost.drain_cycles = sum(max(math.ceil(math.prod(sm.get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
     return cost
-
-
-def _port_name(mem, mem_op: str, direction: str) -> str:
-    """Ports are shared by the (operand, direction) pairs with one bandwidth: group by that bandwidth and by
-    read (tl, th) versus write (fh, fl), unless the memory has one port only."""
-    bws = set(mem.bw.values())
-    if len(bws) == 1 and len({k[1] for k in mem.bw}) > 2:
-        return "rw"
-    return ("r" if direction in ("tl", "th") else "w") + str(mem.bw[(mem_op, direction)])

@@ -56,16 +56,18 @@ def load_zigzag_hardware(path: str | Path) -> Hardware:
             if k not in _MEM_KEYS and k not in _SILENT:
                 _warn(path, f"memories.{name}.{k}")
         bw: dict[tuple[str, str], tuple[int, int]] = {}
+        pname: dict[tuple[str, str], str] = {}
         try:
-            for port in m["ports"]:
+            for i, port in enumerate(m["ports"]):
                 for alloc in port["allocation"]:
                     op, direction = (s.strip() for s in alloc.split(","))
                     if direction not in DIRECTIONS:
                         raise ConfigError(f"{path}: memories.{name}: unknown port direction '{direction}'")
                     bw[(op, direction)] = (int(port["bandwidth_min"]), int(port["bandwidth_max"]))
+                    pname[(op, direction)] = str(port.get("name", f"port{i}"))
             mems.append(MemLevel(str(name), float(m["size"]), float(m["r_cost"]), float(m["w_cost"]),
                                  tuple(m["operands"]), tuple(m.get("served_dimensions") or ()), bw,
-                                 bool(m.get("force_double_buffering", False))))
+                                 bool(m.get("force_double_buffering", False)), pname))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: memories.{name}: missing or bad field ({exc})") from None
     prec = oa.get("input_precision") or [8, 8]
@@ -97,8 +99,3 @@ def load_zigzag_mapping(path: str | Path) -> dict[str, dict[str, dict[str, int]]
 def _pair(s: str) -> tuple[str, int]:
     dim, factor = (t.strip() for t in str(s).split(","))
     return dim, int(factor)
-
-
-def default_spatial_mapping(hw: Hardware) -> dict[str, dict[str, dict[str, int]]]:
-    """No mapping file: npukit searches the spatial unrolling (an empty entry means 'search')."""
-    return {}

@@ -1,0 +1,210 @@
+"""A mapper over :class:`~npukit.sim.hardware.Hardware`: per layer, the spatial unrolling (the given one, or
+the best of the few highest-utilization candidates within what each array dimension allows), the loop
+order, and the temporal tiling at every memory level, minimising energy, latency or EDP.
+
+The temporal search is LOMA's (the ZigZag 3.9.1 engine, ``zigzag/opt/loma``): the temporal loops are
+split into prime factors (at most ``lpf_limit``, merging the smallest factors of the dimension with the
+most), every distinct order of them is tried, and each order is allocated bottom-up to the memories: at
+each memory, for the operands it holds, the prefix of the remaining loops that fits its capacity and
+minimises the traffic to the level above (remaining iterations x tile size). Each order is costed in
+closed form (:func:`npukit.sim.loopnest.evaluate`); identical layer shapes are mapped once (cache).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .hardware import Hardware
+from .loopnest import IR_DIMS, Loop, NestCost, NestLayer, effective_spatial, evaluate, r_size
+
+LPF_LIMIT = 6
+SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
+
+
+@dataclass
+class NestMapping:
+    """A chosen mapping: ``spatial`` ({array dim: {loop dim: factor}}), ``temporal`` ({operand: loops per
+    memory level, innermost first}) and its :class:`NestCost`."""
+
+    layer: NestLayer
+    spatial: dict[str, dict[str, int]]
+    temporal: dict[str, list[list[Loop]]]
+    cost: NestCost
+
+    def loop_nest(self, hw: Hardware) -> str:
+        """The mapping as a loop nest per memory level, outermost first (Timeloop/ZigZag style)."""
+        lines = []
+        for op in ("W", "I", "O"):
+            mems = hw.levels(op)
+            parts = [f"{m.name}: " + (" ".join(f"for {d} in {s}" for d, s in reversed(lv)) or "-")
+                     for m, lv in zip(reversed(mems), reversed(self.temporal[op]), strict=True)]
+            lines.append(f"  {op}: " + " | ".join(parts))
+        sp = ", ".join(f"{dim}: " + " ".join(f"{d}{f}" for d, f in loops.items()) for dim, loops in self.spatial.items())
+        return f"  spatial: parfor {sp}\n" + "\n".join(lines)
+
+
+def _pfs(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = LPF_LIMIT) -> list[Loop]:
+    """The temporal loops as prime factors, at most ``max(limit, number of dimensions)`` of them."""
+    spatial: dict[str, int] = {}
+    for loops in sm.values():
+        for d, f in loops.items():
+            spatial[d] = spatial.get(d, 1) * min(f, layer.dims.get(d, 1))
+    per_dim = {}
+    for d, n in layer.dims.items():
+        t = math.ceil(n / spatial.get(d, 1))
+        if t > 1:
+            per_dim[d] = sorted(_pfs(t))
+    limit = max(limit, len(per_dim))
+    while sum(len(v) for v in per_dim.values()) > limit:
+        d = max(per_dim, key=lambda k: len(per_dim[k]))
+        f = per_dim[d]
+        per_dim[d] = sorted([f[0] * f[1]] + f[2:])
+    return [(d, p) for d, f in per_dim.items() for p in f] or [("K", 1)]
+
+
+def _orders(lpfs: list[Loop]):
+    seen = set()
+    for perm in itertools.permutations(lpfs):
+        if perm not in seen:
+            seen.add(perm)
+            yield list(perm)
+
+
+def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop]) -> dict[str, list[list[Loop]]] | None:
+    """LOMA's memory allocation of one loop order (innermost first); None if it does not fit."""
+    from .loopnest import spatial_per_level
+
+    ops = ("W", "I", "O")
+    mem_to_op = {hw.links[o]: o for o in ops}
+    su = {o: spatial_per_level(hw, o, sm) for o in ops}
+    allocated = {o: list(su[o][0]) for o in ops}
+    unalloc = {o: list(order) for o in ops}
+    level = dict.fromkeys(ops, 0)
+    tm: dict[str, list[list[Loop]]] = {o: [] for o in ops}
+    tops = {o: hw.levels(o)[-1].name for o in ops}
+    for mem in hw.memories:
+        mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
+        if not mops:
+            continue
+        sizes = {}
+        for o in mops:
+            prec = hw.bits[o]
+            if o == "O":
+                rest = [d for lv in su[o][level[o] + 1:] for d, _ in lv] + [d for d, _ in unalloc[o]]
+                prec = hw.bits["O"] if any(d in IR_DIMS["O"] for d in rest) else hw.bits["O_final"]
+            full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
+            sz = []
+            for i in range(len(unalloc[o]) + 1):
+                s = _tensor(layer, o, allocated[o] + unalloc[o][:i]) * prec
+                if mem.double_buffered and i < len(unalloc[o]) and s < full:
+                    s *= 2
+                if s > mem.size_bits:
+                    if i == 0:
+                        return None
+                    break
+                sz.append(s)
+            sizes[o] = sz
+        choices = []
+        for o in mops:
+            if mem.name == tops[o]:
+                if len(sizes[o]) != len(unalloc[o]) + 1:
+                    return None
+                choices.append([(len(sizes[o]) - 1, sizes[o][-1], 0.0)])
+            else:
+                choices.append([(i, s, math.prod(x for _, x in unalloc[o][i:]) * s) for i, s in enumerate(sizes[o])])
+        best, best_acc = None, math.inf
+        for combo in itertools.product(*choices):
+            if sum(c[1] for c in combo) > mem.size_bits:
+                continue
+            acc = sum(c[2] for c in combo)
+            if acc <= best_acc:
+                best, best_acc = combo, acc
+        if best is None:
+            return None
+        for o, (i, _, _) in zip(mops, best, strict=True):
+            tm[o].append(unalloc[o][:i])
+            allocated[o] += unalloc[o][:i]
+            del unalloc[o][:i]
+            level[o] += 1
+            allocated[o] += su[o][level[o]]
+    return tm
+
+
+def _tensor(layer: NestLayer, op: str, loops: list[tuple[str, float]]) -> float:
+    cum: dict[str, float] = {}
+    for d, s in loops:
+        cum[d] = cum.get(d, 1) * s
+    return r_size(layer, op, cum)
+
+
+def _score(c: NestCost, objective: str) -> float:
+    if objective == "energy":
+        return c.energy_pj
+    if objective == "latency":
+        return c.cycles
+    return c.energy_pj * c.cycles
+
+
+def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
+    """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
+    utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
+    dims = list(hw.array.dims.items())
+    allowed = getattr(hw.array, "allowed", None) or {}
+    opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
+    scored = []
+    for combo in itertools.product(*opts):
+        left = dict(layer.dims)
+        sm, used = {}, 1.0
+        for (name, size), d in zip(dims, combo, strict=True):
+            f = min(size, left.get(d, 1))
+            left[d] = math.ceil(left.get(d, 1) / max(f, 1))
+            sm[name] = {d: f}
+            used *= f
+        scored.append((-used, len(scored), sm))
+    scored.sort()
+    return [s for _, _, s in scored[:keep]]
+
+
+_CACHE: dict[tuple, NestMapping] = {}
+
+
+def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT) -> NestMapping:
+    """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
+    fixes the unrolling (a ZigZag mapping file's), else it is searched."""
+    key = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
+    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer)
+    best: NestMapping | None = None
+    for sm in cands:
+        sm = {k: {d: min(f, layer.dims.get(d, 1)) for d, f in v.items() if min(f, layer.dims.get(d, 1)) > 1}
+              for k, v in sm.items()}
+        esm = effective_spatial(layer, sm)
+        for order in _orders(temporal_lpfs(layer, sm, lpf_limit)):
+            tm = allocate(hw, layer, esm, order)
+            if tm is None:
+                continue
+            c = evaluate(hw, layer, sm, tm)
+            if best is None or _score(c, objective) < _score(best.cost, objective):
+                best = NestMapping(layer, sm, tm, c)
+    if best is None:
+        raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
+    _CACHE[key] = best
+    return best
