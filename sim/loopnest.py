@@ -185,9 +185,19 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
         r_sp = [r_size(layer, op, c) for c in csp]
         boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
         tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
-        cyc = [1]
+        # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
+        # ``access_same_data_considered_as_no_access``): its read period spans them.
+        st = 1
+        if op != "O":
+            for d, s in tms[0]:
+                if d not in IR_DIMS[op]:
+                    break
+                st *= s
+        cyc = [st]
+        cyc_hi = 1
         for lv in tms:
-            cyc.append(cyc[-1] * math.prod(s for _, s in lv))
+            cyc_hi *= math.prod(s for _, s in lv)
+            cyc.append(cyc_hi)
         if op == "O":
             irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
             psum = [any(irf[m + 1:]) for m in range(L)] + [False]

@@ -78,11 +78,14 @@ def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = 
 
 
 def _orders(lpfs: list[Loop]):
+    """Distinct orders of the loop prime factors; of two adjacent factors of one dimension only the order
+    with the smaller inside is kept (pruning: the other tiles the same data, one factor later)."""
     seen = set()
     for perm in itertools.permutations(lpfs):
-        if perm not in seen:
-            seen.add(perm)
-            yield list(perm)
+        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in zip(perm, perm[1:])):
+            continue
+        seen.add(perm)
+        yield list(perm)
 
 
 def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop]) -> dict[str, list[list[Loop]]] | None:
@@ -197,10 +200,15 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         sm = {k: {d: min(f, layer.dims.get(d, 1)) for d, f in v.items() if min(f, layer.dims.get(d, 1)) > 1}
               for k, v in sm.items()}
         esm = effective_spatial(layer, sm)
+        done: set = set()
         for order in _orders(temporal_lpfs(layer, sm, lpf_limit)):
             tm = allocate(hw, layer, esm, order)
             if tm is None:
                 continue
+            tkey = tuple(tuple(tuple(lv) for lv in tm[o]) for o in ("W", "I", "O"))
+            if tkey in done:
+                continue
+            done.add(tkey)
             c = evaluate(hw, layer, sm, tm)
             if best is None or _score(c, objective) < _score(best.cost, objective):
                 best = NestMapping(layer, sm, tm, c)
