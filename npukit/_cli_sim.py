@@ -15,7 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
         "written as a ledger JSON and a CSV.",
     )
-    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg")
+    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml, SCALE-Sim .cfg, "
+                   "or a ZigZag hardware file with optional spatial mapping: zigzag:HW.yaml[,MAPPING.yaml]")
     p.add_argument(
         "--workload",
         default="resnet18",
@@ -89,7 +90,28 @@ def build_arch(args: argparse.Namespace):  # -> Arch
     return arch.with_(**changes) if changes else arch
 
 
+def run_zigzag(args: argparse.Namespace) -> int:
+    """``--arch zigzag:HW.yaml[,MAPPING.yaml]``: the loop-nest mapper on a ZigZag hardware description."""
+    import json
+
+    from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
+
+    hw, spatial = parse_zigzag_spec(args.arch)
+    workload = load_workload(args.workload, args.input_shape)
+    result = simulate_nest(workload, hw, spatial, args.objective or "energy")
+    out = prepare_out_dir(args.out)
+    print(result.render(quiet=args.quiet))
+    stem = safe_filename(f"{workload.name}_{hw.name}_{result.objective}")
+    csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
+    map_path = write_text(path_inside(out, f"{stem}.mapping.json"), json.dumps(result.mapping_json(), indent=1))
+    print(f"wrote {csv_path}")
+    print(f"wrote {map_path}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.arch.startswith("zigzag:"):
+        return run_zigzag(args)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 

@@ -164,27 +164,46 @@ def effective_spatial(layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[s
     return out
 
 
+_CTX: dict[tuple, dict] = {}
+
+
+def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
+    """Per operand (spatial loops per level, bandwidth boost per level, instances per level), cached."""
+    key = (id(hw), hw.name, layer.key(), repr(sm))
+    ctx = _CTX.get(key)
+    if ctx is None:
+        esm = effective_spatial(layer, sm)
+        ctx = {"sm": esm}
+        for op in ("W", "I", "O"):
+            L = len(hw.levels(op))
+            su = spatial_per_level(hw, op, esm)
+            r_sp = [r_size(layer, op, c) for c in _cum(su)]
+            boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
+            tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
+            ctx[op] = (su, boost, tot_sp)
+        if len(_CTX) > 4096:
+            _CTX.clear()
+        _CTX[key] = ctx
+    return ctx
+
+
 def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]]) -> NestCost:
     """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
     ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``."""
     cost = NestCost()
-    sm = effective_spatial(layer, sm)
+    ctx = _spatial_ctx(hw, layer, sm)
+    sm = ctx["sm"]
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     ports: dict[tuple[str, str], float] = {}
     for op in ("W", "I", "O"):
         mems = hw.levels(op)
         L = len(mems)
         mem_op = hw.links[op]
-        su = spatial_per_level(hw, op, sm)
+        su, boost, tot_sp = ctx[op]
         tms = stationary(op, tm[op])
         seed = [[]] + tms + [[]]
-        c1 = _cum([seed[a] + su[a] for a in range(L + 1)])
         c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
-        csp = _cum(su)
         elem = [round(r_size(layer, op, c)) for c in c2]
-        r_sp = [r_size(layer, op, c) for c in csp]
-        boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
-        tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
         # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
         # ``access_same_data_considered_as_no_access``): its read period spans them.
         st = 1
