@@ -77,19 +77,26 @@ def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = 
     return [(d, p) for d, f in per_dim.items() for p in f] or [("K", 1)]
 
 
+# Loop dimensions with the same relevance to W, I and O: two adjacent ones commute up to the shape of a
+# tile (OY/OX, FY/FX); the search keeps one order of each such adjacent pair (pruning).
+_SIG = {"B": "b", "K": "k", "C": "c", "G": "g", "OY": "o", "OX": "o", "FY": "f", "FX": "f"}
+
+
 def _orders(lpfs: list[Loop]):
-    """Distinct orders of the loop prime factors; of two adjacent factors of one dimension only the order
-    with the smaller inside is kept (pruning: the other tiles the same data, one factor later)."""
+    """Distinct orders of the loop prime factors, of two adjacent factors of dimensions with the same
+    relevance (one dimension, OY/OX or FY/FX) only the sorted order (pruning)."""
     seen = set()
     for perm in itertools.permutations(lpfs):
-        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in zip(perm, perm[1:])):
+        if perm in seen or any(_SIG[a[0]] == _SIG[b[0]] and a > b for a, b in zip(perm, perm[1:])):
             continue
         seen.add(perm)
         yield list(perm)
 
 
-def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop]) -> dict[str, list[list[Loop]]] | None:
-    """LOMA's memory allocation of one loop order (innermost first); None if it does not fit."""
+def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
+             reach: list[int] | None = None) -> dict[str, list[list[Loop]]] | None:
+    """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
+    is set to how many loops of the order the allocation looked at (it depends on no later one)."""
     from .loopnest import spatial_per_level
 
     ops = ("W", "I", "O")
@@ -122,6 +129,8 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
                     break
                 sz.append(s)
             sizes[o] = sz
+            if reach is not None and mem.name != tops[o]:
+                reach[0] = max(reach[0], min(len(order), len(order) - len(unalloc[o]) + len(sz)))
         choices = []
         for o in mops:
             if mem.name == tops[o]:
@@ -146,6 +155,15 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
             level[o] += 1
             allocated[o] += su[o][level[o]]
     return tm
+
+
+def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
+    run = []
+    for d, f in loops:
+        if d not in IR_DIMS[op]:
+            break
+        run.append((d, f))
+    return tuple(sorted(run))
 
 
 def _tensor(layer: NestLayer, op: str, loops: list[tuple[str, float]]) -> float:
@@ -201,14 +219,30 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
               for k, v in sm.items()}
         esm = effective_spatial(layer, sm)
         done: set = set()
+        groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
         for order in _orders(temporal_lpfs(layer, sm, lpf_limit)):
-            tm = allocate(hw, layer, esm, order)
+            # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
+            # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
+            key = None
+            for n in range(1, len(order) + 1):
+                if (pre := tuple(order[:n])) in groups:
+                    cuts = groups[pre]
+                    if cuts is None:
+                        key = "skip"
+                        break
+                    key = (pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True)))
+                    break
+            if key == "skip" or key in done:
+                continue
+            reach = [0]
+            tm = allocate(hw, layer, esm, order, reach)
+            pre = tuple(order[:max(reach[0], 1)])
             if tm is None:
+                groups[pre] = None
                 continue
-            tkey = tuple(tuple(tuple(lv) for lv in tm[o]) for o in ("W", "I", "O"))
-            if tkey in done:
-                continue
-            done.add(tkey)
+            cuts = [sum(len(lv) for lv in tm[o][:-1]) for o in ("W", "I", "O")]
+            groups[pre] = cuts
+            done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
             c = evaluate(hw, layer, sm, tm)
             if best is None or _score(c, objective) < _score(best.cost, objective):
                 best = NestMapping(layer, sm, tm, c)
