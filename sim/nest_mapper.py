@@ -87,7 +87,7 @@ def _orders(lpfs: list[Loop]):
     relevance (one dimension, OY/OX or FY/FX) only the sorted order (pruning)."""
     seen = set()
     for perm in itertools.permutations(lpfs):
-        if perm in seen or any(_SIG[a[0]] == _SIG[b[0]] and a > b for a, b in zip(perm, perm[1:])):
+        if perm in seen or any(_SIG[a[0]] == _SIG[b[0]] and a > b for a, b in itertools.pairwise(perm)):
             continue
         seen.add(perm)
         yield list(perm)
@@ -201,6 +201,21 @@ def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[di
     return [s for _, _, s in scored[:keep]]
 
 
+def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """ZigZag's ``check_and_reduce``: each unrolling clipped to the layer's loop size and the array dimension's
+    size (an unknown array dimension is an error); factors of 1 dropped."""
+    out: dict[str, dict[str, int]] = {}
+    for dim, loops in sm.items():
+        if dim not in hw.array.dims:
+            raise ConfigError(f"spatial mapping names array dimension {dim}, {hw.name} has {', '.join(hw.array.dims)}")
+        out[dim] = {}
+        for d, f in loops.items():
+            f = min(f, layer.dims.get(d, 1), hw.array.dims[dim])
+            if f > 1:
+                out[dim][d] = f
+    return out
+
+
 _CACHE: dict[tuple, NestMapping] = {}
 
 
@@ -215,8 +230,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer)
     best: NestMapping | None = None
     for sm in cands:
-        sm = {k: {d: min(f, layer.dims.get(d, 1)) for d, f in v.items() if min(f, layer.dims.get(d, 1)) > 1}
-              for k, v in sm.items()}
+        sm = clip_spatial(hw, layer, sm)
         esm = effective_spatial(layer, sm)
         done: set = set()
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
