@@ -196,9 +196,25 @@ def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[di
             left[d] = math.ceil(left.get(d, 1) / max(f, 1))
             sm[name] = {d: f}
             used *= f
-        scored.append((-used, len(scored), sm))
+        if _spatial_fits(hw, layer, sm):
+            scored.append((-used, len(scored), sm))
     scored.sort()
     return [s for _, _, s in scored[:keep]]
+
+
+def _spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
+    """Whether each operand's lowest memory holds the data its spatial loops put there."""
+    from .loopnest import spatial_per_level
+
+    for op in ("W", "I", "O"):
+        loops = spatial_per_level(hw, op, sm)[0]
+        bits = hw.bits["O_final"] if op == "O" else hw.bits[op]
+        if _tensor(layer, op, loops) * bits > hw.levels(op)[0].size_bits:
+            return False
+    return True
+
+
+SPATIAL_KEEP = 3  # feasible spatial candidates evaluated when the unrolling is searched
 
 
 def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -223,13 +239,17 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
               objective: str = "energy", lpf_limit: int = LPF_LIMIT) -> NestMapping:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
     fixes the unrolling (a ZigZag mapping file's), else it is searched."""
-    key = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
-    hit = _CACHE.get(key)
+    ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
+    hit = _CACHE.get(ckey)
     if hit is not None:
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
-    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer)
+    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
     best: NestMapping | None = None
+    feasible = 0
     for sm in cands:
+        if spatial is None and feasible >= SPATIAL_KEEP:
+            break
+        fits = False
         sm = clip_spatial(hw, layer, sm)
         esm = effective_spatial(layer, sm)
         done: set = set()
@@ -260,7 +280,9 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             c = evaluate(hw, layer, sm, tm)
             if best is None or _score(c, objective) < _score(best.cost, objective):
                 best = NestMapping(layer, sm, tm, c)
+            fits = True
+        feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
-    _CACHE[key] = best
+    _CACHE[ckey] = best
     return best
