@@ -173,7 +173,7 @@ def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
     ctx = _CTX.get(key)
     if ctx is None:
         esm = effective_spatial(layer, sm)
-        ctx = {"sm": esm}
+        ctx = {"sm": esm, "memo": {}}
         for op in ("W", "I", "O"):
             L = len(hw.levels(op))
             su = spatial_per_level(hw, op, esm)
@@ -192,68 +192,93 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
     ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``."""
     cost = NestCost()
     ctx = _spatial_ctx(hw, layer, sm)
-    sm = ctx["sm"]
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     ports: dict[tuple[str, str], float] = {}
+    memo = ctx["memo"]
     for op in ("W", "I", "O"):
-        mems = hw.levels(op)
-        L = len(mems)
-        mem_op = hw.links[op]
-        su, boost, tot_sp = ctx[op]
         tms = stationary(op, tm[op])
-        seed = [[]] + tms + [[]]
-        c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
-        elem = [round(r_size(layer, op, c)) for c in c2]
-        # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
-        # ``access_same_data_considered_as_no_access``): its read period spans them.
-        st = 1
-        if op != "O":
-            for d, s in tms[0]:
-                if d not in IR_DIMS[op]:
-                    break
-                st *= s
-        cyc = [st]
-        cyc_hi = 1
-        for lv in tms:
-            cyc_hi *= math.prod(s for _, s in lv)
-            cyc.append(cyc_hi)
-        if op == "O":
-            irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
-            psum = [any(irf[m + 1:]) for m in range(L)] + [False]
-        bits = hw.bits[op]
-        accs, ens = [], []
-        for m, mem in enumerate(mems):
-            a: dict[str, float] = dict.fromkeys(("tl", "fh", "fl", "th"), 0.0)
-            units = tot_sp[m + 1]
-            lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
-            hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
-            if op != "O":
-                a["tl"] = _acc(lo_amt, bits, mem.port_bw(mem_op, "tl"), lo_pc, units)
-                a["fh"] = _acc(hi_amt, bits, mem.port_bw(mem_op, "fh"), hi_pc, units)
-            else:
-                pb, fb = hw.bits["O"], hw.bits["O_final"]
-                a["fl"] = _acc(lo_amt, pb if psum[m] else fb, mem.port_bw(mem_op, "fl"), lo_pc, units)
-                if psum[m]:
-                    a["tl"] = _acc(lo_amt, pb, mem.port_bw(mem_op, "tl"), lo_pc, units)
-                a["th"] = _acc(hi_amt, pb if psum[m + 1] else fb, mem.port_bw(mem_op, "th"), hi_pc, units)
-                if psum[m + 1]:
-                    a["fh"] = _acc(hi_amt, pb, mem.port_bw(mem_op, "fh"), hi_pc, units)
-            accs.append(a)
-            ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
-            for d, n in a.items():
-                if n:
-                    key = (mem.name, mem.port_of(mem_op, d))
-                    ports[key] = ports.get(key, 0.0) + n / max(units, 1)
+        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+        key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
+        part = memo.get(key)
+        if part is None:
+            part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
+        accs, ens, oports, load = part
         cost.accesses[op], cost.energy[op] = accs, ens
-        if L >= 2 and op != "O":
-            top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
-            load = elem[L - 1] * tot_sp[L - 1] * bits / top[1] if L >= 2 else 0
+        for k, v in oports.items():
+            ports[k] = ports.get(k, 0.0) + v
+        if op == "O":
+            cost.offload_cycles = load
+        else:
             cost.onload_cycles = max(cost.onload_cycles, load)
-        if op == "O" and L >= 2:
-            top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
-            cost.offload_cycles = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
     cost.mac_pj = hw.array.unit_energy_pj * layer.macs
     cost.temporal_cycles = total_cycle
     cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
-    cost.drain_cycles = sum(max(math.ceil(math.prod(sm.get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
+    cost.drain_cycles = sum(max(math.ceil(math.prod(ctx["sm"].get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
     return cost
+
+
+def _ir_prefix(op: str, loops: list[Loop]) -> int:
+    """Product of the ir loops at the very bottom of ``loops``."""
+    st = 1
+    for d, s in loops:
+        if d not in IR_DIMS[op]:
+            break
+        st *= s
+    return st
+
+
+def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
+    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles);
+    ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
+    mems = hw.levels(op)
+    L = len(mems)
+    mem_op = hw.links[op]
+    su, boost, tot_sp = ctx[op]
+    tms = tm_op
+    seed = [[]] + tms + [[]]
+    c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
+    elem = [round(r_size(layer, op, c)) for c in c2]
+    # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
+    # ``access_same_data_considered_as_no_access``): its read period spans them.
+    st = _ir_prefix(op, tms[0]) if op != "O" else 1
+    cyc = [st]
+    cyc_hi = 1
+    for lv in tms:
+        cyc_hi *= math.prod(s for _, s in lv)
+        cyc.append(cyc_hi)
+    psum = [False] * (L + 1)
+    if op == "O":
+        irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
+        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
+    bits = hw.bits[op]
+    accs, ens, ports = [], [], {}
+    for m, mem in enumerate(mems):
+        a: dict[str, float] = dict.fromkeys(("tl", "fh", "fl", "th"), 0.0)
+        units = tot_sp[m + 1]
+        lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
+        hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
+        if op != "O":
+            a["tl"] = _acc(lo_amt, bits, mem.port_bw(mem_op, "tl"), lo_pc, units)
+            a["fh"] = _acc(hi_amt, bits, mem.port_bw(mem_op, "fh"), hi_pc, units)
+        else:
+            pb, fb = hw.bits["O"], hw.bits["O_final"]
+            a["fl"] = _acc(lo_amt, pb if psum[m] else fb, mem.port_bw(mem_op, "fl"), lo_pc, units)
+            if psum[m]:
+                a["tl"] = _acc(lo_amt, pb, mem.port_bw(mem_op, "tl"), lo_pc, units)
+            a["th"] = _acc(hi_amt, pb if psum[m + 1] else fb, mem.port_bw(mem_op, "th"), hi_pc, units)
+            if psum[m + 1]:
+                a["fh"] = _acc(hi_amt, pb, mem.port_bw(mem_op, "fh"), hi_pc, units)
+        accs.append(a)
+        ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
+        for d, n in a.items():
+            if n:
+                key = (mem.name, mem.port_of(mem_op, d))
+                ports[key] = ports.get(key, 0.0) + n / max(units, 1)
+    load = 0.0
+    if L >= 2 and op != "O":
+        top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
+        load = elem[L - 1] * tot_sp[L - 1] * bits / top[1]
+    if op == "O" and L >= 2:
+        top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
+        load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
+    return accs, ens, ports, load

@@ -119,8 +119,14 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
                 prec = hw.bits["O"] if any(d in IR_DIMS["O"] for d in rest) else hw.bits["O_final"]
             full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
             sz = []
+            cum: dict[str, float] = {}
+            for d, f in allocated[o]:
+                cum[d] = cum.get(d, 1) * f
             for i in range(len(unalloc[o]) + 1):
-                s = _tensor(layer, o, allocated[o] + unalloc[o][:i]) * prec
+                if i:
+                    d, f = unalloc[o][i - 1]
+                    cum[d] = cum.get(d, 1) * f
+                s = r_size(layer, o, cum) * prec
                 if mem.double_buffered and i < len(unalloc[o]) and s < full:
                     s *= 2
                 if s > mem.size_bits:
