@@ -177,3 +177,20 @@ def test_bad_zigzag_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
     refused(["sim", "--arch", f"zigzag:{bad}", "--out", str(tmp_path / "o")], capsys, "operational_array")
     assert not (tmp_path / "o").exists()
+
+
+def test_number_formats_change_widths_and_mac_energy() -> None:
+    from npukit.sim import load_table
+    from npukit.sim.formats import mac_energy
+
+    t = load_table("horowitz45")
+    assert mac_energy(t, "fp32", "fp32") == (pytest.approx(3.7 + 0.9), False)  # Horowitz 2014, cited
+    assert mac_energy(t, "bf16", "bf16")[1] and mac_energy(t, "fp8", "fp8")[1]  # estimates say so
+    e = {f: mac_energy(t, f, f)[0] for f in ("int4", "int8", "int16", "fp8", "bf16", "fp16", "fp32")}
+    assert e["int4"] < e["int8"] < e["int16"] < e["fp32"] and e["fp8"] < e["bf16"] < e["fp16"] < e["fp32"]
+    hw = _hw()
+    sm = {"D1": {"K": 32}, "D2": {"C": 32}}
+    layer = NestLayer("pw", {"B": 1, "K": 64, "C": 64, "OY": 7, "OX": 7, "FY": 1, "FX": 1, "G": 1}, (1, 1), (7, 7))
+    i8, f16 = (map_layer(hw.with_formats(t, f, f, psum_bits=16), layer, sm) for f in ("int8", "fp16"))
+    assert i8.cost.mac_pj * 2.0 / 0.3 == pytest.approx(f16.cost.mac_pj)
+    assert f16.cost.energy["W"][-1] == pytest.approx(2 * i8.cost.energy["W"][-1], rel=0.05)  # DRAM W bits x2
