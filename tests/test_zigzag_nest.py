@@ -194,3 +194,20 @@ def test_number_formats_change_widths_and_mac_energy() -> None:
     i8, f16 = (map_layer(hw.with_formats(t, f, f, psum_bits=16), layer, sm) for f in ("int8", "fp16"))
     assert i8.cost.mac_pj * 2.0 / 0.3 == pytest.approx(f16.cost.mac_pj)
     assert f16.cost.energy["W"][-1] == pytest.approx(2 * i8.cost.energy["W"][-1], rel=0.05)  # DRAM W bits x2
+
+
+@pytest.mark.parametrize("name", ["npu32", "npu128"])
+def test_todays_archs_are_special_cases(name: str) -> None:
+    """npu32/npu128 (and any TOML or SCALE-Sim .cfg Arch) restated as Hardware: a rows x cols array whose
+    dataflow fixes the unrolling (ws: C on rows, K on columns), per-PE registers, SRAMs, DRAM."""
+    from npukit.sim import load_arch, load_table
+    from npukit.sim.arch_hardware import hardware_from_arch
+
+    arch = load_arch(name)
+    hw, sm = hardware_from_arch(arch, load_table(arch.energy_table))
+    assert hw.array.dims == {"D1": arch.rows, "D2": arch.cols}
+    assert [m.name for m in hw.levels("W")] == ["pe_I2_register", "filter_sram", "dram"]
+    layer = NestLayer("pw", {"B": 1, "K": 64, "C": 64, "OY": 7, "OX": 7, "FY": 1, "FX": 1, "G": 1}, (1, 1), (7, 7))
+    m = map_layer(hw, layer, sm)
+    assert m.spatial == {"D1": {"C": min(64, arch.rows)}, "D2": {"K": min(64, arch.cols)}}
+    assert m.cost.temporal_cycles == 49 * (64 // min(64, arch.rows)) * (64 // min(64, arch.cols))
