@@ -77,19 +77,43 @@ def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = 
     return [(d, p) for d, f in per_dim.items() for p in f] or [("K", 1)]
 
 
-# Loop dimensions with the same relevance to W, I and O: two adjacent ones commute up to the shape of a
-# tile (OY/OX, FY/FX); the search keeps one order of each such adjacent pair (pruning).
-_SIG = {"B": "b", "K": "k", "C": "c", "G": "g", "OY": "o", "OX": "o", "FY": "f", "FX": "f"}
+_SWAP = (("OX", "OY"), ("FX", "FY"))
 
 
-def _orders(lpfs: list[Loop]):
-    """Distinct orders of the loop prime factors, of two adjacent factors of dimensions with the same
-    relevance (one dimension, OY/OX or FY/FX) only the sorted order (pruning)."""
+def _symmetric_spatial(sm: dict[str, dict[str, int]]) -> bool:
+    """The X/Y swap is a symmetry only if the spatial unrolling treats both axes alike (it unrolls none)."""
+    return not any(d in ("OX", "OY", "FX", "FY") for loops in sm.values() for d in loops)
+
+
+def symmetric_pairs(layer: NestLayer, lpfs: list[Loop]) -> list[tuple[str, str]]:
+    """Dimension pairs (OX/OY, FX/FY) that a square layer makes interchangeable: same temporal factors,
+    same sizes, strides and input extents along both axes."""
+    d = layer.dims
+    if layer.stride[0] != layer.stride[1] or layer.in_extent[0] != layer.in_extent[1]:
+        return []
+    out = []
+    for a, b in _SWAP:
+        if d.get(a) == d.get(b) and sorted(f for x, f in lpfs if x == a) == sorted(f for x, f in lpfs if x == b):
+            out.append((a, b))
+    if len(out) == 1:  # swapping one axis pair alone is not a symmetry (OX goes with FX)
+        return []
+    return out
+
+
+def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
+    """Distinct orders of the loop prime factors. Pruning: of two adjacent factors of one dimension only
+    the order with the smaller inside; of two orders that swapping the X and Y axes of a square layer
+    maps onto each other (same cost), only the smaller."""
     seen = set()
+    swap = {}
+    for a, b in sym:
+        swap[a], swap[b] = b, a
     for perm in itertools.permutations(lpfs):
-        if perm in seen or any(_SIG[a[0]] == _SIG[b[0]] and a > b for a, b in itertools.pairwise(perm)):
+        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in itertools.pairwise(perm)):
             continue
         seen.add(perm)
+        if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
+            continue
         yield list(perm)
 
 
@@ -260,7 +284,8 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         esm = effective_spatial(layer, sm)
         done: set = set()
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
-        for order in _orders(temporal_lpfs(layer, sm, lpf_limit)):
+        lpfs = temporal_lpfs(layer, sm, lpf_limit)
+        for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
