@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .hardware import Hardware
-from .loopnest import IR_DIMS, Loop, NestCost, NestLayer, effective_spatial, evaluate, r_size
+from .loopnest import IR_DIMS, Loop, NestCost, NestLayer, effective_spatial, evaluate, r_size, spatial_per_level
 
 LPF_LIMIT = 6
 SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
@@ -118,14 +118,16 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
 
 
 def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
-             reach: list[int] | None = None) -> dict[str, list[list[Loop]]] | None:
+             reach: list[int] | None = None, su: dict | None = None) -> dict[str, list[list[Loop]]] | None:
     """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
-    is set to how many loops of the order the allocation looked at (it depends on no later one)."""
+    is set to how many loops of the order the allocation looked at (it depends on no later one); ``su``:
+    the spatial loops per level of each operand (computed when not given)."""
     from .loopnest import spatial_per_level
 
     ops = ("W", "I", "O")
     mem_to_op = {hw.links[o]: o for o in ops}
-    su = {o: spatial_per_level(hw, o, sm) for o in ops}
+    if su is None:
+        su = {o: spatial_per_level(hw, o, sm) for o in ops}
     allocated = {o: list(su[o][0]) for o in ops}
     unalloc = {o: list(order) for o in ops}
     level = dict.fromkeys(ops, 0)
@@ -141,7 +143,13 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
             if o == "O":
                 rest = [d for lv in su[o][level[o] + 1:] for d, _ in lv] + [d for d, _ in unalloc[o]]
                 prec = hw.bits["O"] if any(d in IR_DIMS["O"] for d in rest) else hw.bits["O_final"]
-            full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
+            if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
+                whole = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
+                if whole > mem.size_bits:
+                    return None
+                sizes[o] = [whole]
+                continue
+            full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec if mem.double_buffered else 0.0
             sz = []
             cum: dict[str, float] = {}
             for d, f in allocated[o]:
@@ -159,16 +167,17 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
                     break
                 sz.append(s)
             sizes[o] = sz
-            if reach is not None and mem.name != tops[o]:
+            if reach is not None:
                 reach[0] = max(reach[0], min(len(order), len(order) - len(unalloc[o]) + len(sz)))
         choices = []
         for o in mops:
             if mem.name == tops[o]:
-                if len(sizes[o]) != len(unalloc[o]) + 1:
-                    return None
-                choices.append([(len(sizes[o]) - 1, sizes[o][-1], 0.0)])
+                choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
             else:
-                choices.append([(i, s, math.prod(x for _, x in unalloc[o][i:]) * s) for i, s in enumerate(sizes[o])])
+                suf = [1.0] * (len(unalloc[o]) + 1)
+                for i in range(len(unalloc[o]) - 1, -1, -1):
+                    suf[i] = suf[i + 1] * unalloc[o][i][1]
+                choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
         best, best_acc = None, math.inf
         for combo in itertools.product(*choices):
             if sum(c[1] for c in combo) > mem.size_bits:
@@ -282,6 +291,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         fits = False
         sm = clip_spatial(hw, layer, sm)
         esm = effective_spatial(layer, sm)
+        su = {o: spatial_per_level(hw, o, esm) for o in ("W", "I", "O")}
         done: set = set()
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
@@ -300,7 +310,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             if key == "skip" or key in done:
                 continue
             reach = [0]
-            tm = allocate(hw, layer, esm, order, reach)
+            tm = allocate(hw, layer, esm, order, reach, su)
             pre = tuple(order[:max(reach[0], 1)])
             if tm is None:
                 groups[pre] = None
