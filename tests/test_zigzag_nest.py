@@ -211,3 +211,13 @@ def test_todays_archs_are_special_cases(name: str) -> None:
     m = map_layer(hw, layer, sm)
     assert m.spatial == {"D1": {"C": min(64, arch.rows)}, "D2": {"K": min(64, arch.cols)}}
     assert m.cost.temporal_cycles == 49 * (64 // min(64, arch.rows)) * (64 // min(64, arch.cols))
+
+
+def test_unmodelled_field_is_named_in_one_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ZZ / "hardware" / "tpu_like.yaml").read_text().replace("    size: 1024\n", "    size: 1024\n    leakage: 3\n")
+    p = tmp_path / "tpu_leak.yaml"
+    p.write_text(text)
+    hw = load_zigzag_hardware(p)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["warning: tpu_leak.yaml: memories.rf_128B.leakage is not modelled by npukit (ignored)"]
+    assert hw.memories[0].size_bits == 1024
