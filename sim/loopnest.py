@@ -65,12 +65,14 @@ def _pr(a: float, b: float, s: int, cap: int) -> float:
 def r_size(layer: NestLayer, op: str, cum: dict[str, float]) -> float:
     """Elements of operand ``op`` a set of loops (cumulative sizes ``cum``) touches."""
     g = cum.get
-    v = math.prod(g(d, 1) for d in R_DIMS[op])
-    if op == "I":
-        # ZigZag truncates fractional (uneven) unrollings to integers here (``calc_tensor_dim``)
-        v *= _pr(int(g("OY", 1)), int(g("FY", 1)), layer.stride[0], layer.in_extent[0])
-        v *= _pr(int(g("OX", 1)), int(g("FX", 1)), layer.stride[1], layer.in_extent[1])
-    return v
+    if op == "W":
+        return g("K", 1) * g("C", 1) * g("FY", 1) * g("FX", 1) * g("G", 1)
+    if op == "O":
+        return g("B", 1) * g("K", 1) * g("OY", 1) * g("OX", 1) * g("G", 1)
+    # ZigZag truncates fractional (uneven) unrollings to integers here (``calc_tensor_dim``)
+    return (g("B", 1) * g("C", 1) * g("G", 1)
+            * _pr(int(g("OY", 1)), int(g("FY", 1)), layer.stride[0], layer.in_extent[0])
+            * _pr(int(g("OX", 1)), int(g("FX", 1)), layer.stride[1], layer.in_extent[1]))
 
 
 def _cum(levels: list[list[Loop]]) -> list[dict[str, float]]:
