@@ -178,13 +178,23 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
                 for i in range(len(unalloc[o]) - 1, -1, -1):
                     suf[i] = suf[i + 1] * unalloc[o][i][1]
                 choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
-        best, best_acc = None, math.inf
-        for combo in itertools.product(*choices):
-            if sum(c[1] for c in combo) > mem.size_bits:
-                continue
-            acc = sum(c[2] for c in combo)
-            if acc <= best_acc:
-                best, best_acc = combo, acc
+        best, best_acc, cap = None, math.inf, mem.size_bits
+        if len(choices) == 1:
+            for c in choices[0]:
+                if c[1] <= cap and c[2] <= best_acc:
+                    best, best_acc = (c,), c[2]
+        elif len(choices) == 2:
+            for a in choices[0]:
+                for b in choices[1]:
+                    if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
+                        best, best_acc = (a, b), a[2] + b[2]
+        else:
+            for combo in itertools.product(*choices):
+                if sum(c[1] for c in combo) > cap:
+                    continue
+                acc = sum(c[2] for c in combo)
+                if acc <= best_acc:
+                    best, best_acc = combo, acc
         if best is None:
             return None
         for o, (i, _, _) in zip(mops, best, strict=True):
