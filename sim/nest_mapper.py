@@ -141,8 +141,9 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
         for o in mops:
             prec = hw.bits[o]
             if o == "O":
-                rest = [d for lv in su[o][level[o] + 1:] for d, _ in lv] + [d for d, _ in unalloc[o]]
-                prec = hw.bits["O"] if any(d in IR_DIMS["O"] for d in rest) else hw.bits["O_final"]
+                ir = IR_DIMS["O"]
+                psum = any(d in ir for d, _ in unalloc[o]) or any(d in ir for lv in su[o][level[o] + 1:] for d, _ in lv)
+                prec = hw.bits["O"] if psum else hw.bits["O_final"]
             if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
                 whole = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
                 if whole > mem.size_bits:
