@@ -3,7 +3,8 @@ loop-nest mapper (:mod:`npukit.sim.nest_mapper`): per layer energy per memory le
 cycles and the chosen loop nest; ``zigzag:HW.yaml[,MAPPING.yaml]`` arch specs.
 
 Layers become ZigZag's loop dimensions: a conv ``(ih, iw, fh, fw, cin, cout, stride)`` (padded extents,
-per group) with ``batch`` groups -> B = images, K = cout, C = cin, OY/OX, FY/FX, G = groups; the input's
+per group) run ``batch`` times (groups x images, ``shared`` images per group's weights) -> B = images,
+K = cout, C = cin, OY/OX, FY/FX, G = groups; the input's
 extent (pr sizes are clipped to it) is the padded extent less ``f - 1`` (symmetric 'same' padding). A
 GEMM (M x K) @ (K x N) run ``batch`` times -> B = M, C = K, K = N, G = batch. Vector ops are skipped
 (ZigZag maps only conv/GEMM layers onto the array).
@@ -30,8 +31,9 @@ def nest_layer(layer: Layer) -> NestLayer:
     if layer.conv is not None:
         ih, iw, fh, fw, cin, cout, stride = layer.conv[:7]
         oy, ox = (ih - fh) // stride + 1, (iw - fw) // stride + 1
-        b = max(layer.M // max(oy * ox, 1), 1)
-        dims = {"B": b, "K": cout, "C": cin, "OY": oy, "OX": ox, "FY": fh, "FX": fw, "G": layer.batch}
+        # ``shared`` consecutive instances of the batch (images) share one group's weights
+        b = max(layer.M // max(oy * ox, 1), 1) * layer.shared
+        dims = {"B": b, "K": cout, "C": cin, "OY": oy, "OX": ox, "FY": fh, "FX": fw, "G": layer.batch // layer.shared}
         return NestLayer(layer.name, dims, (stride, stride), (max(ih - (fh - 1), 1), max(iw - (fw - 1), 1)))
     dims = {"B": layer.M, "K": layer.N, "C": layer.K, "OY": 1, "OX": 1, "FY": 1, "FX": 1, "G": layer.batch}
     return NestLayer(layer.name, dims)
