@@ -279,7 +279,7 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     load = 0.0
     if L >= 2 and op != "O":
         top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
-        load = elem[L - 1] * tot_sp[L - 1] * bits / top[1]
+        load = elem[1] * tot_sp[1] * bits / top[1]
     if op == "O" and L >= 2:
         top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
         load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
