@@ -21,8 +21,9 @@ The accounting follows ZigZag 3.9.1's (``zigzag/mapping/mapping.py`` and ``cost_
   MACs cost ``unit_energy`` each.
 
 Cycles: the temporal iterations, plus the stall of the busiest port (accesses per instance beyond the
-temporal iterations), plus on-loading the tiles below the top level before compute starts and
-off-loading the last outputs, plus the drain of systolic dimensions; an estimate of ZigZag's port model.
+temporal iterations), plus on-loading each input's lowest-memory tiles (every instance) through the
+top level's port before compute starts (the upper levels fill behind it), plus off-loading the last
+outputs, plus the drain of systolic dimensions; an estimate of ZigZag's port model.
 """
 
 from __future__ import annotations
