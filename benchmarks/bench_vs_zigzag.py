@@ -17,6 +17,9 @@ Without it the benchmark says so and exits 0. ZigZag's search takes minutes; its
 saved as ``zigzag_resnet18.json`` in ``--out`` and ``--zigzag-json FILE`` reuses one.
 
     python benchmarks/bench_vs_zigzag.py [--install] [--zigzag-json out/bench/zigzag_resnet18.json]
+
+``--all`` compares every bundled digital accelerator x resnet18, mobilenetv2 and alexnet instead, through
+npukit's ZigZag reader and loop-nest mapper (``benchmarks/_zigzag_all.py``).
 """
 
 from __future__ import annotations
@@ -158,7 +161,23 @@ def main() -> int:
     ap.add_argument("--zigzag-json", help="reuse a ZigZag summary this benchmark saved (skips the minutes-long search)")
     ap.add_argument("--arch", default=str(ARCH), help="npukit arch restating tpu_like (default: examples/)")
     ap.add_argument("--out", default="out/bench")
+    ap.add_argument("--all", action="store_true", help="every bundled digital accelerator x resnet18, mobilenetv2, "
+                    "alexnet through npukit's ZigZag reader and loop-nest mapper (benchmarks/_zigzag_all.py)")
+    ap.add_argument("--zigzag-dir", default=".peers/zzruns", help="with --all: ZigZag's per-pair results (reused)")
+    ap.add_argument("--pairs", help="with --all: only ARCH[,ARCH..]:WORKLOAD[,..] (default: all)")
     args = ap.parse_args()
+    if args.all:
+        from _zigzag_all import ARCHS, WORKLOADS, run_all
+
+        exe = zigzag_python(args)
+        if exe is None:
+            print("ZigZag 3.9.1 is not installed: skipped (rerun with --install)")
+            return 0
+        archs, wls = ARCHS, WORKLOADS
+        if args.pairs:
+            a, _, w = args.pairs.partition(":")
+            archs, wls = tuple(a.split(",")), tuple(w.split(",")) if w else WORKLOADS
+        return run_all(exe, Path(args.zigzag_dir), args.out, archs, wls)
     arch = load_arch(args.arch)  # validated before ZigZag starts
     table = load_table(arch.energy_table)
     if args.zigzag_json:

@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
         "written as a ledger JSON and a CSV.",
     )
-    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml or SCALE-Sim .cfg, or a "
+    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml, SCALE-Sim .cfg, "
+                   "a ZigZag hardware file with optional spatial mapping (zigzag:HW.yaml[,MAPPING.yaml]), or a "
                    "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
     p.add_argument("--schedule", default="search",
                    help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
@@ -138,7 +139,33 @@ def arch_changes(args: argparse.Namespace) -> dict[str, object]:
     return changes
 
 
+def run_zigzag(args: argparse.Namespace) -> int:
+    """``--arch zigzag:HW.yaml[,MAPPING.yaml]``: the loop-nest mapper on a ZigZag hardware description."""
+    import json
+
+    from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
+
+    from npukit.workloads import load_workload
+
+    hw, spatial = parse_zigzag_spec(args.arch)
+    workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
+    check_out_dir(args.out)
+    result = simulate_nest(workload, hw, spatial, args.objective or "energy")
+    text = result.render(quiet=args.quiet)
+    stem = safe_filename(f"{workload.name}_{hw.name}_{result.objective}")
+    out = prepare_out_dir(args.out)
+    check_targets(out, [f"{stem}.csv", f"{stem}.mapping.json"])
+    print(text)
+    csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
+    map_path = write_text(path_inside(out, f"{stem}.mapping.json"), json.dumps(result.mapping_json(), indent=1))
+    print(f"wrote {csv_path}")
+    print(f"wrote {map_path}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.arch.startswith("zigzag:"):
+        return run_zigzag(args)
     from npukit.sim.multicore import is_multicore_toml
 
     if is_multicore_toml(args.arch):

@@ -1,0 +1,287 @@
+"""Closed-form cost of one loop nest (a spatial unrolling and a temporal mapping per memory level) on a
+:class:`~npukit.sim.hardware.Hardware`: word accesses per memory level and operand, energy, cycles.
+
+The accounting follows ZigZag 3.9.1's (``zigzag/mapping/mapping.py`` and ``cost_model/cost_model.py``):
+
+* Loops are relevant (r), irrelevant (ir) or partially relevant (pr) to an operand. Weights W: r = K, C,
+  FY, FX, G; ir = B, OY, OX. Outputs O: r = B, K, OY, OX, G; ir = C, FY, FX. Inputs I: r = B, C, G; pr =
+  IY(OY, FY), IX(OX, FX); ir = K. A pr pair of cumulative sizes (a, b) spans
+  ``a*b - max(0, b - s)*(a - 1)`` input rows (s = stride), clipped to the input's extent.
+* Stationarity: the ir loops at the bottom of a level sink into the level below (repeatedly), so a tile
+  stays put while they run.
+* A spatial loop on array dimension D belongs to the lowest level of the operand serving D (one instance
+  broadcasts or, for O, collects across D); a level is replicated along the dimensions it does not serve.
+* Level m of an operand sends its tile below ``tile_below(m) * boost(m)`` elements once per iteration of
+  the temporal loops below it (``total_cycles / cycles_below(m)`` periods) from each of its instances;
+  it is written from above with its own tile once per iteration of the loops of levels <= m. Outputs
+  also flow up (``fl``/``th``), and are read back below (``tl``) only while they are partial sums (an ir
+  loop above the level); partial sums move at ``bits['O']``, final outputs at ``bits['O_final']``.
+* One access moves ``max_bw`` bits; a period moving ``n`` bits costs ``ceil(n / min_bw) * min_bw / max_bw``
+  accesses (a narrow transfer still pays for ``min_bw``). Energy = reads * r_cost + writes * w_cost;
+  MACs cost ``unit_energy`` each.
+
+Cycles: the temporal iterations, plus the stall of the busiest port (accesses per instance beyond the
+temporal iterations), plus on-loading each input's lowest-memory tiles (every instance) through the
+top level's port before compute starts (the upper levels fill behind it), plus off-loading the last
+outputs, plus the drain of systolic dimensions; an estimate of ZigZag's port model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .hardware import Hardware
+
+LOOP_DIMS = ("B", "K", "C", "OY", "OX", "FY", "FX", "G")
+R_DIMS = {"W": ("K", "C", "FY", "FX", "G"), "O": ("B", "K", "OY", "OX", "G"), "I": ("B", "C", "G")}
+IR_DIMS = {"W": ("B", "OY", "OX"), "O": ("C", "FY", "FX"), "I": ("K",)}
+
+Loop = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class NestLayer:
+    """A conv/GEMM layer as ZigZag's loop dimensions (B, K, C, OY, OX, FY, FX, G; sizes), strides and the
+    input extents (``iy``, ``ix``: pr sizes are clipped to them)."""
+
+    name: str
+    dims: dict[str, int]
+    stride: tuple[int, int] = (1, 1)
+    in_extent: tuple[int, int] = (0, 0)
+
+    @property
+    def macs(self) -> int:
+        return math.prod(self.dims.values())
+
+    def key(self) -> tuple:
+        return (tuple(self.dims.get(d, 1) for d in LOOP_DIMS), self.stride, self.in_extent)
+
+
+def _pr(a: float, b: float, s: int, cap: int) -> float:
+    v = a * b - max(0, b - s) * (a - 1)
+    return min(v, cap) if cap else v
+
+
+def r_size(layer: NestLayer, op: str, cum: dict[str, float]) -> float:
+    """Elements of operand ``op`` a set of loops (cumulative sizes ``cum``) touches."""
+    g = cum.get
+    if op == "W":
+        return g("K", 1) * g("C", 1) * g("FY", 1) * g("FX", 1) * g("G", 1)
+    if op == "O":
+        return g("B", 1) * g("K", 1) * g("OY", 1) * g("OX", 1) * g("G", 1)
+    # ZigZag truncates fractional (uneven) unrollings to integers here (``calc_tensor_dim``)
+    return (g("B", 1) * g("C", 1) * g("G", 1)
+            * _pr(int(g("OY", 1)), int(g("FY", 1)), layer.stride[0], layer.in_extent[0])
+            * _pr(int(g("OX", 1)), int(g("FX", 1)), layer.stride[1], layer.in_extent[1]))
+
+
+def _cum(levels: list[list[Loop]]) -> list[dict[str, float]]:
+    out, cur = [], {}
+    for loops in levels:
+        cur = dict(cur)
+        for d, s in loops:
+            cur[d] = cur.get(d, 1) * s
+        out.append(cur)
+    return out
+
+
+def stationary(layer_op: str, tm: list[list[Loop]]) -> list[list[Loop]]:
+    """ZigZag's merge-down: ir loops at the bottom of a level move to the top of the level below."""
+    ir = IR_DIMS[layer_op]
+    prev = [list(lv) for lv in tm]
+    while True:
+        cur: list[list[Loop]] = [[] for _ in prev]
+        for m, loops in enumerate(prev):
+            i = 0
+            while i < len(loops) and loops[i][0] in ir:
+                cur[max(m - 1, 0)].append(loops[i])
+                i += 1
+            cur[m].extend(loops[i:])
+        if cur == prev:
+            return cur
+        prev = cur
+
+
+def spatial_per_level(hw: Hardware, op: str, sm: dict[str, dict[str, int]]) -> list[list[Loop]]:
+    """Spatial loops per arch level of ``op``: level m holds those of the dims its memory m serves first;
+    the last entry those no level serves."""
+    left = dict(sm)
+    out: list[list[Loop]] = []
+    for mem in hw.levels(op):
+        loops: dict[str, int] = {}
+        for dim in mem.served:
+            for d, f in left.pop(dim, {}).items():
+                loops[d] = loops.get(d, 1) * f
+        out.append(list(loops.items()))
+    top: dict[str, int] = {}
+    for loops_d in left.values():
+        for d, f in loops_d.items():
+            top[d] = top.get(d, 1) * f
+    out.append(list(top.items()))
+    return out
+
+
+@dataclass
+class NestCost:
+    """Cost of one mapping: ``accesses[op][level][dir]`` (max-bandwidth words), ``energy[op][level]`` (pJ),
+    ``mac_pj``, ``cycles`` (temporal iterations, stall, on/off-loading, drain)."""
+
+    accesses: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    energy: dict[str, list[float]] = field(default_factory=dict)
+    mac_pj: float = 0.0
+    temporal_cycles: int = 0
+    stall_cycles: float = 0.0
+    onload_cycles: float = 0.0
+    offload_cycles: float = 0.0
+    drain_cycles: int = 0
+
+    @property
+    def energy_pj(self) -> float:
+        return self.mac_pj + sum(sum(v) for v in self.energy.values())
+
+    @property
+    def cycles(self) -> float:
+        return self.temporal_cycles + self.stall_cycles + self.onload_cycles + self.offload_cycles + self.drain_cycles
+
+
+def _acc(amount: float, bits: int, bw: tuple[int, int] | None, periods: float, units: int) -> float:
+    if amount == 0 or bits == 0:
+        return 0.0
+    if bw is None:
+        raise ValueError("no port bandwidth for a transfer that happens")
+    lo, hi = bw
+    return math.ceil(amount * bits / lo) * (lo / hi) * periods * units
+
+
+def effective_spatial(layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
+    """ZigZag's unrolling of a dimension that the array does not divide: factor f on a loop of size n runs
+    ``ceil(n / f)`` temporal iterations of ``n / ceil(n / f)`` (fractional) PEs; f is first clipped to n."""
+    out: dict[str, dict[str, float]] = {}
+    for dim, loops in sm.items():
+        out[dim] = {}
+        for d, f in loops.items():
+            n = layer.dims.get(d, 1)
+            f = min(f, n)
+            out[dim][d] = n / math.ceil(n / f) if n % f else f
+    return out
+
+
+_CTX: dict[tuple, dict] = {}
+
+
+def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
+    """Per operand (spatial loops per level, bandwidth boost per level, instances per level), cached."""
+    key = (id(hw), hw.name, layer.key(), repr(sm))
+    ctx = _CTX.get(key)
+    if ctx is None:
+        esm = effective_spatial(layer, sm)
+        ctx = {"sm": esm, "memo": {}}
+        for op in ("W", "I", "O"):
+            L = len(hw.levels(op))
+            su = spatial_per_level(hw, op, esm)
+            r_sp = [r_size(layer, op, c) for c in _cum(su)]
+            boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
+            tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
+            ctx[op] = (su, boost, tot_sp)
+        if len(_CTX) > 4096:
+            _CTX.clear()
+        _CTX[key] = ctx
+    return ctx
+
+
+def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]]) -> NestCost:
+    """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
+    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``."""
+    cost = NestCost()
+    ctx = _spatial_ctx(hw, layer, sm)
+    total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
+    ports: dict[tuple[str, str], float] = {}
+    memo = ctx["memo"]
+    for op in ("W", "I", "O"):
+        tms = stationary(op, tm[op])
+        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+        key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
+        part = memo.get(key)
+        if part is None:
+            part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
+        accs, ens, oports, load = part
+        cost.accesses[op], cost.energy[op] = accs, ens
+        for k, v in oports.items():
+            ports[k] = ports.get(k, 0.0) + v
+        if op == "O":
+            cost.offload_cycles = load
+        else:
+            cost.onload_cycles = max(cost.onload_cycles, load)
+    cost.mac_pj = hw.array.unit_energy_pj * layer.macs
+    cost.temporal_cycles = total_cycle
+    cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
+    cost.drain_cycles = sum(max(math.ceil(math.prod(ctx["sm"].get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
+    return cost
+
+
+def _ir_prefix(op: str, loops: list[Loop]) -> int:
+    """Product of the ir loops at the very bottom of ``loops``."""
+    st = 1
+    for d, s in loops:
+        if d not in IR_DIMS[op]:
+            break
+        st *= s
+    return st
+
+
+def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
+    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles);
+    ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
+    mems = hw.levels(op)
+    L = len(mems)
+    mem_op = hw.links[op]
+    su, boost, tot_sp = ctx[op]
+    tms = tm_op
+    seed = [[]] + tms + [[]]
+    c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
+    elem = [round(r_size(layer, op, c)) for c in c2]
+    # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
+    # ``access_same_data_considered_as_no_access``): its read period spans them.
+    st = _ir_prefix(op, tms[0]) if op != "O" else 1
+    cyc = [st]
+    cyc_hi = 1
+    for lv in tms:
+        cyc_hi *= math.prod(s for _, s in lv)
+        cyc.append(cyc_hi)
+    psum = [False] * (L + 1)
+    if op == "O":
+        irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
+        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
+    bits = hw.bits[op]
+    accs, ens, ports = [], [], {}
+    for m, mem in enumerate(mems):
+        a: dict[str, float] = dict.fromkeys(("tl", "fh", "fl", "th"), 0.0)
+        units = tot_sp[m + 1]
+        lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
+        hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
+        if op != "O":
+            a["tl"] = _acc(lo_amt, bits, mem.port_bw(mem_op, "tl"), lo_pc, units)
+            a["fh"] = _acc(hi_amt, bits, mem.port_bw(mem_op, "fh"), hi_pc, units)
+        else:
+            pb, fb = hw.bits["O"], hw.bits["O_final"]
+            a["fl"] = _acc(lo_amt, pb if psum[m] else fb, mem.port_bw(mem_op, "fl"), lo_pc, units)
+            if psum[m]:
+                a["tl"] = _acc(lo_amt, pb, mem.port_bw(mem_op, "tl"), lo_pc, units)
+            a["th"] = _acc(hi_amt, pb if psum[m + 1] else fb, mem.port_bw(mem_op, "th"), hi_pc, units)
+            if psum[m + 1]:
+                a["fh"] = _acc(hi_amt, pb, mem.port_bw(mem_op, "fh"), hi_pc, units)
+        accs.append(a)
+        ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
+        for d, n in a.items():
+            if n:
+                key = (mem.name, mem.port_of(mem_op, d))
+                ports[key] = ports.get(key, 0.0) + n / max(units, 1)
+    load = 0.0
+    if L >= 2 and op != "O":
+        top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
+        load = elem[1] * tot_sp[1] * bits / top[1]
+    if op == "O" and L >= 2:
+        top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
+        load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
+    return accs, ens, ports, load

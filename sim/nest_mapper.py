@@ -1,0 +1,340 @@
+"""A mapper over :class:`~npukit.sim.hardware.Hardware`: per layer, the spatial unrolling (the given one, or
+the best of the few highest-utilization candidates within what each array dimension allows), the loop
+order, and the temporal tiling at every memory level, minimising energy, latency or EDP.
+
+The temporal search is LOMA's (the ZigZag 3.9.1 engine, ``zigzag/opt/loma``): the temporal loops are
+split into prime factors (at most ``lpf_limit``, merging the smallest factors of the dimension with the
+most), every distinct order of them is tried, and each order is allocated bottom-up to the memories: at
+each memory, for the operands it holds, the prefix of the remaining loops that fits its capacity and
+minimises the traffic to the level above (remaining iterations x tile size). Each order is costed in
+closed form (:func:`npukit.sim.loopnest.evaluate`); identical layer shapes are mapped once (cache).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .hardware import Hardware
+from .loopnest import IR_DIMS, Loop, NestCost, NestLayer, effective_spatial, evaluate, r_size, spatial_per_level
+
+LPF_LIMIT = 6
+SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
+
+
+@dataclass
+class NestMapping:
+    """A chosen mapping: ``spatial`` ({array dim: {loop dim: factor}}), ``temporal`` ({operand: loops per
+    memory level, innermost first}) and its :class:`NestCost`."""
+
+    layer: NestLayer
+    spatial: dict[str, dict[str, int]]
+    temporal: dict[str, list[list[Loop]]]
+    cost: NestCost
+
+    def loop_nest(self, hw: Hardware) -> str:
+        """The mapping as a loop nest per memory level, outermost first (Timeloop/ZigZag style)."""
+        lines = []
+        for op in ("W", "I", "O"):
+            mems = hw.levels(op)
+            parts = [f"{m.name}: " + (" ".join(f"for {d} in {s}" for d, s in reversed(lv)) or "-")
+                     for m, lv in zip(reversed(mems), reversed(self.temporal[op]), strict=True)]
+            lines.append(f"  {op}: " + " | ".join(parts))
+        sp = ", ".join(f"{dim}: " + " ".join(f"{d}{f}" for d, f in loops.items()) for dim, loops in self.spatial.items())
+        return f"  spatial: parfor {sp}\n" + "\n".join(lines)
+
+
+def _pfs(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = LPF_LIMIT) -> list[Loop]:
+    """The temporal loops as prime factors, at most ``max(limit, number of dimensions)`` of them."""
+    spatial: dict[str, int] = {}
+    for loops in sm.values():
+        for d, f in loops.items():
+            spatial[d] = spatial.get(d, 1) * min(f, layer.dims.get(d, 1))
+    per_dim = {}
+    for d, n in layer.dims.items():
+        t = math.ceil(n / spatial.get(d, 1))
+        if t > 1:
+            per_dim[d] = sorted(_pfs(t))
+    limit = max(limit, len(per_dim))
+    while sum(len(v) for v in per_dim.values()) > limit:
+        d = max(per_dim, key=lambda k: len(per_dim[k]))
+        f = per_dim[d]
+        per_dim[d] = sorted([f[0] * f[1]] + f[2:])
+    return [(d, p) for d, f in per_dim.items() for p in f] or [("K", 1)]
+
+
+_SWAP = (("OX", "OY"), ("FX", "FY"))
+
+
+def _symmetric_spatial(sm: dict[str, dict[str, int]]) -> bool:
+    """The X/Y swap is a symmetry only if the spatial unrolling treats both axes alike (it unrolls none)."""
+    return not any(d in ("OX", "OY", "FX", "FY") for loops in sm.values() for d in loops)
+
+
+def symmetric_pairs(layer: NestLayer, lpfs: list[Loop]) -> list[tuple[str, str]]:
+    """Dimension pairs (OX/OY, FX/FY) that a square layer makes interchangeable: same temporal factors,
+    same sizes, strides and input extents along both axes."""
+    d = layer.dims
+    if layer.stride[0] != layer.stride[1] or layer.in_extent[0] != layer.in_extent[1]:
+        return []
+    out = []
+    for a, b in _SWAP:
+        if d.get(a) == d.get(b) and sorted(f for x, f in lpfs if x == a) == sorted(f for x, f in lpfs if x == b):
+            out.append((a, b))
+    if len(out) == 1:  # swapping one axis pair alone is not a symmetry (OX goes with FX)
+        return []
+    return out
+
+
+def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
+    """Distinct orders of the loop prime factors. Pruning: of two adjacent factors of one dimension only
+    the order with the smaller inside; of two orders that swapping the X and Y axes of a square layer
+    maps onto each other (same cost), only the smaller."""
+    seen = set()
+    swap = {}
+    for a, b in sym:
+        swap[a], swap[b] = b, a
+    for perm in itertools.permutations(lpfs):
+        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in itertools.pairwise(perm)):
+            continue
+        seen.add(perm)
+        if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
+            continue
+        yield list(perm)
+
+
+def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
+             reach: list[int] | None = None, su: dict | None = None) -> dict[str, list[list[Loop]]] | None:
+    """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
+    is set to how many loops of the order the allocation looked at (it depends on no later one); ``su``:
+    the spatial loops per level of each operand (computed when not given)."""
+    from .loopnest import spatial_per_level
+
+    ops = ("W", "I", "O")
+    mem_to_op = {hw.links[o]: o for o in ops}
+    if su is None:
+        su = {o: spatial_per_level(hw, o, sm) for o in ops}
+    allocated = {o: list(su[o][0]) for o in ops}
+    unalloc = {o: list(order) for o in ops}
+    level = dict.fromkeys(ops, 0)
+    tm: dict[str, list[list[Loop]]] = {o: [] for o in ops}
+    tops = {o: hw.levels(o)[-1].name for o in ops}
+    for mem in hw.memories:
+        mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
+        if not mops:
+            continue
+        sizes = {}
+        for o in mops:
+            prec = hw.bits[o]
+            if o == "O":
+                ir = IR_DIMS["O"]
+                psum = any(d in ir for d, _ in unalloc[o]) or any(d in ir for lv in su[o][level[o] + 1:] for d, _ in lv)
+                prec = hw.bits["O"] if psum else hw.bits["O_final"]
+            if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
+                whole = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
+                if whole > mem.size_bits:
+                    return None
+                sizes[o] = [whole]
+                continue
+            full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec if mem.double_buffered else 0.0
+            sz = []
+            cum: dict[str, float] = {}
+            for d, f in allocated[o]:
+                cum[d] = cum.get(d, 1) * f
+            for i in range(len(unalloc[o]) + 1):
+                if i:
+                    d, f = unalloc[o][i - 1]
+                    cum[d] = cum.get(d, 1) * f
+                s = r_size(layer, o, cum) * prec
+                if mem.double_buffered and i < len(unalloc[o]) and s < full:
+                    s *= 2
+                if s > mem.size_bits:
+                    if i == 0:
+                        return None
+                    break
+                sz.append(s)
+            sizes[o] = sz
+            if reach is not None:
+                reach[0] = max(reach[0], min(len(order), len(order) - len(unalloc[o]) + len(sz)))
+        choices = []
+        for o in mops:
+            if mem.name == tops[o]:
+                choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
+            else:
+                suf = [1.0] * (len(unalloc[o]) + 1)
+                for i in range(len(unalloc[o]) - 1, -1, -1):
+                    suf[i] = suf[i + 1] * unalloc[o][i][1]
+                choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
+        best, best_acc, cap = None, math.inf, mem.size_bits
+        if len(choices) == 1:
+            for c in choices[0]:
+                if c[1] <= cap and c[2] <= best_acc:
+                    best, best_acc = (c,), c[2]
+        elif len(choices) == 2:
+            for a in choices[0]:
+                for b in choices[1]:
+                    if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
+                        best, best_acc = (a, b), a[2] + b[2]
+        else:
+            for combo in itertools.product(*choices):
+                if sum(c[1] for c in combo) > cap:
+                    continue
+                acc = sum(c[2] for c in combo)
+                if acc <= best_acc:
+                    best, best_acc = combo, acc
+        if best is None:
+            return None
+        for o, (i, _, _) in zip(mops, best, strict=True):
+            tm[o].append(unalloc[o][:i])
+            allocated[o] += unalloc[o][:i]
+            del unalloc[o][:i]
+            level[o] += 1
+            allocated[o] += su[o][level[o]]
+    return tm
+
+
+def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
+    run = []
+    for d, f in loops:
+        if d not in IR_DIMS[op]:
+            break
+        run.append((d, f))
+    return tuple(sorted(run))
+
+
+def _tensor(layer: NestLayer, op: str, loops: list[tuple[str, float]]) -> float:
+    cum: dict[str, float] = {}
+    for d, s in loops:
+        cum[d] = cum.get(d, 1) * s
+    return r_size(layer, op, cum)
+
+
+def _score(c: NestCost, objective: str) -> float:
+    if objective == "energy":
+        return c.energy_pj
+    if objective == "latency":
+        return c.cycles
+    return c.energy_pj * c.cycles
+
+
+def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
+    """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
+    utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
+    dims = list(hw.array.dims.items())
+    allowed = getattr(hw.array, "allowed", None) or {}
+    opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
+    scored = []
+    for combo in itertools.product(*opts):
+        left = dict(layer.dims)
+        sm, used = {}, 1.0
+        for (name, size), d in zip(dims, combo, strict=True):
+            f = min(size, left.get(d, 1))
+            left[d] = math.ceil(left.get(d, 1) / max(f, 1))
+            sm[name] = {d: f}
+            used *= f
+        if _spatial_fits(hw, layer, sm):
+            scored.append((-used, len(scored), sm))
+    scored.sort()
+    return [s for _, _, s in scored[:keep]]
+
+
+def _spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
+    """Whether each operand's lowest memory holds the data its spatial loops put there."""
+    from .loopnest import spatial_per_level
+
+    for op in ("W", "I", "O"):
+        loops = spatial_per_level(hw, op, sm)[0]
+        bits = hw.bits["O_final"] if op == "O" else hw.bits[op]
+        if _tensor(layer, op, loops) * bits > hw.levels(op)[0].size_bits:
+            return False
+    return True
+
+
+SPATIAL_KEEP = 3  # feasible spatial candidates evaluated when the unrolling is searched
+
+
+def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """ZigZag's ``check_and_reduce``: each unrolling clipped to the layer's loop size and the array dimension's
+    size (an unknown array dimension is an error); factors of 1 dropped."""
+    out: dict[str, dict[str, int]] = {}
+    for dim, loops in sm.items():
+        if dim not in hw.array.dims:
+            raise ConfigError(f"spatial mapping names array dimension {dim}, {hw.name} has {', '.join(hw.array.dims)}")
+        out[dim] = {}
+        for d, f in loops.items():
+            f = min(f, layer.dims.get(d, 1), hw.array.dims[dim])
+            if f > 1:
+                out[dim][d] = f
+    return out
+
+
+_CACHE: dict[tuple, NestMapping] = {}
+
+
+def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT) -> NestMapping:
+    """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
+    fixes the unrolling (a ZigZag mapping file's), else it is searched."""
+    ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
+    hit = _CACHE.get(ckey)
+    if hit is not None:
+        return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
+    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
+    best: NestMapping | None = None
+    feasible = 0
+    for sm in cands:
+        if spatial is None and feasible >= SPATIAL_KEEP:
+            break
+        fits = False
+        sm = clip_spatial(hw, layer, sm)
+        esm = effective_spatial(layer, sm)
+        su = {o: spatial_per_level(hw, o, esm) for o in ("W", "I", "O")}
+        done: set = set()
+        groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
+        lpfs = temporal_lpfs(layer, sm, lpf_limit)
+        for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
+            # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
+            # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
+            key = None
+            for n in range(1, len(order) + 1):
+                if (pre := tuple(order[:n])) in groups:
+                    cuts = groups[pre]
+                    if cuts is None:
+                        key = "skip"
+                        break
+                    key = (pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True)))
+                    break
+            if key == "skip" or key in done:
+                continue
+            reach = [0]
+            tm = allocate(hw, layer, esm, order, reach, su)
+            pre = tuple(order[:max(reach[0], 1)])
+            if tm is None:
+                groups[pre] = None
+                continue
+            cuts = [sum(len(lv) for lv in tm[o][:-1]) for o in ("W", "I", "O")]
+            groups[pre] = cuts
+            done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
+            c = evaluate(hw, layer, sm, tm)
+            if best is None or _score(c, objective) < _score(best.cost, objective):
+                best = NestMapping(layer, sm, tm, c)
+            fits = True
+        feasible += fits
+    if best is None:
+        raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
+    _CACHE[ckey] = best
+    return best
