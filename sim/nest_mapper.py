@@ -58,6 +58,10 @@ def _pfs(n: int) -> list[int]:
     return out
 
 
+_CONV_ORDER = ("B", "K", "G", "OX", "OY", "C", "FX", "FY")
+_GEMM_ORDER = ("C", "B", "K", "G")
+
+
 def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = LPF_LIMIT) -> list[Loop]:
     """The temporal loops as prime factors, at most ``max(limit, number of dimensions)`` of them."""
     spatial: dict[str, int] = {}
@@ -65,7 +69,12 @@ def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = 
         for d, f in loops.items():
             spatial[d] = spatial.get(d, 1) * min(f, layer.dims.get(d, 1))
     per_dim = {}
-    for d, n in layer.dims.items():
+    # ZigZag's dimension order (its ONNX conv / GEMM parsers'): it breaks ties between dimensions with as
+    # many factors when merging, so the order decides which loops stay fine-grained.
+    gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
+    order = _GEMM_ORDER if gemm else _CONV_ORDER
+    for d in sorted(layer.dims, key=lambda k: order.index(k) if k in order else len(order)):
+        n = layer.dims[d]
         t = math.ceil(n / spatial.get(d, 1))
         if t > 1:
             per_dim[d] = sorted(_pfs(t))
