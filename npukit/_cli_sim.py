@@ -144,7 +144,6 @@ def run_zigzag(args: argparse.Namespace) -> int:
     import json
 
     from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
-
     from npukit.workloads import load_workload
 
     hw, spatial = parse_zigzag_spec(args.arch)

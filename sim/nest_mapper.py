@@ -3,11 +3,12 @@ the best of the few highest-utilization candidates within what each array dimens
 order, and the temporal tiling at every memory level, minimising energy, latency or EDP.
 
 The temporal search is LOMA's (the ZigZag 3.9.1 engine, ``zigzag/opt/loma``): the temporal loops are
-split into prime factors (at most ``lpf_limit``, merging the smallest factors of the dimension with the
-most), every distinct order of them is tried, and each order is allocated bottom-up to the memories: at
-each memory, for the operands it holds, the prefix of the remaining loops that fits its capacity and
-minimises the traffic to the level above (remaining iterations x tile size). Each order is costed in
-closed form (:func:`npukit.sim.loopnest.evaluate`); identical layer shapes are mapped once (cache).
+split into prime factors (at most ``lpf_limit``, merging the two smallest factors of the dimension with
+the most, ties broken in ZigZag's dimension order), every distinct order of them is tried, and each order
+is allocated bottom-up to the memories: at each memory, for the operands it holds, the prefix of the
+remaining loops that fits its capacity and minimises the traffic to the level above (remaining
+iterations x tile size). Each order is costed in closed form (:func:`npukit.sim.loopnest.evaluate`);
+identical layer shapes are mapped once (cache).
 """
 
 from __future__ import annotations
