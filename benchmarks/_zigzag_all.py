@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -82,13 +83,20 @@ def npukit_pair(inputs: Path, hw: str, wl: str, out: Path) -> tuple[dict, float]
             "h,s=parse_zigzag_spec(sys.argv[1]);r=simulate_nest(onnx_workload(sys.argv[2],None),h,s);"
             "print(json.dumps({'by':[[k[0],k[1],v] for k,v in r.energy_by_level().items()],"
             "'total':r.energy_pj,'cycles':r.cycles,'layers':len(r.mappings)}))")
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     p = subprocess.run([sys.executable, "-c", code, arch, f"{inputs}/workload/{wl}.onnx"], capture_output=True,
                        text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if p.returncode != 0:
         raise SystemExit(f"npukit failed on {hw} x {wl}: {p.stderr.strip().splitlines()[-1:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1]), wall
+    return {**json.loads(p.stdout.strip().splitlines()[-1]), "cpu_s": cpu}, wall
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (less sensitive to a loaded machine
+    than wall time)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workloads: tuple[str, ...]) -> int:
@@ -134,6 +142,7 @@ def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workload
                               "worst_share_pts": round(worst, 2), "zigzag_cycles": round(zlat),
                               "npukit_cycles": round(nlat), "latency_diff_pct": round(100 * l_diff, 1),
                               "zigzag_s": round(zwall, 1), "npukit_s": round(nk_wall, 2),
+                              "npukit_cpu_s": round(nk["cpu_s"], 2),
                               "speedup": round(zwall / nk_wall), "targets": "met" if ok else "NOT met"})
             print(format_table(list(pair_rows[-1]), [list(pair_rows[-1].values())]), flush=True)
     if not pair_rows:

@@ -3,11 +3,12 @@ the best of the few highest-utilization candidates within what each array dimens
 order, and the temporal tiling at every memory level, minimising energy, latency or EDP.
 
 The temporal search is LOMA's (the ZigZag 3.9.1 engine, ``zigzag/opt/loma``): the temporal loops are
-split into prime factors (at most ``lpf_limit``, merging the smallest factors of the dimension with the
-most), every distinct order of them is tried, and each order is allocated bottom-up to the memories: at
-each memory, for the operands it holds, the prefix of the remaining loops that fits its capacity and
-minimises the traffic to the level above (remaining iterations x tile size). Each order is costed in
-closed form (:func:`npukit.sim.loopnest.evaluate`); identical layer shapes are mapped once (cache).
+split into prime factors (at most ``lpf_limit``, merging the two smallest factors of the dimension with
+the most, ties broken in ZigZag's dimension order), every distinct order of them is tried, and each order
+is allocated bottom-up to the memories: at each memory, for the operands it holds, the prefix of the
+remaining loops that fits its capacity and minimises the traffic to the level above (remaining
+iterations x tile size). Each order is costed in closed form (:func:`npukit.sim.loopnest.evaluate`);
+identical layer shapes are mapped once (cache).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .hardware import Hardware
-from .loopnest import IR_DIMS, Loop, NestCost, NestLayer, effective_spatial, evaluate, r_size, spatial_per_level
+from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _pr, effective_spatial, evaluate, r_size, spatial_per_level
 
 LPF_LIMIT = 6
 SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
@@ -58,6 +59,10 @@ def _pfs(n: int) -> list[int]:
     return out
 
 
+_CONV_ORDER = ("B", "K", "G", "OX", "OY", "C", "FX", "FY")
+_GEMM_ORDER = ("C", "B", "K", "G")
+
+
 def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = LPF_LIMIT) -> list[Loop]:
     """The temporal loops as prime factors, at most ``max(limit, number of dimensions)`` of them."""
     spatial: dict[str, int] = {}
@@ -65,7 +70,12 @@ def temporal_lpfs(layer: NestLayer, sm: dict[str, dict[str, int]], limit: int = 
         for d, f in loops.items():
             spatial[d] = spatial.get(d, 1) * min(f, layer.dims.get(d, 1))
     per_dim = {}
-    for d, n in layer.dims.items():
+    # ZigZag's dimension order (its ONNX conv / GEMM parsers'): it breaks ties between dimensions with as
+    # many factors when merging, so the order decides which loops stay fine-grained.
+    gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
+    order = _GEMM_ORDER if gemm else _CONV_ORDER
+    for d in sorted(layer.dims, key=lambda k: order.index(k) if k in order else len(order)):
+        n = layer.dims[d]
         t = math.ceil(n / spatial.get(d, 1))
         if t > 1:
             per_dim[d] = sorted(_pfs(t))
@@ -118,66 +128,64 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
 
 
 def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
-             reach: list[int] | None = None, su: dict | None = None) -> dict[str, list[list[Loop]]] | None:
+             reach: list[int] | None = None, su: dict | None = None,
+             memo: dict | None = None) -> dict[str, list[list[Loop]]] | None:
     """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
     is set to how many loops of the order the allocation looked at (it depends on no later one); ``su``:
-    the spatial loops per level of each operand (computed when not given)."""
-    from .loopnest import spatial_per_level
-
+    the spatial loops per level of each operand (computed when not given); ``memo``: a dict kept across
+    the orders of one layer and unrolling (the whole tensors, which every order shares)."""
     ops = ("W", "I", "O")
     mem_to_op = {hw.links[o]: o for o in ops}
     if su is None:
         su = {o: spatial_per_level(hw, o, sm) for o in ops}
+    if memo is None:
+        memo = {}
     allocated = {o: list(su[o][0]) for o in ops}
     unalloc = {o: list(order) for o in ops}
     level = dict.fromkeys(ops, 0)
     tm: dict[str, list[list[Loop]]] = {o: [] for o in ops}
-    tops = {o: hw.levels(o)[-1].name for o in ops}
+    tops = memo.get("tops")
+    if tops is None:
+        tops = memo["tops"] = {o: hw.levels(o)[-1].name for o in ops}
+    ir_o = IR_DIMS["O"]
     for mem in hw.memories:
         mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
         if not mops:
             continue
         sizes = {}
         for o in mops:
+            un = unalloc[o]
             prec = hw.bits[o]
             if o == "O":
-                ir = IR_DIMS["O"]
-                psum = any(d in ir for d, _ in unalloc[o]) or any(d in ir for lv in su[o][level[o] + 1:] for d, _ in lv)
+                psum = any(d in ir_o for d, _ in un) or any(d in ir_o for lv in su[o][level[o] + 1:] for d, _ in lv)
                 prec = hw.bits["O"] if psum else hw.bits["O_final"]
+            # The whole tensor (every loop, allocated or not) is the same for every order: computed once.
+            wkey = ("whole", o, level[o])
+            whole_el = memo.get(wkey)
+            if whole_el is None:
+                whole_el = memo[wkey] = _tensor(layer, o, allocated[o] + un)
             if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
-                whole = _tensor(layer, o, allocated[o] + unalloc[o]) * prec
+                whole = whole_el * prec
                 if whole > mem.size_bits:
                     return None
                 sizes[o] = [whole]
                 continue
-            full = _tensor(layer, o, allocated[o] + unalloc[o]) * prec if mem.double_buffered else 0.0
-            sz = []
-            cum: dict[str, float] = {}
-            for d, f in allocated[o]:
-                cum[d] = cum.get(d, 1) * f
-            for i in range(len(unalloc[o]) + 1):
-                if i:
-                    d, f = unalloc[o][i - 1]
-                    cum[d] = cum.get(d, 1) * f
-                s = r_size(layer, o, cum) * prec
-                if mem.double_buffered and i < len(unalloc[o]) and s < full:
-                    s *= 2
-                if s > mem.size_bits:
-                    if i == 0:
-                        return None
-                    break
-                sz.append(s)
+            full = whole_el * prec if mem.double_buffered else 0.0
+            sz = _tile_sizes(layer, o, allocated[o], un, prec, full if mem.double_buffered else None, mem.size_bits)
+            if sz is None:
+                return None
             sizes[o] = sz
             if reach is not None:
-                reach[0] = max(reach[0], min(len(order), len(order) - len(unalloc[o]) + len(sz)))
+                reach[0] = max(reach[0], min(len(order), len(order) - len(un) + len(sz)))
         choices = []
         for o in mops:
             if mem.name == tops[o]:
                 choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
             else:
-                suf = [1.0] * (len(unalloc[o]) + 1)
-                for i in range(len(unalloc[o]) - 1, -1, -1):
-                    suf[i] = suf[i + 1] * unalloc[o][i][1]
+                un = unalloc[o]
+                suf = [1.0] * (len(un) + 1)
+                for i in range(len(un) - 1, -1, -1):
+                    suf[i] = suf[i + 1] * un[i][1]
                 choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
         best, best_acc, cap = None, math.inf, mem.size_bits
         if len(choices) == 1:
@@ -189,6 +197,17 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
                 for b in choices[1]:
                     if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
                         best, best_acc = (a, b), a[2] + b[2]
+        elif len(choices) == 3:  # the same combinations in the same order as itertools.product, pruned
+            for a in choices[0]:
+                if a[1] > cap or a[2] > best_acc:
+                    continue
+                for b in choices[1]:
+                    sab, cab = a[1] + b[1], a[2] + b[2]
+                    if sab > cap or cab > best_acc:
+                        continue
+                    for c in choices[2]:
+                        if sab + c[1] <= cap and cab + c[2] <= best_acc:
+                            best, best_acc = (a, b, c), cab + c[2]
         else:
             for combo in itertools.product(*choices):
                 if sum(c[1] for c in combo) > cap:
@@ -205,6 +224,60 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
             level[o] += 1
             allocated[o] += su[o][level[o]]
     return tm
+
+
+def _tile_sizes(layer: NestLayer, o: str, allocated: list[Loop], un: list[Loop], prec: int,
+                full: float | None, cap: float) -> list[float] | None:
+    """Bits of operand ``o``'s tile at one memory holding the allocated loops plus the first i unallocated
+    ones, for i = 0, 1, ... while it fits ``cap`` (doubled when double-buffered and smaller than the
+    ``full`` tensor); None if even i = 0 does not fit. W and O tiles grow by a running product of their
+    relevant loops, I tiles through their pr sizes (closed form, no per-step dict of every dimension)."""
+    cum: dict[str, float] = {}
+    for d, f in allocated:
+        cum[d] = cum.get(d, 1) * f
+    n = len(un)
+    sz: list[float] = []
+    if o == "I":
+        sy, sx = layer.stride
+        ey, ex = layer.in_extent
+        g = cum.get
+        base = g("B", 1) * g("C", 1) * g("G", 1)
+        oy, fy, ox, fx = g("OY", 1), g("FY", 1), g("OX", 1), g("FX", 1)
+        for i in range(n + 1):
+            if i:
+                d, f = un[i - 1]
+                if d == "OY":
+                    oy *= f
+                elif d == "FY":
+                    fy *= f
+                elif d == "OX":
+                    ox *= f
+                elif d == "FX":
+                    fx *= f
+                elif d in ("B", "C", "G"):
+                    base *= f
+            s = base * _pr(int(oy), int(fy), sy, ey) * _pr(int(ox), int(fx), sx, ex) * prec
+            if full is not None and i < n and s < full:
+                s *= 2
+            if s > cap:
+                return None if i == 0 else sz
+            sz.append(s)
+        return sz
+    rel = R_DIMS[o]
+    s_el = r_size(layer, o, cum)
+    for i in range(n + 1):
+        if i:
+            d, f = un[i - 1]
+            if d in rel:
+                cum[d] = cum.get(d, 1) * f
+                s_el = r_size(layer, o, cum)
+        s = s_el * prec
+        if full is not None and i < n and s < full:
+            s *= 2
+        if s > cap:
+            return None if i == 0 else sz
+        sz.append(s)
+    return sz
 
 
 def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
@@ -304,6 +377,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         esm = effective_spatial(layer, sm)
         su = {o: spatial_per_level(hw, o, esm) for o in ("W", "I", "O")}
         done: set = set()
+        memo: dict = {}
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
         for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
@@ -321,7 +395,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             if key == "skip" or key in done:
                 continue
             reach = [0]
-            tm = allocate(hw, layer, esm, order, reach, su)
+            tm = allocate(hw, layer, esm, order, reach, su, memo)
             pre = tuple(order[:max(reach[0], 1)])
             if tm is None:
                 groups[pre] = None

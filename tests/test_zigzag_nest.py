@@ -21,7 +21,7 @@ from npukit.cli import main
 from npukit.sim import conv_layer
 from npukit.sim.errors import ConfigError
 from npukit.sim.loopnest import NestLayer, evaluate
-from npukit.sim.nest_mapper import map_layer
+from npukit.sim.nest_mapper import map_layer, temporal_lpfs
 from npukit.sim.nest_sim import nest_layer, parse_zigzag_spec
 from npukit.sim.zigzag_io import load_zigzag_hardware
 
@@ -166,6 +166,21 @@ def test_identical_shapes_are_mapped_once() -> None:
     a = map_layer(hw, LAYER, sm)
     b = map_layer(hw, NestLayer("other", dict(LAYER.dims), LAYER.stride, LAYER.in_extent), sm)
     assert b.layer.name == "other" and b.temporal is a.temporal
+
+
+def test_loop_prime_factors_are_limited_as_zigzag_does() -> None:
+    """ZigZag 3.9.1 merges the two smallest factors of the dimension with the most, ties broken in its
+    conv dimension order (B, K, G, OX, OY, C, FX, FY). Its eyeriss_like run of MobileNetV2's
+    features.5.conv.1.0 (depthwise, G = 192, 28x28, 3x3, nothing unrolled) ordered these factors:
+    OY 7, FX 3, FY 3, OY 4, OX 28, G 192. In npukit's own order (OY before OX, G last) the ties fall
+    on other dimensions and the loop space differs (that layer cost 26% more energy)."""
+    dw = NestLayer("dw", {"B": 1, "K": 1, "C": 1, "OY": 28, "OX": 28, "FY": 3, "FX": 3, "G": 192}, (1, 1), (28, 28))
+    lpfs = temporal_lpfs(dw, {"D1": {}, "D2": {}})
+    assert sorted(lpfs) == sorted([("OY", 7), ("OY", 4), ("OX", 28), ("FX", 3), ("FY", 3), ("G", 192)])
+    # GEMM: ZigZag lists C, B (its D), K; 7 factors -> 6 merges one, and C wins the C/K tie
+    gemm = NestLayer("fc", {"B": 2, "K": 8, "C": 8, "OY": 1, "OX": 1, "FY": 1, "FX": 1, "G": 1})
+    lp = temporal_lpfs(gemm, {})
+    assert sorted(f for d, f in lp if d == "C") == [2, 4] and sorted(f for d, f in lp if d == "K") == [2, 2, 2]
 
 
 def test_bad_zigzag_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
