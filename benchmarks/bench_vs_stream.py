@@ -68,8 +68,9 @@ def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
     off = hw["cores"][str(hw["offchip_core_id"])]["memories"][0]
     links = [e for e in hw["links"] if e["type"] == "link"]
     link_bits = min((e["bandwidth_bits"] for e in links), default=64)
+    widths = Bits(input=bits, weight=bits, pe_psum=32, psum_buffer=32, output=bits)  # by name: the field order
     arch = Arch(name=hw["name"], rows=c0["array"][0], cols=c0["array"][1], dataflow="ws", timing="double-buffered",
-                bits=Bits(bits, bits, 32, bits, 32), sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
+                bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
                 dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
     ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh",
                       f"Stream {hw['name']}.yaml")
@@ -123,6 +124,7 @@ def main() -> int:
         print(proc.stderr[-2000:], file=sys.stderr)
         return 1
     data = json.loads(proc.stdout)
+    (Path(out) / "stream_runs.json").write_text(proc.stdout)  # Stream's per-node numbers, for comparing by layer
     print(f"Stream: {len(data['runs'])} solves in {time.perf_counter() - t0:.1f} s")
     hw_rows = []
     for hw in data["hardware"]:
