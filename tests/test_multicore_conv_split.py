@@ -27,3 +27,22 @@ def test_conv_band_uneven_and_strided() -> None:
     assert bands[2] is None  # ceil(4 / 3) = 2 rows per core: the third core gets none
     assert bands[0].conv[0] == (2 - 1) * 2 + 3
     assert sum(b.macs for b in bands if b) == layer.macs
+
+
+def test_flattened_conv_map_feeds_the_head_gemm() -> None:
+    from npukit.sim import Layer, VectorOp, Workload
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.schedule import fusion_groups
+
+    conv = conv_layer("conv", 18, 18, 3, 3, 8, 16, 1)  # 16 x 16 x 16 out
+    head = Layer("fc", 1, 10, 16 * 16 * 16)
+    wl = Workload("cnn_head", [conv, VectorOp("relu", "other", 16 * 16 * 16), head])
+    assert fusion_groups(wl, "chain") == [(0, 2)]
+    assert fusion_groups(Workload("x", [conv, Layer("fc", 1, 10, 4095)]), "chain") == []  # not the whole map
+    mc = load_multicore_arch("quad128")
+    plain = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "none/split").rows()}
+    fused = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "chain/split").rows()}
+    inter = 16 * 16 * 16 * mc.cores[0].arch.bits.output / 8
+    assert plain["conv"] - fused["conv"] == inter  # the map is not written out
+    assert plain["fc"] - fused["fc"] == inter  # nor read back
