@@ -116,7 +116,7 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     os.environ["NPUKIT_STREAM_OUT"] = out
     cases = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--cases" else \
-        ["2conv_16_16", "2conv_32_32", "attention_head", "swiglu"]
+        ["2conv_16_16", "2conv_32_32", "attention_head", "swiglu", "resnet_subgraph", "conv_relu_gemm"]
     result = {"hardware": [hardware_summary(h) for h in HARDWARE], "runs": []}
     for case in cases:
         for fused in (False, True):

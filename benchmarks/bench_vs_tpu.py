@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -218,6 +219,11 @@ def run(measured: str | None, out: str) -> int:
     print("\noverlap check (HBM time added to or hidden behind the MXU time):")
     print(format_table(["terms", "LOSO R^2", "LOSO MAPE %", f"<= {EXTRAPOLATION_MAX} -> rest R^2", "MAPE %",
                         "4096^3 us (fit all)", f"4096^3 us (fit <= {EXTRAPOLATION_MAX})"], over))
+    tiling = [[name, *(round(v, 4) for v in scores([r[2] for r in ship],
+                                                   leave_one_class_out(ship, lambda rs, n=name: fit_variant(rs, n))))]
+              for name in VARIANTS]
+    print("\ntiling check (three parameters each; leave one size class out on the shipped shapes):")
+    print(format_table(["variant", "R^2", "MAPE %"], tiling))
     print("\nwhich generation (one JAX device each; a device cannot beat its peaks):")
     print(format_table(["device", "MXU", "peak TFLOP/s", "HBM GB/s", "best measured / peak", "fits"],
                        generation_rows(ship)))
@@ -249,6 +255,50 @@ def run(measured: str | None, out: str) -> int:
     print(f"\nwrote {write_csv(out_dir / OUTPUTS[0], csv_rows)}")
     print(f"wrote {plot(out_dir / OUTPUTS[1], target, pred, label)}")
     return 0
+
+
+#: Tiling variants the "tiling check" fits (each three parameters, leave one size class out): how else XLA could
+#: spread the matmul over the MXUs. None fits better than the model (docs/tpu.md).
+VARIANTS = ("the model", "whole weight tiles per MXU", "fill and drain per weight tile", "rows per core padded to 128",
+            "HBM bytes of the padded operands", "512^3 grid-step overhead instead of t0")
+
+
+def variant_features(s: Shape, name: str) -> tuple[float, tuple[float, float, float]]:
+    """(fixed µs, the three features the calibrated parameters multiply) of ``s`` under tiling variant ``name``."""
+    m, n, k = s
+    t = matmul_terms(m, n, k, chip=TPU_V4)
+    per_us = TPU_V4.clock_ghz * 1e3
+    rows = -(-m // TPU_V4.sublanes) * TPU_V4.sublanes / TPU_V4.cores
+    tiles = -(-k // TPU_V4.mxu_rows) * -(-n // TPU_V4.mxu_cols)
+    fill, mxu, hbm, const = t.fill_us, t.mxu_us, t.hbm_us, 1.0
+    if name == "whole weight tiles per MXU":
+        mxu = -(-tiles // TPU_V4.mxus_per_core) * rows / per_us
+    elif name == "fill and drain per weight tile":
+        fill *= math.ceil(tiles / TPU_V4.mxus_per_core)
+    elif name == "rows per core padded to 128":
+        mxu = tiles / TPU_V4.mxus_per_core * -(-m // (128 * TPU_V4.cores)) * 128 / per_us
+    elif name == "HBM bytes of the padded operands":
+        mp, np_, kp = -(-m // 8) * 8, -(-n // 128) * 128, -(-k // 128) * 128
+        hbm = 2 * (mp * kp + kp * np_ + mp * np_) / (TPU_V4.hbm_gbps * 1e3)
+    elif name == "512^3 grid-step overhead instead of t0":
+        const = float(-(-m // 512) * -(-n // 512) * -(-k // 512))
+    return fill, (const, mxu, hbm)
+
+
+def fit_variant(rows: Sequence[Row], name: str) -> Predictor:
+    """Least squares on the relative error of the three-parameter variant ``name``."""
+    import numpy as np
+
+    feats = [variant_features(r[1], name) for r in rows]
+    y = np.array([r[2] for r in rows])
+    x = np.array([f[1] for f in feats])
+    w = 1.0 / y
+    coef, *_ = np.linalg.lstsq(x * w[:, None], (y - np.array([f[0] for f in feats])) * w, rcond=None)
+
+    def pred(s: Shape) -> float:
+        fill, f = variant_features(s, name)
+        return float(fill + np.dot(coef, f))
+    return pred
 
 
 def generation_rows(rows: Sequence[Row]) -> list[list[object]]:

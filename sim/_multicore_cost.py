@@ -71,6 +71,8 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
     if dim == "M" and layer.batch % c == 0:
         b = layer.batch // c
         return replace(layer, batch=b, shared=math.gcd(layer.shared, b))
+    if dim == "M" and layer.conv is not None:
+        return _conv_band(layer, c, i)
     size = {"M": layer.M, "N": layer.N, "K": layer.K}[dim]
     step = math.ceil(size / c)
     lo, hi = i * step, min(size, (i + 1) * step)
@@ -78,6 +80,20 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
         return None
     conv = layer.conv[:5] + (hi - lo,) + layer.conv[6:] if dim == "N" and layer.conv is not None else None
     return replace(layer, **{dim: hi - lo}, conv=conv)
+
+
+def _conv_band(layer: Layer, c: int, i: int) -> Layer | None:
+    """Core ``i``'s band of a conv's output rows (image rows, ``ceil(oh / c)`` each): a smaller conv on the input
+    rows that band reads, halo included, so each core fetches its slice of the input (plus ``fh - stride`` shared
+    rows) rather than its im2col rows."""
+    h, w, fh, fw, cin, cout, s = layer.conv[:7]
+    oh, ow = (h - fh) // s + 1, (w - fw) // s + 1
+    step = math.ceil(oh / c)
+    lo, hi = i * step, min(oh, (i + 1) * step)
+    if hi <= lo:
+        return None
+    rows_in = (hi - lo - 1) * s + fh
+    return replace(layer, M=(hi - lo) * ow, conv=(rows_in, w, fh, fw, cin, cout, s) + tuple(layer.conv[7:]))
 
 
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,

@@ -23,7 +23,18 @@ from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_pa
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
-from .schedule import SPLIT_DIMS, Schedule, Step, candidates, feeds, feeds_filter, make_schedule, objective_value, siblings
+from .schedule import (
+    SPLIT_DIMS,
+    Schedule,
+    Step,
+    candidates,
+    feeds,
+    feeds_filter,
+    flattens,
+    make_schedule,
+    objective_value,
+    siblings,
+)
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
@@ -354,14 +365,18 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
     through the shared memory (every core reading the part it needs over the interconnect)."""
     fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
+    prev: Layer | None = None
     for op, i_in, i_out, i_sib, i_fil in zip(group, fin, fout, sib, ffil, strict=True):
         if isinstance(op, VectorOp):
             r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
             continue
+        flat = i_in and prev is not None and flattens(prev, op)
         best = None
         for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
             src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+            if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
+                src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
@@ -370,7 +385,7 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if best is None or val < best[0]:
                 best = (val, dim, parts)
         assert best is not None
-        prev_dim = best[1]
+        prev_dim, prev = best[1], op
         r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
 
 

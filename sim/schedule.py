@@ -67,7 +67,14 @@ def feeds(prod: Layer, cons: Layer) -> bool:
     consumer's reduction dim is the producer's output width; for a conv consumer, its input channels)."""
     if cons.conv is not None:
         return prod.conv is not None and cons.conv[4] == prod.N and prod.batch == cons.batch
-    return prod.batch == cons.batch and prod.M == cons.M and cons.K == prod.N
+    return prod.batch == cons.batch and prod.M == cons.M and cons.K == prod.N or flattens(prod, cons)
+
+
+def flattens(prod: Layer, cons: Layer) -> bool:
+    """Whether GEMM ``cons`` reads conv ``prod``'s whole output map flattened (a CNN head: one row per image, the
+    reduction dim is the map's pixels x channels)."""
+    return prod.conv is not None and cons.conv is None and cons.M * cons.batch == prod.batch and \
+        cons.K == prod.M * prod.N
 
 
 def feeds_filter(prod: Layer, cons: Layer) -> bool:

@@ -98,3 +98,16 @@ def test_bench_predicts_a_measured_csv(tmp_path, capsys):
     assert bench.main(["--measured", str(mine), "--out", str(out)]) == 2  # never overwrites another run
     assert "already holds" in capsys.readouterr().err
     assert (out / "tpu_predictions.csv").read_text() == before
+
+
+def test_tiling_check_baseline_variant_is_the_model() -> None:
+    """The tiling check's "the model" row refits the same three parameters as the mechanism; each variant moves
+    the prediction (so the check compares something)."""
+    rows = [r for r in bench.shipped_rows() if max(r[1]) <= 512]
+    model, _ = bench.fit_mechanism(rows)
+    same = bench.fit_variant(rows, "the model")
+    for s in ((1024, 1024, 1024), (128, 640, 384), (32, 48, 112)):
+        assert math.isclose(same(s), model(s), rel_tol=1e-9)
+    for name in bench.VARIANTS[1:]:
+        other = bench.fit_variant(rows, name)
+        assert any(not math.isclose(other(s), model(s), rel_tol=1e-6) for s in ((1024, 896, 1024), (200, 300, 700)))

@@ -1,0 +1,48 @@
+"""A conv split on M across cores gives each core a band of output image rows: it reads its input rows with the
+halo, not its im2col rows (sim/_multicore_cost.py: _conv_band)."""
+
+from npukit.sim import conv_layer
+from npukit.sim._multicore_cost import sub_layer
+from npukit.sim._reuse import unique_total
+
+
+def test_conv_band_reads_its_rows_plus_halo() -> None:
+    layer = conv_layer("c", 18, 18, 3, 3, 16, 16, 1)  # 16 x 16 outputs
+    bands = [sub_layer(layer, "M", 4, i) for i in range(4)]
+    assert [b.M for b in bands] == [64, 64, 64, 64]  # 4 output rows of 16 each
+    assert sum(b.macs for b in bands) == layer.macs
+    assert all(b.conv[:2] == (6, 18) for b in bands)  # (4 - 1) * 1 + 3 input rows, full width
+    # each core's unique input: its 4 rows plus 2 halo rows; the four bands re-read 3 x 2 rows
+    per_core = [unique_total(b) for b in bands]
+    assert per_core == [6 * 18 * 16] * 4
+    assert sum(per_core) - unique_total(layer) == 3 * 2 * 18 * 16
+    # far below the im2col rows a plain GEMM split would read
+    assert per_core[0] < bands[0].M * bands[0].K / 5
+
+
+def test_conv_band_uneven_and_strided() -> None:
+    layer = conv_layer("c", 9, 9, 3, 3, 4, 8, 2)  # 4 x 4 outputs, stride 2
+    bands = [sub_layer(layer, "M", 3, i) for i in range(3)]
+    assert [b.M for b in bands[:2]] == [8, 8]
+    assert bands[2] is None  # ceil(4 / 3) = 2 rows per core: the third core gets none
+    assert bands[0].conv[0] == (2 - 1) * 2 + 3
+    assert sum(b.macs for b in bands if b) == layer.macs
+
+
+def test_flattened_conv_map_feeds_the_head_gemm() -> None:
+    from npukit.sim import Layer, VectorOp, Workload
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.schedule import fusion_groups
+
+    conv = conv_layer("conv", 18, 18, 3, 3, 8, 16, 1)  # 16 x 16 x 16 out
+    head = Layer("fc", 1, 10, 16 * 16 * 16)
+    wl = Workload("cnn_head", [conv, VectorOp("relu", "other", 16 * 16 * 16), head])
+    assert fusion_groups(wl, "chain") == [(0, 2)]
+    assert fusion_groups(Workload("x", [conv, Layer("fc", 1, 10, 4095)]), "chain") == []  # not the whole map
+    mc = load_multicore_arch("quad128")
+    plain = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "none/split").rows()}
+    fused = {r["name"]: r["dram_bytes"] for r in simulate_multicore(wl, mc, "chain/split").rows()}
+    inter = 16 * 16 * 16 * mc.cores[0].arch.bits.output / 8
+    assert plain["conv"] - fused["conv"] == inter  # the map is not written out
+    assert plain["fc"] - fused["fc"] == inter  # nor read back

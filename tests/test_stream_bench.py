@@ -1,0 +1,34 @@
+"""benchmarks/bench_vs_stream.py without Stream: the arch it builds from a Stream hardware summary and the off-chip
+round trips of Stream's per-layer mode."""
+
+from __future__ import annotations
+
+from npukit.benchmarks.bench_vs_stream import node_round_trip_bytes, npukit_arch, npukit_workload
+from npukit.sim import VectorOp
+
+
+def _hw() -> dict:
+    mem = [{"name": "rf", "size_bits": 64, "r_cost": 0.1, "w_cost": 0.1, "port_bits": 8},
+           {"name": "sram", "size_bits": 2 * 2**20 * 8, "r_cost": 416.0, "w_cost": 416.0, "port_bits": 2048}]
+    core = {"type": "compute", "array": [32, 32], "mac_pj": 0.04, "memories": mem}
+    off = {"type": "offchip", "array": None, "mac_pj": 0, "memories": [
+        {"name": "dram", "size_bits": 2**40, "r_cost": 1000.0, "w_cost": 1000.0, "port_bits": 64}]}
+    return {"name": "tpu_like_quad_core", "cores": {"0": core, "1": core, "2": core, "3": core, "4": off},
+            "offchip_core_id": 4, "links": [{"type": "link", "cores": [0, 1], "bandwidth_bits": 32,
+                                             "unit_energy_cost": 0}]}
+
+
+def test_arch_widths_by_name() -> None:
+    march = npukit_arch(_hw(), 8)
+    b = march.cores[0].arch.bits
+    assert (b.input, b.weight, b.output) == (8, 8, 8)  # the output is not the 32-bit psum width
+    assert (b.pe_psum, b.psum_buffer) == (32, 32)
+    assert len(march.cores) == 4 and march.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8
+
+
+def test_round_trips_of_vector_nodes() -> None:
+    assert node_round_trip_bytes(VectorOp("r", "other", 100), 16) == 2 * 200  # read x, write y
+    assert node_round_trip_bytes(VectorOp("a", "add", 100, inputs=2), 16) == 3 * 200
+    assert node_round_trip_bytes(VectorOp("s", "softmax", 128 * 128, reduce=128), 16) == 6 * 128 * 128 * 2
+    wl, bits = npukit_workload("resnet_subgraph")
+    assert bits == 16 and [op.kind for op in wl.layers] == ["conv", "vector", "conv", "vector"]
