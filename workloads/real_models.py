@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,7 +49,9 @@ from ..sim import check_integers, check_size, load_json
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
+from ._config_limits import check_config_limits
 from .loader import parse_options
+from .moe_routing import Routing, parse_routing
 
 __all__ = ["REAL_MODELS", "DIFFUSION_CLASSES", "RealModel", "workload_from_spec", "real_model_workload"]
 
@@ -71,6 +74,8 @@ class RealModel:
 REAL_MODELS: dict[str, RealModel] = {
     "llama-3.1-8b": RealModel("llama-3.1-8b.json", "transformers"),
     "llama-3.1-70b": RealModel("llama-3.1-70b.json", "transformers"),
+    "mixtral-8x7b": RealModel("mixtral-8x7b.json", "transformers"),
+    "deepseek-v2-lite": RealModel("deepseek-v2-lite.json", "transformers"),
     "flux.1-kontext-dev": RealModel("flux.1-kontext-dev.json", "diffusers", ref=1),
     "qwen-image-edit": RealModel("qwen-image-edit.json", "diffusers", ref=1),
 }
@@ -79,10 +84,15 @@ REAL_MODELS: dict[str, RealModel] = {
 DIFFUSION_CLASSES = ("FluxTransformer2DModel", "QwenImageTransformer2DModel")
 
 _PREFIXES = {"hf": "transformers", "diffusers": "diffusers"}
-_LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L"}
+_LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L", "routing": "uniform|zipf:S|FILE.json",
+               "mlp": "omnimoe|peer", "experts": "N", "topk": "K", "heads": "H", "shared": "I"}
+_MLP_OPTIONS = ("experts", "topk", "heads", "shared")  # sizes of mlp=omnimoe|peer (see _mlp_config)
+MLP_DEFAULTS = {"experts": 1024 * 1024, "topk": 32, "heads": 8}  # PEER's million experts (He 2024, arXiv:2407.04153)
 _DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps": "S"}
-_LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000}
-_TRACER_SOURCES = ("trace.py", "real_models.py")  # the model-spec loader (model_specs.py) does not shape traces
+_LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000,
+           "experts": 1 << 22, "topk": 4096, "heads": 256, "shared": 1 << 18}
+# the model-spec loader (model_specs.py) does not shape traces
+_TRACER_SOURCES = ("trace.py", "real_models.py", "_trace_moe.py", "moe_routing.py")
 
 
 # ---------------------------------------------------------------------------- spec parsing
@@ -141,11 +151,20 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
                 raise WorkloadError(f"workload '{spec}': phase must be prefill or decode, not '{val}'")
             opts[key] = val
             continue
+        if key == "mlp":
+            if val not in ("omnimoe", "peer"):
+                raise WorkloadError(f"workload '{spec}': mlp must be omnimoe or peer, not '{val}'")
+            opts[key] = val
+            continue
+        if key == "routing":
+            opts[key] = parse_routing(val, f"workload '{spec}'").text
+            continue
         low = 0 if key == "ref" else 1
         if not re.fullmatch(r"[0-9]+", val) or not low <= int(val) <= _LIMITS[key]:
             raise WorkloadError(f"workload '{spec}': {key} must be an integer from {low} to {_LIMITS[key]:,}, got '{val}'")
         opts[key] = int(val)
     if family == "lm":
+        _mlp_options(spec, opts)
         phase = opts.setdefault("phase", "prefill")
         if phase == "decode":
             if "seq" in opts:
@@ -167,6 +186,31 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
     return dict(sorted(opts.items()))
 
 
+def _mlp_options(spec: str, opts: dict[str, Any]) -> None:
+    """Check and default the ``mlp=`` options: sizes only with it, PEER's heads only for PEER, heads | topk."""
+    sizes = [k for k in _MLP_OPTIONS if k in opts]
+    if "mlp" not in opts:
+        if sizes:
+            raise WorkloadError(f"workload '{spec}': {sizes[0]}= sizes the MLP that mlp=omnimoe|peer puts in; give mlp too")
+        return
+    for key, val in MLP_DEFAULTS.items():
+        if key != "heads" or opts["mlp"] == "peer":
+            opts.setdefault(key, val)
+    if opts["mlp"] == "peer":
+        if "shared" in opts:
+            raise WorkloadError(f"workload '{spec}': shared=I sizes OmniMoE's shared MLP; PEER has none")
+        if opts["topk"] % opts["heads"]:
+            raise WorkloadError(f"workload '{spec}': PEER's topk ({opts['topk']}) must be a multiple of heads "
+                                f"({opts['heads']}): each head retrieves topk/heads experts")
+    elif "heads" in opts:
+        raise WorkloadError(f"workload '{spec}': heads=H is PEER's; OmniMoE routes with one Cartesian router")
+    n = math.isqrt(opts["experts"])
+    if n * n != opts["experts"]:
+        raise WorkloadError(f"workload '{spec}': experts must be a square (n*n product keys), got {opts['experts']:,}")
+    if opts["topk"] > opts["experts"]:
+        raise WorkloadError(f"workload '{spec}': topk ({opts['topk']}) is more than experts ({opts['experts']})")
+
+
 def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, Any]]:
     try:
         check_size(path, f"workload '{spec}': config file", WorkloadError)
@@ -184,6 +228,7 @@ def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, 
         raise WorkloadError(f"workload '{spec}': config file '{path}' must hold a JSON object")
     refuse_remote_code(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
     check_integers(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
+    check_config_limits(cfg, f"workload '{spec}': config file '{path}'")
     if library == "transformers" and not isinstance(cfg.get("model_type"), str):
         raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"model_type\" (a transformers config.json)")
     if library == "diffusers":
@@ -212,11 +257,15 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
     raw, cfg = _read_config(path, library, spec)
     steps = opts.get("steps", 1)
     trace_opts = {k: v for k, v in opts.items() if k != "steps"}
+    routing = parse_routing(opts["routing"], f"workload '{spec}'") if "routing" in opts else Routing()
+    if routing.kind == "file":  # the trace depends on the file's content, not only its name
+        trace_opts["routing_sha256"] = hashlib.sha256(json.dumps(routing.counts).encode()).hexdigest()
     key = _cache_key(library, raw, name, trace_opts)
     entry = _trace_cache.cache_dir() / f"{_safe(name)}-{key[:24]}.json"
     wl = _trace_cache.load(entry)
     if wl is None or wl.name != name:
-        traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin)
+        traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin and not routing.per_layer,
+                        routing=routing)
         traced.meta.update({
             "source": library,
             "config": path.name if builtin else str(path),
@@ -266,13 +315,14 @@ def _cache_key(library: str, raw: bytes, name: str, trace_opts: dict[str, Any]) 
 # the built-ins' repeated blocks: config key -> module list (all blocks of a list have one shape)
 _REPEATS = {
     "LlamaForCausalLM": {"num_hidden_layers": "model.layers"},
+    "MixtralForCausalLM": {"num_hidden_layers": "model.layers"},
     "FluxTransformer2DModel": {"num_layers": "transformer_blocks", "num_single_layers": "single_transformer_blocks"},
     "QwenImageTransformer2DModel": {"num_layers": "transformer_blocks"},
 }
 
 
 def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str,
-           repeats: bool = False) -> Workload:
+           repeats: bool = False, routing: Routing | None = None) -> Workload:
     """Build and trace the model; with ``repeats`` (the built-ins, whose blocks are identical by construction)
     one block of each repeated list is traced and its ops are repeated with the block index renamed, which
     gives the same workload as tracing all of them, in a fraction of the time."""
@@ -293,12 +343,20 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
     except Exception as e:
         raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
     with torch.no_grad(), _meta_safe():
-        wl = trace_workload(model, inputs, name)
+        wl = trace_workload(model, inputs, name, routing=routing)
     params = sum(p.numel() for p in model.parameters())
+    moe = wl.meta.get("moe")
+    inactive = dict(moe["inactive_params"]) if moe else {}
     for prefix, n in counts.items():
         block = model.get_submodule(f"{prefix}.0")
         params += (n - 1) * sum(p.numel() for p in block.parameters())
         wl = _repeat_block(wl, prefix, n, spec)
+        for mod in [m for m in inactive if m.startswith(f"{prefix}.0.")]:
+            inactive.update({f"{prefix}.{i}." + mod[len(prefix) + 3:]: inactive[mod] for i in range(1, n)})
+    if moe:
+        moe["layers"] = sum(1 for _ in inactive) if counts else moe["layers"]
+        moe["inactive_params"] = inactive
+        wl.meta["active_params"] = params - sum(inactive.values())
     wl = _share_kv_heads(wl, clean)
     wl.meta["class"] = type(model).__name__
     wl.meta["params"] = params
@@ -373,6 +431,10 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
         except ValueError:
             model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
             causal = False
+        if "mlp" in opts:
+            from ..models import replace_mlp
+
+            replace_mlp(model, _mlp_config(opts), copy_mlp=False)
     b = opts["batch"]
     meta = torch.device("meta")
     takes_cache = "use_cache" in inspect.signature(model.forward).parameters
@@ -396,6 +458,17 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
         cache.update(k, torch.empty_like(k), i)
     inputs = {"input_ids": torch.zeros(b, 1, dtype=torch.long, device=meta), "past_key_values": cache, "use_cache": True}
     return model, inputs, dtype
+
+
+def _mlp_config(opts: dict[str, Any]) -> Any:
+    """The OmniMoE or PEER layer that ``mlp=`` puts in place of every decoder MLP (PEER: softmax gates, the paper's)."""
+    from ..models import OmniMoEConfig, PEERConfig
+
+    if opts["mlp"] == "omnimoe":
+        return OmniMoEConfig(num_experts=opts["experts"], top_k=opts["topk"], intermediate_size=opts.get("shared"),
+                             backend="torch")
+    return PEERConfig(num_experts=opts["experts"], heads=opts["heads"], experts_per_head=opts["topk"] // opts["heads"],
+                      non_competing_scores=False)
 
 
 def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], spec: str) -> tuple[Any, Any, Any]:
