@@ -94,8 +94,9 @@ def moe_forwards(model: nn.Module, rec: _Recorder, state: MoeState) -> Iterator[
 
 
 @contextmanager
-def _scope(rec: _Recorder, name: str) -> Iterator[None]:
-    rec.modules.append(name)
+def _scope(rec: _Recorder, module: str, part: str) -> Iterator[None]:
+    """Ops issued inside are named ``<module>.<part>`` (``<part>`` for the root module)."""
+    rec.modules.append(f"{module}.{part}" if module else part)
     try:
         yield
     finally:
@@ -139,12 +140,12 @@ def _hf_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> Any
         for e, t in enumerate(loads):
             if not t:
                 continue
-            with _scope(rec, f"{name}.{e}"):
+            with _scope(rec, name, f"{e}"):
                 x = hidden_states.new_empty((t, hidden))
-                with _scope(rec, f"{name}.{e}.{up_name}"):
+                with _scope(rec, name, f"{e}.{up_name}"):
                     h = _linear(m, x, w_up[e], getattr(m, f"{up_name}_bias")[e] if m.has_bias else None)
                 h = m._apply_gate(h) if m.has_gate else m.act_fn(h)
-                with _scope(rec, f"{name}.{e}.down_proj"):
+                with _scope(rec, name, f"{e}.down_proj"):
                     y = _linear(m, h, w_down[e], m.down_proj_bias[e] if m.has_bias else None)
                 if getattr(m, "has_post_expert_norm", False):
                     y = m.post_expert_norm(y)
@@ -181,7 +182,7 @@ def _omnimoe_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -
         lp_x = F.log_softmax(m.router_norm_x(m.router_gate_x(x)) / t, dim=-1)
         lp_y = F.log_softmax(m.router_norm_y(m.router_gate_y(x)) / t, dim=-1)
         kk = min(k, n)
-        with _scope(rec, f"{name}.router"):
+        with _scope(rec, name, "router"):
             cand = lp_x.new_empty((tokens, kk, 1)) + lp_y.new_empty((tokens, 1, kk))
             gates = torch.exp(cand.reshape(tokens, -1)[:, :k])
         if name not in state.inactive:
@@ -190,12 +191,12 @@ def _omnimoe_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -
         loads = expert_loads(state.routing, tokens, k, n * n, state.next_layer(), state.what)
         shared = m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
         for load, count in sorted(Counter(c for c in loads if c).items()):
-            with _scope(rec, f"{name}.experts_up_m{load}"):
+            with _scope(rec, name, f"experts_up_m{load}"):
                 a = torch.bmm(x.new_empty((count, load, hidden)), x.new_empty((count, hidden, 1)))
             a = F.silu(a) * gates.new_empty((count, load, 1))
-            with _scope(rec, f"{name}.experts_down_m{load}"):
+            with _scope(rec, name, f"experts_down_m{load}"):
                 torch.bmm(a, x.new_empty((count, 1, hidden)))
-        with _scope(rec, f"{name}.experts"):
+        with _scope(rec, name, "experts"):
             y = x.new_empty((tokens * k, hidden))
             shared.index_add_(0, _meta_long(tokens * k), y)
             _scatter_add(rec, y)
@@ -215,7 +216,7 @@ def _peer_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> A
         flat = x.reshape(-1, dim)
         tokens, k = flat.shape[0], m.top_k
         q = m.to_queries(flat).view(tokens, 2, h, d)
-        with _scope(rec, f"{name}.product_keys"):
+        with _scope(rec, name, "product_keys"):
             sim = torch.einsum("tphd,hkpd->pthk", q, m.keys)
             kx = min(kh, n)
             cand = sim.new_empty((tokens * h, kx, 1)) + sim.new_empty((tokens * h, 1, kx))
@@ -225,10 +226,10 @@ def _peer_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> A
             table = m.weight_down_embed.weight.numel() + m.weight_up_embed.weight.numel()
             state.inactive[name] = table - table * k // m.num_experts
         state.next_layer()
-        with _scope(rec, f"{name}.tokens_up"):
+        with _scope(rec, name, "tokens_up"):
             a = torch.bmm(flat.new_empty((tokens, 1, dim)), flat.new_empty((tokens, dim, k)))
         a = F.gelu(a) * gates.reshape(tokens, 1, k)
-        with _scope(rec, f"{name}.tokens_down"):
+        with _scope(rec, name, "tokens_down"):
             out = torch.bmm(a, flat.new_empty((tokens, k, dim)))
         return out.reshape(shape)
 

@@ -127,10 +127,13 @@ def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
 
 
 def _split_path_options(rest: str) -> tuple[str, str]:
-    """``path[:key=val,...]`` -> (path, options)."""
-    head, sep, tail = rest.rpartition(":")
-    if sep and ("=" in tail or not tail):
-        return head, tail
+    """``path[:key=val,...]`` -> (path, options): the options start at the first ``:`` followed by ``key=``
+    (so that an option value may hold a ``:``, as ``routing=zipf:1.2`` does), else at a trailing ``:``."""
+    m = re.search(r":(?=[A-Za-z_][A-Za-z0-9_]*=)", rest)
+    if m and m.start() > 0:
+        return rest[: m.start()], rest[m.end():]
+    if rest.endswith(":"):
+        return rest[:-1], ""
     return rest, ""
 
 
