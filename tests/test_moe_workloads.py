@@ -266,7 +266,7 @@ def test_tiny_mixtral_prefill_and_decode(tmp_path):
     assert sum(ly.macs for ly in wl.layers if isinstance(ly, Layer)) == mixtral_macs(MOE_TINY, 64)
     assert wl.meta["moe"]["layers"] == 2 and wl.meta["active_params"] < wl.meta["params"]
     dec = load_workload(f"hf:{path}:phase=decode,kv=32,batch=4")  # 8 (1 - (3/4)^4) -> 5 experts per layer
-    hit = {ly.name.split(".")[4] for ly in dec.layers if ".layers.0.mlp.experts." in ly.name and isinstance(ly, Layer)}
+    hit = {ly.name.split(".")[5] for ly in dec.layers if ".layers.0.mlp.experts." in ly.name and isinstance(ly, Layer)}
     assert len(hit) == 5
     zipf = load_workload(f"hf:{path}:seq=64,routing=zipf:1.5")
     rows = [ly.M for ly in zipf.layers if isinstance(ly, Layer) and ly.name.startswith("model.layers.0.mlp.experts.")

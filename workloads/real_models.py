@@ -3,6 +3,8 @@
 Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_spec`:
 
 * a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` and ``llama-3.1-70b`` (transformers ``LlamaForCausalLM``),
+  the mixtures of experts ``mixtral-8x7b`` (``MixtralForCausalLM``) and ``deepseek-v2-lite`` (``DeepseekV2ForCausalLM``:
+  2 shared + 64 routed experts),
   ``flux.1-kontext-dev`` (diffusers ``FluxTransformer2DModel``), ``qwen-image-edit`` (diffusers
   ``QwenImageTransformer2DModel``), each from its public config in ``workloads/configs/`` (sources in the files);
 * ``hf:path/to/config.json``: transformers ``AutoConfig`` + ``AutoModelForCausalLM`` (else ``AutoModel``);
@@ -12,7 +14,14 @@ Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_
 each optionally followed by ``:key=value,...``. Language models take ``seq=N`` (prompt tokens, default 2048),
 ``batch=B`` (default 1), ``phase=prefill|decode`` (default prefill) and, for decode, ``kv=L``: one new token per
 sequence attending to a KV cache of L tokens (its attention GEMMs have K/N = L + 1, and each layer appends its new
-key and value rows: a ``kv_append`` op). Diffusion transformers take ``res=R`` (image side in pixels, a multiple of
+key and value rows: a ``kv_append`` op). Mixture-of-experts models take ``routing=uniform|zipf:S|FILE.json`` (how the
+tokens fall on the experts, default uniform: :mod:`npukit.workloads.moe_routing`; only the experts some token hits
+are computed and fetched). ``mlp=omnimoe|peer`` replaces every decoder MLP of a Llama/Qwen-family model with
+:func:`npukit.models.replace_mlp` (OmniMoE: expert-centric; PEER: token-centric gather), sized by ``experts=N`` (a
+square, default 1,048,576), ``topk=K`` (default 32), ``heads=H`` (PEER, default 8; K/H experts per head) and
+``shared=I`` (OmniMoE's shared SwiGLU, default the replaced MLP's size). ``meta['active_params']`` counts the
+parameters one token touches. Config sizes are checked before anything is built
+(:mod:`npukit.workloads._config_limits`). Diffusion transformers take ``res=R`` (image side in pixels, a multiple of
 16, default 1024: (R/16)^2 tokens per image after the VAE's 8x and the 2x2 patching), ``seq=N`` (text tokens,
 default 512), ``ref=K`` (reference images at the same resolution whose tokens join the sequence: 1 for the edit
 built-ins, else 0), ``batch=B`` and ``steps=S`` (denoising steps, default 1). The workload is one transformer
