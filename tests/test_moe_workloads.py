@@ -217,9 +217,18 @@ def test_unknown_experts_class_is_refused_on_meta():
 
     with torch.device("meta"):
         m = M()
-    with pytest.raises(WorkloadError, match="'experts' \\(MyExperts\\) is not one npukit can route"):
+    with pytest.raises(WorkloadError, match="'experts' \\(MyExperts\\) ran no expert GEMM"):
         trace_workload(m, torch.empty(2, 8, device="meta"))
     trace_workload(M(), torch.zeros(2, 8))  # real tensors: its own forward runs
+
+    class DenseExperts(MyExperts):  # computes every expert on every token (as Llama-4's): traced as it runs
+        def forward(self, x):
+            return torch.bmm(x.expand(4, -1, -1), self.w).sum(0)
+
+    with torch.device("meta"):
+        m.experts = DenseExperts()
+    wl = trace_workload(m, torch.empty(2, 8, device="meta"))
+    assert [ly.shape() for ly in wl.layers if isinstance(ly, Layer)][-1] == (2, 8, 8, 4)
 
 
 def test_omnimoe_and_peer_layers_traced_expert_and_token_centric():

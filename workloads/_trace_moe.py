@@ -21,8 +21,9 @@ tokens; on real tensors the module's own forward runs (its real routing is trace
   scores as they are, then per token ``x_t (1 x H) @ U_t (H x k)`` and ``a_t (1 x k) @ V_t (k x H)`` with the token's
   gathered expert rows (``batch = T``, no weight shared between tokens), named ``tokens_up`` / ``tokens_down``.
 
-A module whose class name ends in ``Experts`` but that is none of these raises :class:`WorkloadError` on meta
-inputs rather than be traced without its experts.
+A module whose class name ends in ``Experts`` but that is none of these runs its own forward; if on meta inputs it
+issues no GEMM (a value-routed loop that ran no expert) the trace raises :class:`WorkloadError` rather than lose its
+experts silently.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..sim.errors import WorkloadError
-from ._trace_record import _Recorder
+from ._trace_record import _Op, _Recorder
 from .moe_routing import Routing, expert_loads
 
 
@@ -108,14 +109,19 @@ def _meta_long(n: int) -> torch.Tensor:
 
 
 def _refuse(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> Any:
+    """An ``...Experts`` module npukit does not know: run it, and refuse if on meta inputs it issued no GEMM (a
+    value-routed loop that ran no expert); one that computes its experts densely (Llama-4's) is traced as it ran."""
     original = type(m).forward.__get__(m)
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        if any(isinstance(a, torch.Tensor) and a.is_meta for a in (*args, *kwargs.values())):
-            raise WorkloadError(f"{state.what}: mixture-of-experts module '{name}' ({type(m).__name__}) is not one "
-                                "npukit can route on the meta device (transformers' experts classes, OmniMoE, PEER); "
-                                "its expert GEMMs would be missing")
-        return original(*args, **kwargs)
+        before = sum(1 for op in rec.ops if isinstance(op, _Op))
+        out = original(*args, **kwargs)
+        meta = any(isinstance(a, torch.Tensor) and a.is_meta for a in (*args, *kwargs.values()))
+        if meta and sum(1 for op in rec.ops if isinstance(op, _Op)) == before:
+            raise WorkloadError(f"{state.what}: mixture-of-experts module '{name}' ({type(m).__name__}) ran no expert "
+                                "GEMM on the meta device and is not one npukit can route (transformers' experts "
+                                "classes, OmniMoE, PEER); its expert GEMMs would be missing")
+        return out
 
     return forward
 
