@@ -298,6 +298,10 @@ def test_tiny_deepseek_v2_shared_and_routed_experts(tmp_path):
     assert sum(ly.M for ly in routed if ly.name.endswith("gate_up_proj")) == 32 * 3
     assert g["model.layers.1.mlp.shared_experts.gate_proj"].shape() == (32, 2 * 16, 64, 1)  # 2 shared experts
     assert wl.meta["moe"]["layers"] == 2
+    dec = load_workload(f"hf:{path}:phase=decode,kv=16")  # the MLA cache holds the latent (16) and rotary key (8)
+    g = {ly.name: ly for ly in dec.layers if isinstance(ly, Layer)}
+    assert g["model.layers.1.self_attn.kv_b_proj"].M == 17  # transformers expands the latent of every cached token
+    assert sum(1 for n in g if n.startswith("model.layers.1.mlp.experts.") and n.endswith("gate_up_proj")) == 3
 
 
 @pytest.mark.slow

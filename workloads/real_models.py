@@ -44,9 +44,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import metadata
@@ -59,6 +58,7 @@ from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
 from ._config_limits import check_config_limits
+from ._mlp_option import check_mlp_options, mlp_config
 from .loader import parse_options
 from .moe_routing import Routing, parse_routing
 
@@ -95,13 +95,12 @@ DIFFUSION_CLASSES = ("FluxTransformer2DModel", "QwenImageTransformer2DModel")
 _PREFIXES = {"hf": "transformers", "diffusers": "diffusers"}
 _LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L", "routing": "uniform|zipf:S|FILE.json",
                "mlp": "omnimoe|peer", "experts": "N", "topk": "K", "heads": "H", "shared": "I"}
-_MLP_OPTIONS = ("experts", "topk", "heads", "shared")  # sizes of mlp=omnimoe|peer (see _mlp_config)
-MLP_DEFAULTS = {"experts": 1024 * 1024, "topk": 32, "heads": 8}  # PEER's million experts (He 2024, arXiv:2407.04153)
 _DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps": "S"}
 _LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000,
            "experts": 1 << 22, "topk": 4096, "heads": 256, "shared": 1 << 18}
 # the model-spec loader (model_specs.py) does not shape traces
-_TRACER_SOURCES = ("trace.py", "real_models.py", "_trace_moe.py", "moe_routing.py")
+_TRACER_SOURCES = ("trace.py", "real_models.py", "_trace_moe.py", "moe_routing.py", "_mlp_option.py",
+                   "_diffusion_inputs.py")
 
 
 # ---------------------------------------------------------------------------- spec parsing
@@ -176,7 +175,7 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
             raise WorkloadError(f"workload '{spec}': {key} must be an integer from {low} to {_LIMITS[key]:,}, got '{val}'")
         opts[key] = int(val)
     if family == "lm":
-        _mlp_options(spec, opts)
+        check_mlp_options(spec, opts)
         phase = opts.setdefault("phase", "prefill")
         if phase == "decode":
             if "seq" in opts:
@@ -196,31 +195,6 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
         opts.setdefault("steps", 1)
     opts.setdefault("batch", 1)
     return dict(sorted(opts.items()))
-
-
-def _mlp_options(spec: str, opts: dict[str, Any]) -> None:
-    """Check and default the ``mlp=`` options: sizes only with it, PEER's heads only for PEER, heads | topk."""
-    sizes = [k for k in _MLP_OPTIONS if k in opts]
-    if "mlp" not in opts:
-        if sizes:
-            raise WorkloadError(f"workload '{spec}': {sizes[0]}= sizes the MLP that mlp=omnimoe|peer puts in; give mlp too")
-        return
-    for key, val in MLP_DEFAULTS.items():
-        if key != "heads" or opts["mlp"] == "peer":
-            opts.setdefault(key, val)
-    if opts["mlp"] == "peer":
-        if "shared" in opts:
-            raise WorkloadError(f"workload '{spec}': shared=I sizes OmniMoE's shared MLP; PEER has none")
-        if opts["topk"] % opts["heads"]:
-            raise WorkloadError(f"workload '{spec}': PEER's topk ({opts['topk']}) must be a multiple of heads "
-                                f"({opts['heads']}): each head retrieves topk/heads experts")
-    elif "heads" in opts:
-        raise WorkloadError(f"workload '{spec}': heads=H is PEER's; OmniMoE routes with one Cartesian router")
-    n = math.isqrt(opts["experts"])
-    if n * n != opts["experts"]:
-        raise WorkloadError(f"workload '{spec}': experts must be a square (n*n product keys), got {opts['experts']:,}")
-    if opts["topk"] > opts["experts"]:
-        raise WorkloadError(f"workload '{spec}': topk ({opts['topk']}) is more than experts ({opts['experts']})")
 
 
 def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, Any]]:
@@ -446,7 +420,7 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
         if "mlp" in opts:
             from ..models import replace_mlp
 
-            replace_mlp(model, _mlp_config(opts), copy_mlp=False)
+            replace_mlp(model, mlp_config(opts), copy_mlp=False)
     b = opts["batch"]
     meta = torch.device("meta")
     takes_cache = "use_cache" in inspect.signature(model.forward).parameters
@@ -464,23 +438,16 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
     heads = text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    # per layer (key heads, key width, value width) of the cache; multi-head latent attention (DeepSeek-V2/V3) caches
+    # its compressed latent and rotary key as one head each, as transformers' DeepseekV2Attention does
+    rank, rope = getattr(text, "kv_lora_rank", None), getattr(text, "qk_rope_head_dim", None)
+    kv_heads, k_dim, v_dim = (1, rank, rope) if rank and rope else (kv_heads, head_dim, head_dim)
     cache = DynamicCache(config=model.config)
     for i in range(text.num_hidden_layers):  # L cached tokens per layer (shapes only)
-        k = torch.empty(b, kv_heads, opts["kv"], head_dim, dtype=dtype, device=meta)
-        cache.update(k, torch.empty_like(k), i)
+        k = torch.empty(b, kv_heads, opts["kv"], k_dim, dtype=dtype, device=meta)
+        cache.update(k, torch.empty(b, kv_heads, opts["kv"], v_dim, dtype=dtype, device=meta), i)
     inputs = {"input_ids": torch.zeros(b, 1, dtype=torch.long, device=meta), "past_key_values": cache, "use_cache": True}
     return model, inputs, dtype
-
-
-def _mlp_config(opts: dict[str, Any]) -> Any:
-    """The OmniMoE or PEER layer that ``mlp=`` puts in place of every decoder MLP (PEER: softmax gates, the paper's)."""
-    from ..models import OmniMoEConfig, PEERConfig
-
-    if opts["mlp"] == "omnimoe":
-        return OmniMoEConfig(num_experts=opts["experts"], top_k=opts["topk"], intermediate_size=opts.get("shared"),
-                             backend="torch")
-    return PEERConfig(num_experts=opts["experts"], heads=opts["heads"], experts_per_head=opts["topk"] // opts["heads"],
-                      non_competing_scores=False)
 
 
 def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], spec: str) -> tuple[Any, Any, Any]:
@@ -500,51 +467,6 @@ def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str,
             model = cls.from_config(clean).to(dtype)
     finally:
         log.setLevel(level)
-    return model, _DIFFUSION_INPUTS[cfg["_class_name"]](model.config, opts, dtype), dtype
+    from ._diffusion_inputs import DIFFUSION_INPUTS
 
-
-def _image_tokens(opts: dict[str, Any]) -> tuple[int, int]:
-    """(tokens per image side, image tokens of the generated and reference images) at ``res``."""
-    side = opts["res"] // 16  # VAE 8x down, then 2x2 patches packed into one token
-    return side, side * side * (1 + opts["ref"])
-
-
-def _flux_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
-    """FLUX.1 (Kontext): packed latents of the image and its references, T5 text states, CLIP pooled text."""
-    import torch
-
-    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
-    _, n = _image_tokens(opts)
-    inputs = {
-        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
-        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
-        "pooled_projections": torch.empty(b, config.pooled_projection_dim, dtype=dtype, device=meta),
-        "timestep": torch.empty(b, dtype=dtype, device=meta),
-        "img_ids": torch.empty(n, 3, device=meta),
-        "txt_ids": torch.empty(t, 3, device=meta),
-        "return_dict": False,
-    }
-    if config.guidance_embeds:
-        inputs["guidance"] = torch.empty(b, dtype=dtype, device=meta)
-    return inputs
-
-
-def _qwen_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
-    """Qwen-Image (Edit): packed latents of the image and its references, Qwen2.5-VL text states."""
-    import torch
-
-    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
-    side, n = _image_tokens(opts)
-    return {
-        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
-        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
-        "timestep": torch.empty(b, dtype=dtype, device=meta),
-        "img_shapes": [[(1, side, side)] * (1 + opts["ref"])] * b,
-        "return_dict": False,
-    }
-
-
-_DIFFUSION_INPUTS: dict[str, Callable[[Any, dict[str, Any], Any], dict[str, Any]]] = {
-    "FluxTransformer2DModel": _flux_inputs,
-    "QwenImageTransformer2DModel": _qwen_inputs,
-}
+    return model, DIFFUSION_INPUTS[cfg["_class_name"]](model.config, opts, dtype), dtype
