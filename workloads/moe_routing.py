@@ -171,6 +171,11 @@ def expert_loads(routing: Routing, tokens: int, top_k: int, num_experts: int, la
         row = routing.counts_for(layer, num_experts, what) or ()
         if sum(row) == tokens * top_k and all(float(c).is_integer() and c <= tokens for c in row):
             return [int(c) for c in row]  # measured at this token count: as given
+    if routing.kind == "uniform":  # the same rule, without per-expert lists to sort (a million atomic experts)
+        d = max(top_k, min(round(num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)), num_experts,
+                           tokens * top_k))
+        extra = _deal(tokens * top_k - d, [1.0] * d, tokens - 1)
+        return [1 + e for e in extra] + [0] * (num_experts - d)
     k = top_k
     q = _probabilities(routing, num_experts, top_k, layer, what)
     hit = [i for i in range(num_experts) if q[i] > 0]
