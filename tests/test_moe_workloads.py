@@ -281,6 +281,19 @@ def test_tiny_mixtral_prefill_and_decode(tmp_path):
     rows = [ly.M for ly in zipf.layers if isinstance(ly, Layer) and ly.name.startswith("model.layers.0.mlp.experts.")
             and ly.name.endswith("gate_up_proj")]
     assert rows == expert_loads(parse_routing("zipf:1.5", "t"), 64, 2, 8)
+    per_layer = _write(tmp_path, "measured.json", {"counts": [[64, 64] + [0] * 6, [0] * 6 + [64, 64]]})
+    wl = load_workload(f"hf:{path}:seq=64,routing={per_layer}")
+    hit = sorted(ly.name.split(".")[2] + "/" + ly.name.split(".")[5] for ly in wl.layers
+                 if isinstance(ly, Layer) and ly.name.endswith("gate_up_proj"))
+    assert hit == ["0/0", "0/1", "1/6", "1/7"] and wl.meta["options"]["routing"] == str(per_layer)
+
+
+def test_hf_spec_options_may_hold_a_colon():
+    from npukit.workloads.real_models import _split_path_options
+
+    assert _split_path_options("/m/config.json:seq=8,routing=zipf:1.2") == ("/m/config.json", "seq=8,routing=zipf:1.2")
+    assert _split_path_options("/m/config.json") == ("/m/config.json", "")
+    assert _split_path_options("/m/config.json:") == ("/m/config.json", "")
 
 
 @pytest.mark.slow
