@@ -168,7 +168,7 @@ def test_cache_round_trip_and_corrupt_entries(tmp_path):
 def test_cache_hit_and_rewrite_of_a_corrupt_entry(tmp_path, monkeypatch):
     calls = []
 
-    def fake_trace(library, cfg, opts, name, spec, repeats=False):
+    def fake_trace(library, cfg, opts, name, spec, repeats=False, **_):
         calls.append(opts)
         return Workload(name, [Layer("fc", opts["seq"], 8, 8), VectorOp("act", "silu", 8 * opts["seq"])], {})
 
@@ -194,7 +194,7 @@ def test_cache_hit_and_rewrite_of_a_corrupt_entry(tmp_path, monkeypatch):
 
 
 def test_steps_multiply_batch_after_the_cache(tmp_path, monkeypatch):
-    def fake_trace(library, cfg, opts, name, spec, repeats=False):
+    def fake_trace(library, cfg, opts, name, spec, repeats=False, **_):
         return Workload(name, [Layer("fc", 4, 4, 4, 2), VectorOp("v", "gelu", 9)], {})
 
     monkeypatch.setattr(real_models, "_trace", fake_trace)

@@ -62,7 +62,7 @@ def test_remote_code_is_never_trusted_in_the_source() -> None:
 def _traced(monkeypatch, tmp_path):
     calls: list[int] = []
 
-    def fake_trace(library, cfg, opts, name, spec, repeats=False):
+    def fake_trace(library, cfg, opts, name, spec, repeats=False, **_):
         calls.append(1)
         return Workload(name, [Layer("fc", opts["seq"], 8, 8), VectorOp("act", "silu", 8 * opts["seq"])], {})
 

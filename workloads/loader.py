@@ -29,7 +29,7 @@ WORKLOAD_FORMS = (
     "gemm:M=..,N=..,K=..",
     "a SCALE-Sim topology FILE.csv",
     "an ONNX FILE.onnx",
-    "a real model (llama-3.1-8b, flux.1-kontext-dev, qwen-image-edit)[:key=val,...]",
+    "a real model (llama-3.1-8b, mixtral-8x7b, deepseek-v2-lite, flux.1-kontext-dev, qwen-image-edit)[:key=val,...]",
     "hf:CONFIG.json[:key=val,...] or diffusers:CONFIG.json[:key=val,...]",
     "torch:NAME (resnet18, minilm)",
     "FILE.py:FACTORY or module:FACTORY (runs that code; refused where code may not run)",

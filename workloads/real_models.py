@@ -3,6 +3,8 @@
 Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_spec`:
 
 * a built-in of :data:`REAL_MODELS`: ``llama-3.1-8b`` and ``llama-3.1-70b`` (transformers ``LlamaForCausalLM``),
+  the mixtures of experts ``mixtral-8x7b`` (``MixtralForCausalLM``) and ``deepseek-v2-lite`` (``DeepseekV2ForCausalLM``:
+  2 shared + 64 routed experts),
   ``flux.1-kontext-dev`` (diffusers ``FluxTransformer2DModel``), ``qwen-image-edit`` (diffusers
   ``QwenImageTransformer2DModel``), each from its public config in ``workloads/configs/`` (sources in the files);
 * ``hf:path/to/config.json``: transformers ``AutoConfig`` + ``AutoModelForCausalLM`` (else ``AutoModel``);
@@ -12,7 +14,14 @@ Spec forms (the ``--workload`` of ``npukit sim``), read by :func:`workload_from_
 each optionally followed by ``:key=value,...``. Language models take ``seq=N`` (prompt tokens, default 2048),
 ``batch=B`` (default 1), ``phase=prefill|decode`` (default prefill) and, for decode, ``kv=L``: one new token per
 sequence attending to a KV cache of L tokens (its attention GEMMs have K/N = L + 1, and each layer appends its new
-key and value rows: a ``kv_append`` op). Diffusion transformers take ``res=R`` (image side in pixels, a multiple of
+key and value rows: a ``kv_append`` op). Mixture-of-experts models take ``routing=uniform|zipf:S|FILE.json`` (how the
+tokens fall on the experts, default uniform: :mod:`npukit.workloads.moe_routing`; only the experts some token hits
+are computed and fetched). ``mlp=omnimoe|peer`` replaces every decoder MLP of a Llama/Qwen-family model with
+:func:`npukit.models.replace_mlp` (OmniMoE: expert-centric; PEER: token-centric gather), sized by ``experts=N`` (a
+square, default 1,048,576), ``topk=K`` (default 32), ``heads=H`` (PEER, default 8; K/H experts per head) and
+``shared=I`` (OmniMoE's shared SwiGLU, default the replaced MLP's size). ``meta['active_params']`` counts the
+parameters one token touches. Config sizes are checked before anything is built
+(:mod:`npukit.workloads._config_limits`). Diffusion transformers take ``res=R`` (image side in pixels, a multiple of
 16, default 1024: (R/16)^2 tokens per image after the VAE's 8x and the 2x2 patching), ``seq=N`` (text tokens,
 default 512), ``ref=K`` (reference images at the same resolution whose tokens join the sequence: 1 for the edit
 built-ins, else 0), ``batch=B`` and ``steps=S`` (denoising steps, default 1). The workload is one transformer
@@ -36,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import metadata
@@ -48,7 +57,10 @@ from ..sim import check_integers, check_size, load_json
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
+from ._config_limits import check_config_limits
+from ._mlp_option import check_mlp_options, mlp_config
 from .loader import parse_options
+from .moe_routing import Routing, parse_routing
 
 __all__ = ["REAL_MODELS", "DIFFUSION_CLASSES", "RealModel", "workload_from_spec", "real_model_workload"]
 
@@ -71,6 +83,8 @@ class RealModel:
 REAL_MODELS: dict[str, RealModel] = {
     "llama-3.1-8b": RealModel("llama-3.1-8b.json", "transformers"),
     "llama-3.1-70b": RealModel("llama-3.1-70b.json", "transformers"),
+    "mixtral-8x7b": RealModel("mixtral-8x7b.json", "transformers"),
+    "deepseek-v2-lite": RealModel("deepseek-v2-lite.json", "transformers"),
     "flux.1-kontext-dev": RealModel("flux.1-kontext-dev.json", "diffusers", ref=1),
     "qwen-image-edit": RealModel("qwen-image-edit.json", "diffusers", ref=1),
 }
@@ -79,10 +93,14 @@ REAL_MODELS: dict[str, RealModel] = {
 DIFFUSION_CLASSES = ("FluxTransformer2DModel", "QwenImageTransformer2DModel")
 
 _PREFIXES = {"hf": "transformers", "diffusers": "diffusers"}
-_LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L"}
+_LM_OPTIONS = {"seq": "N", "batch": "B", "phase": "prefill|decode", "kv": "L", "routing": "uniform|zipf:S|FILE.json",
+               "mlp": "omnimoe|peer", "experts": "N", "topk": "K", "heads": "H", "shared": "I"}
 _DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps": "S"}
-_LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000}
-_TRACER_SOURCES = ("trace.py", "real_models.py")  # the model-spec loader (model_specs.py) does not shape traces
+_LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000,
+           "experts": 1 << 22, "topk": 4096, "heads": 256, "shared": 1 << 18}
+# the model-spec loader (model_specs.py) does not shape traces
+_TRACER_SOURCES = ("trace.py", "real_models.py", "_trace_moe.py", "moe_routing.py", "_mlp_option.py",
+                   "_diffusion_inputs.py")
 
 
 # ---------------------------------------------------------------------------- spec parsing
@@ -117,10 +135,13 @@ def workload_from_spec(spec: str, input_shape: str | None = None) -> Workload:
 
 
 def _split_path_options(rest: str) -> tuple[str, str]:
-    """``path[:key=val,...]`` -> (path, options)."""
-    head, sep, tail = rest.rpartition(":")
-    if sep and ("=" in tail or not tail):
-        return head, tail
+    """``path[:key=val,...]`` -> (path, options): the options start at the first ``:`` followed by ``key=``
+    (so that an option value may hold a ``:``, as ``routing=zipf:1.2`` does), else at a trailing ``:``."""
+    m = re.search(r":(?=[A-Za-z_][A-Za-z0-9_]*=)", rest)
+    if m and m.start() > 0:
+        return rest[: m.start()], rest[m.end():]
+    if rest.endswith(":"):
+        return rest[:-1], ""
     return rest, ""
 
 
@@ -141,11 +162,20 @@ def _parse_options(spec: str, text: str, family: str, ref_default: int) -> dict[
                 raise WorkloadError(f"workload '{spec}': phase must be prefill or decode, not '{val}'")
             opts[key] = val
             continue
+        if key == "mlp":
+            if val not in ("omnimoe", "peer"):
+                raise WorkloadError(f"workload '{spec}': mlp must be omnimoe or peer, not '{val}'")
+            opts[key] = val
+            continue
+        if key == "routing":
+            opts[key] = parse_routing(val, f"workload '{spec}'").text
+            continue
         low = 0 if key == "ref" else 1
         if not re.fullmatch(r"[0-9]+", val) or not low <= int(val) <= _LIMITS[key]:
             raise WorkloadError(f"workload '{spec}': {key} must be an integer from {low} to {_LIMITS[key]:,}, got '{val}'")
         opts[key] = int(val)
     if family == "lm":
+        check_mlp_options(spec, opts)
         phase = opts.setdefault("phase", "prefill")
         if phase == "decode":
             if "seq" in opts:
@@ -184,6 +214,7 @@ def _read_config(path: Path, library: str, spec: str) -> tuple[bytes, dict[str, 
         raise WorkloadError(f"workload '{spec}': config file '{path}' must hold a JSON object")
     refuse_remote_code(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
     check_integers(cfg, f"workload '{spec}': config file '{path}'", WorkloadError)
+    check_config_limits(cfg, f"workload '{spec}': config file '{path}'")
     if library == "transformers" and not isinstance(cfg.get("model_type"), str):
         raise WorkloadError(f"workload '{spec}': config file '{path}' has no \"model_type\" (a transformers config.json)")
     if library == "diffusers":
@@ -212,11 +243,15 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
     raw, cfg = _read_config(path, library, spec)
     steps = opts.get("steps", 1)
     trace_opts = {k: v for k, v in opts.items() if k != "steps"}
+    routing = parse_routing(opts["routing"], f"workload '{spec}'") if "routing" in opts else Routing()
+    if routing.kind == "file":  # the trace depends on the file's content, not only its name
+        trace_opts["routing_sha256"] = hashlib.sha256(json.dumps(routing.counts).encode()).hexdigest()
     key = _cache_key(library, raw, name, trace_opts)
     entry = _trace_cache.cache_dir() / f"{_safe(name)}-{key[:24]}.json"
     wl = _trace_cache.load(entry)
     if wl is None or wl.name != name:
-        traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin)
+        traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin and not routing.per_layer,
+                        routing=routing)
         traced.meta.update({
             "source": library,
             "config": path.name if builtin else str(path),
@@ -266,13 +301,14 @@ def _cache_key(library: str, raw: bytes, name: str, trace_opts: dict[str, Any]) 
 # the built-ins' repeated blocks: config key -> module list (all blocks of a list have one shape)
 _REPEATS = {
     "LlamaForCausalLM": {"num_hidden_layers": "model.layers"},
+    "MixtralForCausalLM": {"num_hidden_layers": "model.layers"},
     "FluxTransformer2DModel": {"num_layers": "transformer_blocks", "num_single_layers": "single_transformer_blocks"},
     "QwenImageTransformer2DModel": {"num_layers": "transformer_blocks"},
 }
 
 
 def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str,
-           repeats: bool = False) -> Workload:
+           repeats: bool = False, routing: Routing | None = None) -> Workload:
     """Build and trace the model; with ``repeats`` (the built-ins, whose blocks are identical by construction)
     one block of each repeated list is traced and its ops are repeated with the block index renamed, which
     gives the same workload as tracing all of them, in a fraction of the time."""
@@ -293,12 +329,20 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
     except Exception as e:
         raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
     with torch.no_grad(), _meta_safe():
-        wl = trace_workload(model, inputs, name)
+        wl = trace_workload(model, inputs, name, routing=routing)
     params = sum(p.numel() for p in model.parameters())
+    moe = wl.meta.get("moe")
+    inactive = dict(moe["inactive_params"]) if moe else {}
     for prefix, n in counts.items():
         block = model.get_submodule(f"{prefix}.0")
         params += (n - 1) * sum(p.numel() for p in block.parameters())
         wl = _repeat_block(wl, prefix, n, spec)
+        for mod in [m for m in inactive if m.startswith(f"{prefix}.0.")]:
+            inactive.update({f"{prefix}.{i}." + mod[len(prefix) + 3:]: inactive[mod] for i in range(1, n)})
+    if moe:
+        moe["layers"] = sum(1 for _ in inactive) if counts else moe["layers"]
+        moe["inactive_params"] = inactive
+        wl.meta["active_params"] = params - sum(inactive.values())
     wl = _share_kv_heads(wl, clean)
     wl.meta["class"] = type(model).__name__
     wl.meta["params"] = params
@@ -373,6 +417,10 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
         except ValueError:
             model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
             causal = False
+        if "mlp" in opts:
+            from ..models import replace_mlp
+
+            replace_mlp(model, mlp_config(opts), copy_mlp=False)
     b = opts["batch"]
     meta = torch.device("meta")
     takes_cache = "use_cache" in inspect.signature(model.forward).parameters
@@ -390,10 +438,14 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
     heads = text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    # per layer (key heads, key width, value width) of the cache; multi-head latent attention (DeepSeek-V2/V3) caches
+    # its compressed latent and rotary key as one head each, as transformers' DeepseekV2Attention does
+    rank, rope = getattr(text, "kv_lora_rank", None), getattr(text, "qk_rope_head_dim", None)
+    kv_heads, k_dim, v_dim = (1, rank, rope) if rank and rope else (kv_heads, head_dim, head_dim)
     cache = DynamicCache(config=model.config)
     for i in range(text.num_hidden_layers):  # L cached tokens per layer (shapes only)
-        k = torch.empty(b, kv_heads, opts["kv"], head_dim, dtype=dtype, device=meta)
-        cache.update(k, torch.empty_like(k), i)
+        k = torch.empty(b, kv_heads, opts["kv"], k_dim, dtype=dtype, device=meta)
+        cache.update(k, torch.empty(b, kv_heads, opts["kv"], v_dim, dtype=dtype, device=meta), i)
     inputs = {"input_ids": torch.zeros(b, 1, dtype=torch.long, device=meta), "past_key_values": cache, "use_cache": True}
     return model, inputs, dtype
 
@@ -415,51 +467,6 @@ def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str,
             model = cls.from_config(clean).to(dtype)
     finally:
         log.setLevel(level)
-    return model, _DIFFUSION_INPUTS[cfg["_class_name"]](model.config, opts, dtype), dtype
+    from ._diffusion_inputs import DIFFUSION_INPUTS
 
-
-def _image_tokens(opts: dict[str, Any]) -> tuple[int, int]:
-    """(tokens per image side, image tokens of the generated and reference images) at ``res``."""
-    side = opts["res"] // 16  # VAE 8x down, then 2x2 patches packed into one token
-    return side, side * side * (1 + opts["ref"])
-
-
-def _flux_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
-    """FLUX.1 (Kontext): packed latents of the image and its references, T5 text states, CLIP pooled text."""
-    import torch
-
-    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
-    _, n = _image_tokens(opts)
-    inputs = {
-        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
-        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
-        "pooled_projections": torch.empty(b, config.pooled_projection_dim, dtype=dtype, device=meta),
-        "timestep": torch.empty(b, dtype=dtype, device=meta),
-        "img_ids": torch.empty(n, 3, device=meta),
-        "txt_ids": torch.empty(t, 3, device=meta),
-        "return_dict": False,
-    }
-    if config.guidance_embeds:
-        inputs["guidance"] = torch.empty(b, dtype=dtype, device=meta)
-    return inputs
-
-
-def _qwen_inputs(config: Any, opts: dict[str, Any], dtype: Any) -> dict[str, Any]:
-    """Qwen-Image (Edit): packed latents of the image and its references, Qwen2.5-VL text states."""
-    import torch
-
-    meta, b, t = torch.device("meta"), opts["batch"], opts["seq"]
-    side, n = _image_tokens(opts)
-    return {
-        "hidden_states": torch.empty(b, n, config.in_channels, dtype=dtype, device=meta),
-        "encoder_hidden_states": torch.empty(b, t, config.joint_attention_dim, dtype=dtype, device=meta),
-        "timestep": torch.empty(b, dtype=dtype, device=meta),
-        "img_shapes": [[(1, side, side)] * (1 + opts["ref"])] * b,
-        "return_dict": False,
-    }
-
-
-_DIFFUSION_INPUTS: dict[str, Callable[[Any, dict[str, Any], Any], dict[str, Any]]] = {
-    "FluxTransformer2DModel": _flux_inputs,
-    "QwenImageTransformer2DModel": _qwen_inputs,
-}
+    return model, DIFFUSION_INPUTS[cfg["_class_name"]](model.config, opts, dtype), dtype

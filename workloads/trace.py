@@ -72,7 +72,9 @@ from ._trace_lower import (
     _record_vector,
 )
 from ._trace_meta import _FAST_GEMM, _FAST_POINTWISE, _fast_meta
+from ._trace_moe import MoeState, moe_forwards
 from ._trace_record import _Recorder
+from .moe_routing import Routing
 
 __all__ = ["trace_workload"]
 
@@ -194,7 +196,7 @@ def _shape_of(x: Any) -> Any:
 
 
 def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name: str = "model",
-                   vector_ops: bool = True) -> Workload:
+                   vector_ops: bool = True, routing: Routing | None = None) -> Workload:
     """Run ``model(*example_inputs)`` once and return its GEMM-like and vector ops as a :class:`Workload`.
 
     ``example_inputs`` is a Tensor, a tuple of positional inputs or a dict of keyword inputs; the model and its
@@ -214,11 +216,17 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
     recorded: ops inside a recorded op, bias adds inside a linear/conv call, data movement (views, copies, dtype
     casts, concatenation, indexing) and integer/boolean index or mask arithmetic. Raises :class:`WorkloadError`
     (one line) if the forward pass fails or the model has no linear, conv, matmul or attention op.
+
+    Mixture-of-experts layers (transformers' experts classes, npukit's OmniMoE and PEER) on meta inputs compute the
+    tokens ``routing`` sends each expert (default uniform; see :mod:`npukit.workloads.moe_routing` and
+    :mod:`npukit.workloads._trace_moe`); ``meta['moe']`` then holds the routing, the number of MoE layers run and,
+    per experts module, the parameters one token does not touch (``inactive_params``).
     """
     if not isinstance(model, nn.Module):
         raise WorkloadError(f"trace_workload needs a torch.nn.Module, got {type(model).__name__}")
     args, kwargs = _split_inputs(example_inputs)
     rec = _Recorder(model, vector_ops)
+    moe = MoeState(routing or Routing(), f"model '{name}'")
     training = {m: m.training for m in model.modules()}
     handles = []
     patched: list[tuple[Any, str, Any]] = []
@@ -231,7 +239,7 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
             if op is not None:
                 rec.vec_modules[mname] = op
         patched = _patch_library_functions(rec)
-        with torch.no_grad(), _GemmCapture(rec), _CallSites(rec):
+        with torch.no_grad(), moe_forwards(model, rec, moe), _GemmCapture(rec), _CallSites(rec):
             model(*args, **kwargs)
     except WorkloadError:
         raise
@@ -253,4 +261,6 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
         "dtypes": dtypes,
         "aten_ops": aten_ops,
     }
+    if moe.layers:
+        meta["moe"] = {"routing": moe.routing.text, "layers": moe.layers, "inactive_params": moe.inactive}
     return Workload(name, layers, meta)
