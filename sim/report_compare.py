@@ -15,6 +15,7 @@ from .palette import HIGHER, LOWER, cycle_colors
 from .report_figures import (
     FIG_WIDTH_IN,
     PJ_PER_UJ,
+    _num,
     axis_label,
     bar_figure,
     component_order,
@@ -138,7 +139,7 @@ def compare_components(runs: list[Run]) -> tuple[bytes, str]:
         ax1.barh(yj, vals, height=h, color=pal[j], label=fig_text(run.label))
         for y, v in zip(yj, vals, strict=True):
             if v > 0:
-                ax1.annotate(f"{v:,.4g}", (v, y), xytext=(2, 0), textcoords="offset points", va="center", fontsize=6)
+                ax1.annotate(_num(v), (v, y), xytext=(2, 0), textcoords="offset points", va="center", fontsize=6)
         if j == 0:
             continue
         rel = [_rel(run.components.get(c, 0.0), base.components.get(c, 0.0)) for c in comps]
@@ -176,6 +177,8 @@ def layer_deltas(runs: list[Run], top: int) -> dict[str, tuple[bytes, str]]:
     """Per-group difference from the baseline (energy uJ and cycles), one figure per other ledger; groups
     matched by name (a group missing on one side counts as 0 there); the ``top`` largest energy changes and
     the rest as one "other"."""
+    from matplotlib.ticker import FuncFormatter
+
     base = runs[0]
     noun = base.group
     out: dict[str, tuple[bytes, str]] = {}
@@ -203,9 +206,11 @@ def layer_deltas(runs: list[Run], top: int) -> dict[str, tuple[bytes, str]]:
                 ax.text(0.5, 0.5, f"no {noun} differs in {unit}", transform=ax.transAxes, ha="center", color="#555")
             ax.grid(axis="x", alpha=0.3)
             ax.margins(x=0.12)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda t, _: f"{t:,.0f}" if abs(t) >= 10 or t == 0 else f"{t:g}"))
             for y, v in zip(ys, vals, strict=True):
                 if v:
-                    ax.annotate(f"{v:+,.4g}", (v, y), xytext=(3 if v > 0 else -3, 0), textcoords="offset points",
+                    sign = "+" if v > 0 else "-"
+                    ax.annotate(sign + _num(abs(v)), (v, y), xytext=(3 if v > 0 else -3, 0), textcoords="offset points",
                                 va="center", ha="left" if v > 0 else "right", fontsize=7)
         ax1.set_yticks(ys, [axis_label(v.scope) for v in shown], fontsize=8)
         ax1.set_ylim(len(shown) - 0.5, -0.5)

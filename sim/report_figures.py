@@ -117,6 +117,9 @@ def _bar_axes(ax: Any, views: list[LayerView], xlabel: str, title: str, noun: st
     ax.grid(axis="x", alpha=0.3)
     if right is not None and right > 0:
         ax.set_xlim(0, right)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 or v == 0 else f"{v:g}"))
 
 
 def _shown(run: Run, top: int, key: str) -> tuple[list[LayerView], str]:
@@ -143,6 +146,11 @@ def _stack(ax: Any, views: list[LayerView], series: list[tuple[str, str, Any]]) 
     return left
 
 
+def _num(v: float) -> str:
+    """A bar's value: thousands separated from 100 on, else 3 significant digits."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _end_labels(ax: Any, totals: list[float], texts: list[str]) -> None:
     for y, (t, s) in enumerate(zip(totals, texts, strict=True)):
         if t > 0:
@@ -163,7 +171,7 @@ def _per_run(runs: list[Run], figs: dict[str, tuple[bytes, str]], top: int) -> N
         ax = fig.add_subplot()
         tot = run.energy_pj or 1.0
         totals = _stack(ax, views, [(c, color[c], lambda v, c=c: v.energy_pj.get(c, 0.0) / PJ_PER_UJ) for c in comps])
-        _end_labels(ax, totals, [f"{t:,.4g} ({100 * v.total_energy_pj / tot:.1f}%)" for t, v in zip(totals, views,
+        _end_labels(ax, totals, [f"{_num(t)} ({100 * v.total_energy_pj / tot:.1f}%)" for t, v in zip(totals, views,
                                                                                                    strict=True)])
         _bar_axes(ax, views, "energy (uJ); label: uJ (share of the total)", f"Energy per {noun}: {run.label}", noun,
                   e_top)
