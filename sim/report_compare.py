@@ -78,7 +78,9 @@ def roofline(runs: list[Run]) -> tuple[bytes, str] | None:
     ax.set_title(f"Roofline: each {noun} a point")
     ax.grid(which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="upper left")
-    labelled = _label_points(fig, ax, pts[0][1] or next(p for _, p in pts if p))
+    avoid = [(ridge * 1.1, peak / 1.5, f"ridge {ridge:,.4g} ops/B") for ridge, peak in
+             ((p / b, p) for p, b in roofs)]  # the ridge labels stay readable
+    labelled = _label_points(fig, ax, pts[0][1] or next(p for _, p in pts if p), avoid)
     roof_txt = "; ".join(f"peak {p:,.0f} ops/cycle, DRAM {b:g} bytes/cycle" for p, b in roofs)
     return png(fig), (f"Roofline of every {noun} (ops/byte vs achieved ops/cycle, log-log): roofs {roof_txt}; "
                       f"left of the ridge memory-bound, right compute-bound; labelled: the {labelled} "
@@ -86,7 +88,8 @@ def roofline(runs: list[Run]) -> tuple[bytes, str] | None:
                       + "; ".join(f"{run.label}: {run.caption_tail}" for run in runs) + ".")
 
 
-def _label_points(fig: Any, ax: Any, pts: list[tuple[LayerView, float, float]]) -> int:
+def _label_points(fig: Any, ax: Any, pts: list[tuple[LayerView, float, float]],
+                  avoid: list[tuple[float, float, str]]) -> int:
     """Label the :data:`ROOF_LABELS` distinct places with the most energy (several groups at one place:
     the largest's name and how many more), each label at the first offset that overlaps no other label."""
     places: dict[tuple[float, float], list[LayerView]] = {}
@@ -95,14 +98,17 @@ def _label_points(fig: Any, ax: Any, pts: list[tuple[LayerView, float, float]]) 
     ranked = sorted(places.values(), key=lambda vs: -sum(v.total_energy_pj for v in vs))[:ROOF_LABELS]
     fig.get_layout_engine().execute(fig)  # final axes position, so data -> pixel is right
     to_px = ax.transData.transform
-    boxes: list[tuple[float, float, float, float]] = []
+    def width(text: str) -> float:
+        return 5.2 * len(text) * 100 / 72 * 0.72  # 7-pt text at 100 dpi, estimated (pixels)
+
+    boxes = [(x, y, x + width(t) * 8 / 7, y + 12.0) for x, y, t in ((*to_px(xy[:2]), xy[2]) for xy in avoid)]
     offsets = [(8, 6), (8, -14), (-8, 6), (-8, -14), (8, 20), (8, -28), (-8, 20), (-8, -28), (8, 34), (-8, 34)]
     for vs in ranked:
         vs = sorted(vs, key=lambda v: -v.total_energy_pj)
         v = vs[0]
         text = axis_label(v.scope, 36) + (f" (+{len(vs) - 1} more)" if len(vs) > 1 else "")
         px, py = to_px((v.intensity, v.ops_per_cycle))
-        w, h = 5.2 * len(text) * 100 / 72 * 0.72, 11.0  # 7-pt text at 100 dpi, estimated
+        w, h = width(text), 11.0
         for dx, dy in offsets:
             x0 = px + dx * 100 / 72 - (w if dx < 0 else 0)
             y0 = py + dy * 100 / 72
