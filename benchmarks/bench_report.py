@@ -6,7 +6,8 @@ whole process (interpreter start, imports, figures, files: what a user feels) ``
 grouping (layer, block, op) and prints min / median / max wall time, the least CPU time (user +
 system: what the report costs when other processes share the machine), the size of report.html and the
 largest PNG (pixels). Targets: under 10 s and report.html under 1 MB for every row; no figure wider
-than 1,400 px or higher than 1,600 px. The spread (max / min) is printed so a noisy machine shows.
+than 1,400 px or higher than 1,600 px. The spread (max / min) is printed so a noisy machine shows; on a
+shared machine the wall time includes waiting for a CPU, so the target is also judged on CPU time.
 
     python benchmarks/bench_report.py [--out out/bench] [--repeats 3] [--cases llama-decode,llama-prefill,resnet18]
 """
@@ -82,12 +83,14 @@ def main() -> int:
                     "html_bytes": html, "figures": len(pngs),
                     "max_width_px": max(w for w, _ in pngs), "max_height_px": max(h for _, h in pngs),
                     "ok": max(times) < TARGET_S and html < TARGET_HTML_BYTES,
+                    "cpu_ok": min(cpu) < TARGET_S and html < TARGET_HTML_BYTES,
                 })
                 r = rows[-1]
                 print(f"{case:14s} {layers:5d} layers  --group {group:5s}  {r['min_s']:6.2f} / {r['median_s']:6.2f} / "
                       f"{r['max_s']:6.2f} s (min/median/max, spread {r['spread']:.2f}x), cpu {r['cpu_min_s']:5.2f} s  "
                       f"html {html / 1e3:7.1f} kB  "
-                      f"largest figure {r['max_width_px']}x{r['max_height_px']} px  {'ok' if r['ok'] else 'MISSES TARGET'}",
+                      f"largest figure {r['max_width_px']}x{r['max_height_px']} px  "
+                      f"{'ok' if r['ok'] else 'MISSES TARGET'} (on CPU time: {'ok' if r['cpu_ok'] else 'misses'})",
                       flush=True)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
