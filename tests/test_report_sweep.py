@@ -153,7 +153,9 @@ def test_pareto_front_lists_equal_points_once() -> None:
         return Point({"rows": rows, "bits": bits}, e, t, None, {})
 
     pts = [pt(64, 8, 10.0, 2.0), pt(64, 16, 10.0, 2.0), pt(128, 8, 5.0, 3.0), pt(32, 8, 20.0, 2.5)]
-    key = (lambda p: (p.latency_s, p.energy_pj))
+    def key(p: Point) -> tuple[float, float]:
+        return (p.latency_s, p.energy_pj)
+
     front = pareto(pts, key)
     assert len(front) == 3  # both equal points are on the front; the dominated one is not
     rows = unique_front(front, key, ["rows", "bits"])
