@@ -150,3 +150,29 @@ def test_cli_group_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert [r["block"] for r in rows] == ["conv1", "layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0",
                                           "layer3.1", "layer4.0", "layer4.1", "fc"]
     assert "wrote" in capsys.readouterr().out
+
+
+def test_psumquant_figures_keep_one_colour_per_policy_and_component(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import npukit.experiments.psumquant._report as rep
+
+    figs: list = []
+    monkeypatch.setattr(rep, "write_figure", lambda path, fig, **kw: figs.append(fig) or Path(path))
+    res: dict = {"digits": [], "resnet18": [], "lm": [], "energy": [], "minilm": []}
+    for pol in ("none", "static", "psumquant"):
+        res["digits"] += [{"policy": pol, "bits": b, "array": "128x128", "top1": 0.9, "model": "d"} for b in (8, 4)]
+    for pol in ("none", "psumquant"):  # MiniLM without "static": psumquant must not take static's colour
+        res["minilm"] += [{"policy": pol, "bits": b, "array": "128x128", "cosine": 0.99, "model": "m"} for b in (8, 4)]
+    rep.plot_accuracy(res, tmp_path / "a.png")
+    colours = [{line.get_label(): line.get_color() for line in ax.get_lines()} for ax in figs[0].axes]
+    assert colours[0]["psumquant"] == colours[1]["psumquant"] != colours[0]["static"]
+    comps = ["pe_array", "psum_quantizer", "psum_buffer", "dram"]
+    rows = [{"workload": "w", "mapping": "m", "bits": b, "energy_total_pj": 4.0, "energy_onchip_pj": 3.0,
+             **{f"energy_{c}_pj": 1.0 for c in comps}} for b in (32, 8)]
+    rep.plot_energy(rows, tmp_path / "e.png")
+    ax = figs[1].axes[0]
+    drawn = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    from matplotlib.colors import to_rgba
+
+    assert drawn["pe_array"] == to_rgba(COMPONENT_COLORS["pe_array"]) != drawn["psum_quantizer"]
+    assert figs[1].legends and not ax.get_legend()  # the legend sits beside the panels, not over the bars
