@@ -271,7 +271,12 @@ def _per_group(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[byte
     which = (f"All {len(shown)} {noun}s, in model order." if len(shown) == len(run.groups) else
              f"The {top} of {len(run.groups)} {noun}s with the most energy, largest first, and the other "
              f"{len(run.groups) - top} as one row.")
-    doc.append(("p", [*where, which, " Every ", noun, ": ", code(f"per_{noun}_{i}.csv"), "."]))
+    hint = ""
+    if shown and is_other(shown[-1]) and run.energy_pj > 0:
+        share = shown[-1].total_energy_pj / run.energy_pj
+        hint = f" The other row holds {fmt_pct(share)} of the energy" + (
+            "; --group block or --group op sums the layers by block or operator type." if noun == "layer" else ".")
+    doc.append(("p", [*where, which, hint, " Every ", noun, ": ", code(f"per_{noun}_{i}.csv"), "."]))
     headers = [noun, "layers", "kind", "mapping", "total_cycles", "stall_cycles", "utilization", "mapping efficiency",
                "ops/byte", "bound", "energy (uJ)", "share of energy", "DRAM share", "top on-chip (share of on-chip)"]
     rows = [_group_row(run, v) for v in shown]
