@@ -22,6 +22,7 @@ from .report_figures import (
     fig_text,
     plain_log_ticks,
     png,
+    tick_text,
 )
 from .report_groups import top_groups
 from .report_model import LayerView, Run
@@ -212,7 +213,7 @@ def layer_deltas(runs: list[Run], top: int) -> dict[str, tuple[bytes, str]]:
                 ax.text(0.5, 0.5, f"no {noun} differs in {unit}", transform=ax.transAxes, ha="center", color="#555")
             ax.grid(axis="x", alpha=0.3)
             ax.margins(x=0.12)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda t, _: f"{t:,.0f}" if abs(t) >= 10 or t == 0 else f"{t:g}"))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda t, _: tick_text(t)))
             for y, v in zip(ys, vals, strict=True):
                 if v:
                     sign = "+" if v > 0 else "-"

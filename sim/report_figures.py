@@ -119,7 +119,7 @@ def _bar_axes(ax: Any, views: list[LayerView], xlabel: str, title: str, noun: st
         ax.set_xlim(0, right)
     from matplotlib.ticker import FuncFormatter
 
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 or v == 0 else f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
 
 
 def _shown(run: Run, top: int, key: str) -> tuple[list[LayerView], str]:
@@ -144,6 +144,16 @@ def _stack(ax: Any, views: list[LayerView], series: list[tuple[str, str, Any]]) 
                 linewidth=0.3)
         left = [a + b for a, b in zip(left, vals, strict=True)]
     return left
+
+
+def tick_text(v: float) -> str:
+    """An axis tick: ``1.5G``, ``20M`` from a million on (so long ticks never overlap), ``12,500``, ``0.5``."""
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:g}G"
+    if a >= 1e6:
+        return f"{v / 1e6:g}M"
+    return f"{v:,.0f}" if a >= 10 or v == 0 else f"{v:g}"
 
 
 def _num(v: float) -> str:
@@ -194,6 +204,9 @@ def _per_run(runs: list[Run], figs: dict[str, tuple[bytes, str]], top: int) -> N
             per_us = run.clock_ghz * 1e3  # cycles per microsecond
             sec = ax.secondary_xaxis("top", functions=(lambda c, k=per_us: c / k, lambda u, k=per_us: u * k))
             sec.set_xlabel(f"latency (us at {run.clock_ghz:g} GHz)", fontsize=8)
+            from matplotlib.ticker import FuncFormatter
+
+            sec.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
         clk = f"{run.clock_ghz:g} GHz clock" if run.clock_ghz else "clock unknown"
         figs[f"latency_per_layer_{i}.png"] = (
             png(fig), f"Latency per {noun} of {run.label} (clock cycles, {' vs '.join(run.kinds)} stacked; {clk}): "
