@@ -30,6 +30,15 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--out", default="out/report", help="output folder (default: out/report)")
     p.add_argument("--depth", type=int, default=2, help="ledgers: scope path components per layer (default: 2 = per layer)")
+    p.add_argument("--group", choices=("layer", "block", "op"), default="layer",
+                   help="ledgers: one row and bar per layer (default), per block (model.layers.3, layer2.0: from the "
+                        "layer names) or per operator type (q_proj, softmax, conv1)")
+    p.add_argument("--top", type=int, default=25,
+                   help="ledgers: groups shown in tables and figures, the rest as one 'other' (1-60, default 25; "
+                        "per_<group>_<i>.csv lists all)")
+    p.add_argument("--block-depth", type=int,
+                   help="ledgers with --group block: name parts (split on . and /) per block "
+                        "(default: up to the block index, e.g. model.layers.3)")
     p.add_argument("--title", help="report title")
     p.add_argument("--x", help="sweep: swept parameter for the heat map's columns (e.g. rows, bits.psum_buffer)")
     p.add_argument("--y", help="sweep: swept parameter for the heat map's rows")
@@ -49,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
         for flag, value in (("--labels", args.labels), ("--table", args.table)):
             if value is not None:
                 raise ConfigError(f"{flag} applies to ledger reports, not to a sweep database; drop it")
-        if args.depth != 2:
-            raise ConfigError("--depth applies to ledger reports, not to a sweep database; drop it")
+        for flag, bad in (("--depth", args.depth != 2), ("--group", args.group != "layer"), ("--top", args.top != 25),
+                          ("--block-depth", args.block_depth is not None)):
+            if bad:
+                raise ConfigError(f"{flag} applies to ledger reports, not to a sweep database; drop it")
         from npukit.sweeps.report import write_sweep_report
 
         written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=args.title)
@@ -80,5 +91,6 @@ def _ledger_report(args: argparse.Namespace) -> dict:
             raise LedgerError(f"{path} is a malformed ledger ({exc}); regenerate it with npukit sim") from None
     labels = [s.strip() for s in args.labels.split(",")] if args.labels is not None else None
     return write_report(
-        ledgers, args.out, labels=labels, table=args.table, depth=args.depth, title=args.title, sources=args.ledgers
+        ledgers, args.out, labels=labels, table=args.table, depth=args.depth, title=args.title, sources=args.ledgers,
+        group=args.group, top=args.top, block_depth=args.block_depth,
     )

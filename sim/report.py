@@ -8,9 +8,11 @@ Every number in a report comes from the ledgers (:mod:`npukit.sim.report_model`)
 first (the baseline): in percent, ``100 * (x - x_baseline) / x_baseline``, and in uJ / cycles.
 
 Sections: provenance (files, arch, energy-table sources), totals, comparison (with a
-component-by-component delta table and per-layer difference bars), roofline, and per layer
-(utilization, mapping efficiency, ops/byte, which roof bounds the layer, energy; a column equal in
-every layer is stated once under the table instead).
+component-by-component delta table and per-group difference bars), roofline, and per group
+(utilization, mapping efficiency, ops/byte, which roof bounds the group, energy; a column equal in
+every group is stated once under the table instead). Groups are layers, blocks or operator types
+(:mod:`npukit.sim.report_groups`); tables and figures show the ``top`` groups and one "other" row for
+the rest, and ``per_<group>_<i>.csv`` lists every group of ledger i.
 
 Everything (figures included) is rendered in memory first; the files are then written through
 temp files and renamed into place, so a failure leaves no half-written report.
@@ -28,9 +30,10 @@ from typing import Any
 from .energy import EnergyTable
 from .errors import ConfigError, LedgerError
 from .ledger import Ledger
-from .output import check_out_dir
-from .report_figures import component_order, render_figures, short_names
-from .report_model import DEFAULT_TABLE, Run, resolve_labels, resolve_table, summarise
+from .output import check_out_dir, csv_text
+from .report_figures import component_order, render_figures
+from .report_groups import DEFAULT_TOP, check_group, group_layers, is_other, top_groups
+from .report_model import DEFAULT_TABLE, LayerView, Run, resolve_labels, resolve_table, summarise
 from .report_render import (
     Block,
     bold,
@@ -57,6 +60,9 @@ def write_report(
     title: str | None = None,
     *,
     sources: list[str | Path] | None = None,
+    group: str = "layer",
+    top: int = DEFAULT_TOP,
+    block_depth: int | None = None,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.html`` (figures embedded as base64 PNG) and the PNGs into ``out_dir``.
 
@@ -65,10 +71,13 @@ def write_report(
     ``workload@arch``). ``table``: energy table (name, path or object) for all ledgers; default each
     ledger's ``meta['energy_table']``, else ``horowitz45``. ``depth``: scope path components kept
     per layer (simulator scopes are ``<workload>/<layer>``: 2 = per layer). ``sources``: where the
-    ledgers came from (file names), shown as provenance.
+    ledgers came from (file names), shown as provenance. ``group``: ``layer``, ``block`` or ``op``
+    (operator type), see :mod:`npukit.sim.report_groups`; ``top``: groups shown in tables and figures
+    before one "other" (1..60); ``block_depth``: name parts per block (default: up to the block index).
 
-    Returns ``{'md': path, 'html': path, '<figure>.png': path, ...}``. Raises :class:`ConfigError`
-    (labels, depth, out_dir), :class:`EnergyTableError` (table) or :class:`LedgerError` (ledger).
+    Returns ``{'md': path, 'html': path, '<figure>.png': path, 'per_<group>_<i>.csv': path, ...}``.
+    Raises :class:`ConfigError` (labels, depth, group, top, block_depth, out_dir), :class:`EnergyTableError`
+    (table) or :class:`LedgerError` (ledger).
     """
     ledgers = list(ledgers)
     if not ledgers:
@@ -78,6 +87,7 @@ def write_report(
             raise LedgerError(f"ledger #{i + 1} is a {type(led).__name__}, not a Ledger; load it with Ledger.load")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ConfigError(f"depth must be an integer >= 1 (scope path components per layer), got {depth!r}")
+    check_group(group, top, block_depth)
     srcs = [str(s) for s in sources] if sources is not None else [""] * len(ledgers)
     if len(srcs) != len(ledgers):
         raise ConfigError(f"got {len(srcs)} sources for {len(ledgers)} ledgers; give one source per ledger")
@@ -88,9 +98,12 @@ def write_report(
         summarise(led, name, src, resolve_table(led, table, name), depth)
         for led, name, src in zip(ledgers, names, srcs, strict=True)
     ]
-    figures = render_figures(runs)  # name -> (png bytes, caption)
-    doc = _document(runs, figures, depth, title)
-    return write_document(out, doc, figures)
+    for run in runs:
+        run.group, run.groups = group, group_layers(run.layers, group, block_depth)
+    figures = render_figures(runs, top)  # name -> (png bytes, caption)
+    doc = _document(runs, figures, depth, title, top)
+    tables = {f"per_{group}_{i}.csv": _group_csv(run).encode() for i, run in enumerate(runs, 1)}
+    return write_document(out, doc, figures, tables)
 
 
 def _figure(doc: list[Block], figures: dict[str, tuple[bytes, str]], name: str) -> None:
@@ -98,7 +111,8 @@ def _figure(doc: list[Block], figures: dict[str, tuple[bytes, str]], name: str) 
         doc.append(("figure", name, figures[name][1]))
 
 
-def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int, title: str | None) -> list[Block]:
+def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int, title: str | None,
+              top: int) -> list[Block]:
     workloads = list(dict.fromkeys(str(r.ledger.meta["workload"]) for r in runs if r.ledger.meta.get("workload")))
     if title is None:
         title = "npukit report" + (f": {', '.join(workloads)}" if workloads else "")
@@ -135,7 +149,7 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
 
     if "roofline.png" in figures:
         doc.append(("h2", "Roofline"))
-        doc.append(("p", "Each layer is a point: x = operations (2 per MAC) per DRAM byte, y = operations per clock "
+        doc.append(("p", f"Each {runs[0].group} is a point: x = operations (2 per MAC) per DRAM byte, y = operations per clock "
                          "cycle achieved (compute + stall cycles). The roofs are the array's peak (2 x rows x cols "
                          "ops per cycle) and the DRAM bandwidth (bytes per cycle) x intensity; layers left of the "
                          "ridge are memory-bound, right of it compute-bound."))
@@ -150,7 +164,7 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
             doc.append(("p", f"Per-core busy cycles: {busy}. Interconnect: {mc.get('interconnect_bytes', 0):,.0f} bytes, "
                              f"{mc.get('interconnect_exposed_cycles', 0):,.0f} cycles on the critical path."))
             _figure(doc, figures, f"timeline_{i}.png")
-        _per_layer(doc, run, i, figures)
+        _per_group(doc, run, i, figures, top)
     return doc
 
 
@@ -165,8 +179,13 @@ def _provenance(doc: list[Block], runs: list[Run], depth: int) -> None:
              f"{_arch_detail(run)}; energy table {run.table.name}"]
         )
     doc.append(("list", items))
-    doc.append(("p", f"Layers are ledger scopes truncated to {depth} path component(s). Energy in uJ (1 uJ = 10^6 pJ), "
-                     "latency in clock cycles (and in microseconds at the arch clock in the totals)."))
+    group = runs[0].group
+    how = {"layer": "each layer on its own",
+           "block": "layers grouped by the block their name puts them in (model.layers.3, layer2.0)",
+           "op": "layers grouped by operator type (the last part of their name: q_proj, softmax, conv1)"}[group]
+    doc.append(("p", f"Layers are ledger scopes truncated to {depth} path component(s); grouped by {group}: {how}. "
+                     "Energy in uJ (1 uJ = 10^6 pJ), latency in clock cycles (and in microseconds at the arch "
+                     "clock in the totals)."))
     seen: set[str] = set()
     for run in runs:
         key = f"{run.table.name}|{run.table.path}"
@@ -222,41 +241,75 @@ def _comparison(doc: list[Block], runs: list[Run], figures: dict[str, tuple[byte
         _figure(doc, figures, f"layer_delta_{i}.png")
 
 
-def _per_layer(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[bytes, str]]) -> None:
-    doc.append(("h2", f"Per layer: {run.label}"))
+def _group_row(run: Run, v: LayerView) -> list[str]:
+    tot = v.total_energy_pj
+    onchip = {k: e for k, e in v.energy_pj.items() if k != "dram"}
+    on_tot = sum(onchip.values())
+    if onchip and on_tot > 0:
+        comp, e = max(onchip.items(), key=lambda kv: kv[1])
+        top_comp = f"{comp} ({100 * e / on_tot:.1f}%)"
+    else:
+        top_comp = "-"
+    ai = v.intensity
+    return [
+        v.scope, str(v.facts.get("layers", 1)), str(v.facts.get("kind", "-")), str(v.facts.get("mapping", "-")),
+        fmt_cycles(v.total_cycles), fmt_cycles(v.cycles.get("stall", 0.0)),
+        *((fmt_pct(run.utilization(v)), fmt_pct(run.mapping_efficiency(v))) if v.macs > 0 else ("-", "-")),
+        "-" if ai is None else f"{ai:,.1f}", run.bound(v), fmt_uj(tot),
+        fmt_pct(tot / run.energy_pj) if run.energy_pj > 0 else "-",
+        fmt_pct(v.energy_pj.get("dram", 0.0) / tot) if tot > 0 else "-", top_comp,
+    ]
+
+
+def _per_group(doc: list[Block], run: Run, i: int, figures: dict[str, tuple[bytes, str]], top: int) -> None:
+    noun = run.group
+    doc.append(("h2", f"Per {noun}: {run.label}"))
     heads = {layer.scope.split("/", 1)[0] for layer in run.layers}
-    if len(heads) == 1 and all("/" in layer.scope for layer in run.layers):
-        doc.append(("p", ["Layers of ", code(next(iter(heads))), " (scopes under it)."]))
-    headers = ["layer", "kind", "mapping", "total_cycles", "stall_cycles", "utilization", "mapping efficiency",
-               "ops/byte", "bound", "energy (uJ)", "DRAM share", "top on-chip (share of on-chip)"]
-    rows = []
-    names = short_names([layer.scope for layer in run.layers])  # the workload said once, in the heading's line
-    for name, layer in zip(names, run.layers, strict=True):
-        tot = layer.total_energy_pj
-        onchip = {k: v for k, v in layer.energy_pj.items() if k != "dram"}
-        on_tot = sum(onchip.values())
-        if onchip and on_tot > 0:
-            comp, e = max(onchip.items(), key=lambda kv: kv[1])
-            top = f"{comp} ({100 * e / on_tot:.1f}%)"
-        else:
-            top = "-"
-        ai = layer.intensity
-        rows.append([
-            name, str(layer.facts.get("kind", "-")), str(layer.facts.get("mapping", "-")),
-            fmt_cycles(layer.total_cycles), fmt_cycles(layer.cycles.get("stall", 0.0)),
-            *((fmt_pct(run.utilization(layer)), fmt_pct(run.mapping_efficiency(layer))) if layer.macs > 0 else ("-", "-")),
-            "-" if ai is None else f"{ai:,.1f}", run.bound(layer), fmt_uj(tot),
-            fmt_pct(layer.energy_pj.get("dram", 0.0) / tot) if tot > 0 else "-", top,
-        ])
+    shown = top_groups(run.groups, top, "energy", noun)
+    where = ["Layers of ", code(next(iter(heads))), " (scopes under it). "] if (
+        len(heads) == 1 and all("/" in layer.scope for layer in run.layers)) else []
+    which = (f"All {len(shown)} {noun}s, in model order." if len(shown) == len(run.groups) else
+             f"The {top} of {len(run.groups)} {noun}s with the most energy, largest first, and the other "
+             f"{len(run.groups) - top} as one row.")
+    hint = ""
+    if shown and is_other(shown[-1]) and run.energy_pj > 0:
+        share = shown[-1].total_energy_pj / run.energy_pj
+        hint = f" The other row holds {fmt_pct(share)} of the energy" + (
+            "; --group block or --group op sums the layers by block or operator type." if noun == "layer" else ".")
+    doc.append(("p", [*where, which, hint, " Every ", noun, ": ", code(f"per_{noun}_{i}.csv"), "."]))
+    headers = [noun, "layers", "kind", "mapping", "total_cycles", "stall_cycles", "utilization", "mapping efficiency",
+               "ops/byte", "bound", "energy (uJ)", "share of energy", "DRAM share", "top on-chip (share of on-chip)"]
+    rows = [_group_row(run, v) for v in shown]
+    if shown and is_other(shown[-1]):
+        rows[-1][1:4] = [rows[-1][1], "-", "-"]
     headers, rows, constant = drop_constant_columns(headers, rows)
     doc.append(("table", headers, rows))
     if constant:
-        doc.append(("p", "Same in every layer: " + "; ".join(constant) + "."))
+        doc.append(("p", f"Same in every {noun}: " + "; ".join(constant) + "."))
     doc.append(("p", "Utilization = MACs / (PEs x compute cycles); mapping efficiency = the share of the PEs a "
-                     "fold covers; ops/byte = 2 x MACs / DRAM bytes; bound = the roof that limits the layer "
-                     "(compute or memory, see the roofline); '-': not applicable (no MACs), 'n/a': not in the ledger."))
+                     "fold covers (MAC-weighted over a group's layers); ops/byte = 2 x MACs / DRAM bytes; bound = the "
+                     "roof that limits it (compute or memory, see the roofline); '-': not applicable (no MACs), "
+                     "'n/a': not in the ledger."))
     for name in (f"energy_per_layer_{i}.png", f"latency_per_layer_{i}.png", f"utilization_per_layer_{i}.png"):
         _figure(doc, figures, name)
+
+
+def _group_csv(run: Run) -> str:
+    """Every group of ``run``: cycles by kind, MACs, DRAM bytes, energy per component (pJ)."""
+    comps = list(run.components)
+    rows = []
+    for v in run.groups:
+        util = run.utilization(v) if v.macs > 0 else None
+        row: dict[str, Any] = {
+            run.group: v.scope, "layers": v.facts.get("layers", 1), "kind": v.facts.get("kind", ""),
+            "mapping": v.facts.get("mapping", ""), "total_cycles": v.total_cycles,
+            **{f"{k}_cycles": v.cycles.get(k, 0.0) for k in run.kinds}, "macs": v.macs, "dram_bytes": v.dram_bytes,
+            "utilization": "" if util is None else util,
+            "mapping_efficiency": "" if run.mapping_efficiency(v) is None else run.mapping_efficiency(v),
+            "energy_pj": v.total_energy_pj, **{f"{c}_pj": v.energy_pj.get(c, 0.0) for c in comps},
+        }
+        rows.append(row)
+    return csv_text(rows) if rows else f"{run.group}\n"
 
 
 def _arch_detail(run: Run) -> str:

@@ -75,6 +75,8 @@ class Run:
     layers: list[LayerView] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)  # cycle kinds, compute and stall first
     components: dict[str, float] = field(default_factory=dict)  # component -> total pJ
+    group: str = "layer"  # how ``groups`` groups ``layers``: layer, block or op (npukit.sim.report_groups)
+    groups: list[LayerView] = field(default_factory=list)  # the layers grouped, names without the workload
 
     @property
     def energy_pj(self) -> float:
@@ -158,7 +160,6 @@ class Run:
     def caption_tail(self) -> str:
         arch = self.arch_summary if self.arch is None else f"arch {self.arch_summary}"
         return f"{arch}; energy table {self.table.name}"
-
 
 
 def resolve_labels(ledgers: list[Ledger], labels: list[str] | None, sources: list[str]) -> list[str]:

@@ -186,14 +186,28 @@ def to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_document(out: Path, doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> dict[str, Path]:
-    """Write ``doc`` as ``out/report.md`` and ``out/report.html`` and every figure as ``out/NAME`` (PNG), all
-    or none (:func:`~npukit.sim.output.write_files_atomically`); returns {'md', 'html', figure name: path}."""
+def write_document(out: Path, doc: list[Block], figures: dict[str, tuple[bytes, str]],
+                   extra: dict[str, bytes] | None = None) -> dict[str, Path]:
+    """Write ``doc`` as ``out/report.md`` and ``out/report.html``, every figure as ``out/NAME`` (PNG) and each
+    ``extra`` file (name -> bytes), all or none (:func:`~npukit.sim.output.write_files_atomically`); returns
+    {'md', 'html', figure or extra name: path}."""
     files: dict[str, tuple[Path, bytes]] = {
         "md": (out / "report.md", to_markdown(doc).encode()),
         "html": (out / "report.html", to_html(doc, figures).encode()),
     }
     for name, (data, _) in figures.items():
         files[name] = (out / name, data)
+    for name, data in (extra or {}).items():
+        files[name] = (out / name, data)
     write_files_atomically(list(files.values()))
     return {key: path for key, (path, _) in files.items()}
+
+
+def fmt_rel(new: float, base: float) -> str:
+    """Difference relative to ``base`` for a figure label: ``+12.3%``, with the ratio from 10x on
+    (``+15,135% (152x)``) and ``n/a (baseline 0)``."""
+    if base == 0:
+        return "+0%" if new == 0 else "n/a (baseline 0)"
+    rel = 100.0 * (new - base) / base
+    text = f"{rel:+,.1f}%" if abs(rel) < 1000 else f"{rel:+,.0f}%"
+    return text + (f" ({new / base:,.0f}x)" if base > 0 and new / base >= 10 else "")

@@ -32,7 +32,8 @@ from typing import Any
 
 from ..sim.errors import ConfigError
 from ..sim.output import check_out_dir
-from ..sim.report_figures import fig_text, palette, plain_log_ticks, png
+from ..sim.palette import cycle_colors
+from ..sim.report_figures import fig_text, plain_log_ticks, png
 from ..sim.report_render import Block, code, write_document
 from ..sim.textfile import read_text
 
@@ -303,7 +304,7 @@ def _pareto_fig(wl: str, pts: list[Point], front: list[Point], swept: list[str],
     ax = fig.add_subplot()
     if cpar:
         vals = _values([p.params for p in pts], cpar)
-        pal = palette(len(vals))
+        pal = cycle_colors(len(vals))
         for k, v in enumerate(vals):
             sel = [p for p in pts if p.params[cpar] == v]
             ax.scatter([xval(p) for p in sel], [p.energy_pj / PJ_PER_UJ for p in sel], s=18, color=pal[k], alpha=0.55,

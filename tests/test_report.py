@@ -192,7 +192,7 @@ def test_api_single_ledger_unknown_arch_and_depth(tmp_path: Path) -> None:
             led.add_cycles(60, "stall")
     paths = write_report([led], tmp_path / "r", depth=1, labels=["mine"])
     # no arch: no roofline, no utilization; no layer facts: mapping efficiency n/a
-    assert set(paths) == {"md", "html", "energy_per_layer_1.png", "latency_per_layer_1.png"}
+    assert set(paths) == {"md", "html", "energy_per_layer_1.png", "latency_per_layer_1.png", "per_layer_1.csv"}
     md = paths["md"].read_text()
     assert "arch: unknown" in md and "Comparison" not in md and "Roofline" not in md
     (row,) = _md_records_after(md, "## Per layer: mine")
@@ -279,7 +279,7 @@ def test_ledgers_without_layer_facts_still_report(sims: dict, tmp_path: Path, mo
     md = paths["md"].read_text()
     rows = _md_records_after(md, "## Per layer: old")
     assert "mapping efficiency" not in rows[0]  # n/a in every row: stated once instead
-    assert re.search(r"Same in every layer: kind -; mapping -; mapping efficiency n/a", md)
+    assert re.search(r"Same in every layer: layers 1; kind -; mapping -; mapping efficiency n/a", md)
     assert all(r["utilization"].endswith("%") for r in rows)  # still from MACs, cycles and the arch
 
 

@@ -144,3 +144,19 @@ def test_sweep_options_refused_for_ledgers_and_mixed_inputs(sweep: dict, tmp_pat
     refused(["report", str(led), "--x", "rows", "--out", str(tmp_path / "o")], capsys, "--x applies to a sweep report")
     refused(["report", str(led), str(sweep["db"]), "--out", str(tmp_path / "o")], capsys, "one sweep database")
     assert not (tmp_path / "o").exists()
+
+
+def test_pareto_front_lists_equal_points_once() -> None:
+    from npukit.sweeps.report import Point, pareto, unique_front
+
+    def pt(rows: int, bits: int, e: float, t: float) -> Point:
+        return Point({"rows": rows, "bits": bits}, e, t, None, {})
+
+    pts = [pt(64, 8, 10.0, 2.0), pt(64, 16, 10.0, 2.0), pt(128, 8, 5.0, 3.0), pt(32, 8, 20.0, 2.5)]
+    def key(p: Point) -> tuple[float, float]:
+        return (p.latency_s, p.energy_pj)
+
+    front = pareto(pts, key)
+    assert len(front) == 3  # both equal points are on the front; the dominated one is not
+    rows = unique_front(front, key, ["rows", "bits"])
+    assert len(rows) == 2 and rows[0][0].endswith("=8|16")  # one row for the two equal configs

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from npukit.sim import markdown_table, write_csv, write_figure, write_text
+from npukit.sim.palette import component_colors, series_colors
 
 from ._energy import PAPER_REDUCTION_8BIT
 
@@ -202,12 +203,17 @@ def plot_accuracy(res: dict[str, list[dict[str, Any]]], path: Path) -> Path:
         for arr in dict.fromkeys(r["array"] for r in res.get(fam, [])):
             panels.append((fam, key, label, arr))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    # one colour per policy in every panel (a panel without some policy must not shift the others' colours)
+    color = series_colors(list(dict.fromkeys(r["policy"] for fam, *_ in panels for r in res[fam])))
+    handles: dict[str, Any] = {}
     for ax, (fam, key, label, arr) in zip(axes[0], panels, strict=True):
         sub = [r for r in res[fam] if r["array"] == arr and r.get("wa", "int8") == "int8"
                and r.get("attention", "fp32") == "fp32"]  # the int8 per-tensor setting
         for pol in dict.fromkeys(r["policy"] for r in sub):
             pts = sorted((r["bits"], r[key]) for r in sub if r["policy"] == pol)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pol, linestyle="--" if pol == "none" else "-")
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pol, color=color[pol],
+                              linestyle="--" if pol == "none" else "-")
+            handles.setdefault(pol, line)
         ax.set_title(f"{sub[0]['model']} on {arr}", fontsize=9)
         ax.set_xlabel("psum bits")
         ax.set_ylabel(label)
@@ -215,7 +221,8 @@ def plot_accuracy(res: dict[str, list[dict[str, Any]]], path: Path) -> Path:
         if key == "ppl":
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    fig.legend(list(handles.values()), list(handles), fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.9),
+               title="psum policy")
     fig.suptitle("PsumQuant: accuracy vs psum bits per scale policy")
     out = write_figure(path, fig, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -235,6 +242,7 @@ def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
     first = rows[0].get("mapping")
     rows = [r for r in rows if r.get("mapping") == first]  # one mapping mode (the arch's search) per panel
     fig, axes = plt.subplots(1, len(wls), figsize=(6 * len(wls), 4), squeeze=False)
+    color = component_colors(comps)  # the sim reports' colour of each component
     for ax, wl in zip(axes[0], wls, strict=True):
         sub = [r for r in rows if r["workload"] == wl]
         ref = next(r["energy_total_pj"] for r in sub if r["bits"] == 32)
@@ -242,12 +250,14 @@ def plot_energy(rows: list[dict[str, Any]], path: Path) -> Path:
         bottom = [0.0] * len(sub)
         for c in comps:
             vals = [r[f"energy_{c}_pj"] / ref for r in sub]
-            ax.bar(x, vals, bottom=bottom, label=c)
+            ax.bar(x, vals, bottom=bottom, label=c, color=color[c])
             bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
         ax.set_title(f"{wl} on 128x128 NPU (mapping {first})" if first else f"{wl} on 128x128 NPU")
         ax.set_xlabel("psum buffer bits")
         ax.set_ylabel("energy / energy at 32-bit")
-    axes[0][-1].legend(fontsize=8, loc="upper right")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.95),
+               title="component (top of the stack first)")  # beside the panels, never over a bar
     out = write_figure(path, fig, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
