@@ -150,8 +150,8 @@ def main() -> int:
         wall = time.perf_counter() - t1
         rows.append({"case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
                      "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],
-                     "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj(),
-                     "energy_ratio": res.energy_pj() / run["energy_pj"] if run["energy_pj"] else float("nan"),
+                     "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj,
+                     "energy_ratio": res.energy_pj / run["energy_pj"] if run["energy_pj"] else float("nan"),
                      "stream_s": run["wall_s"], "npukit_s": wall, "speedup": run["wall_s"] / wall})
     print(format_table(["case", "fused", "Stream cycles", "npukit cycles", "ratio", "Stream uJ", "npukit uJ", "ratio",
                         "Stream s", "npukit s", "x faster"],

@@ -144,7 +144,6 @@ def run_zigzag(args: argparse.Namespace) -> int:
     import json
 
     from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
-
     from npukit.workloads import load_workload
 
     hw, spatial = parse_zigzag_spec(args.arch)
@@ -180,7 +179,12 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
     result = simulate(workload, arch, table=table)
-    text = render_result(result, table.name, quiet=args.quiet)  # totals checked finite before anything is written
+    from npukit.sim.arch import load_arch_source
+    from npukit.sim.result_text import decode_tokens
+
+    source = load_arch_source(args.arch)[1]  # the keys a partial arch file inherited, printed in the header
+    text = render_result(result, table.name, quiet=args.quiet, source=source,  # totals checked finite before
+                         tokens=decode_tokens(workload.meta))  # anything is written
     stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum_buffer}")
     names = [f"{stem}.ledger.json", f"{stem}.csv"]
     if args.format == "scalesim":
