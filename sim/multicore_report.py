@@ -31,9 +31,12 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
         lines += ["schedules searched: " + "; ".join(
             f"{s['schedule']} {s['cycles']:,.0f} cycles {s['energy_pj'] / 1e6:,.1f} uJ" for s in result.searched)]
     lines.append(f"total: {result.macs:,} MACs, {result.total_cycles:,.0f} cycles ({result.latency_s * 1e3:.3f} ms at "
-                 f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}%, energy {result.energy_pj / 1e6:,.1f} uJ, "
+                 f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}% over all cycles, "
+                 f"energy {result.energy_pj / 1e6:,.1f} uJ, "
                  f"interconnect {result.interconnect_bytes / 1e6:,.2f} MB ({100 * result.interconnect_share:.1f}% of the "
                  "time waiting on it)")
+    lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
+                 "busy % = the cycles a core works / total cycles")
     return "\n".join(lines)
 
 
