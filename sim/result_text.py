@@ -25,9 +25,9 @@ COMPONENT_COLUMNS = (
 
 
 #: What the printed figures mean, printed under the totals (one home for these definitions).
-UTILIZATION_DEFINITION = ("utilization = MACs / (rows x cols x cycles); over compute cycles (the table's util %) "
-                          "counts only the cycles the array computes, over all cycles adds the stall cycles (waiting "
-                          "on DRAM); map eff % = the PEs a fold's tile fills")
+UTILIZATION_DEFINITION = ("utilization = MACs / (rows x cols x cycles); over compute cycles (the array's and the exposed "
+                          "vector-unit cycles; per layer: the table's util %) leaves out the stall cycles (waiting on "
+                          "DRAM), over all cycles counts them; map eff % = the PEs a fold's tile fills")
 
 
 def mapping_legend(dataflow: str) -> str:
