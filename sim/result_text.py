@@ -51,9 +51,11 @@ def decode_tokens(meta: Mapping[str, Any]) -> int | None:
     return batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
 
 
-def arch_header(a: Arch, table_name: str, source: ArchSource | None = None) -> list[str]:
+def arch_header(a: Arch, table_name: str, source: ArchSource | None = None, dram: bool = True) -> list[str]:
     """The arch as printed above a result: array and modes; widths and number formats; memories and
-    bandwidth; and, for an arch file that left keys out, the line naming them and where they came from."""
+    bandwidth (``dram=False``: without the DRAM, as for a core of a multi-core arch, whose DRAM channels the
+    multi-core header gives); and, for an arch file that left keys out, the line naming them and where they
+    came from."""
     b, s = a.bits, a.sram_kib
     vec = f"{a.vector.number}{a.vector.bits}" if a.vector.number == "fp" else f"int{a.vector.bits}"
     lines = [
@@ -63,9 +65,10 @@ def arch_header(a: Arch, table_name: str, source: ArchSource | None = None) -> l
         f"numbers: integer input {b.input} b, weight {b.weight} b, pe_psum {b.pe_psum} b (in-array accumulator), "
         f"psum_buffer {b.psum_buffer} b (running psums between K-folds), output {b.output} b; "
         f"vector unit {a.vector.lanes} lanes {vec} ({a.vector.overlap})",
-        f"memories: SRAM ifmap {s.ifmap:g} KiB, filter {s.filter:g} KiB, psum {s.psum:g} KiB, ofmap {s.ofmap:g} KiB; "
-        f"DRAM {a.dram_bandwidth_bytes_per_cycle:g} B/cycle = {a.dram_bandwidth_bytes_per_cycle * a.clock_ghz:g} GB/s"
-        + (" (bandwidth_mode calc: no stalls)" if a.bandwidth_mode == "calc" else ""),
+        f"memories: SRAM ifmap {s.ifmap:g} KiB, filter {s.filter:g} KiB, psum {s.psum:g} KiB, ofmap {s.ofmap:g} KiB"
+        + (f"; DRAM {a.dram_bandwidth_bytes_per_cycle:g} B/cycle = {a.dram_bandwidth_bytes_per_cycle * a.clock_ghz:g} GB/s"
+           if dram else "")
+        + (" (bandwidth_mode calc: no stalls)" if dram and a.bandwidth_mode == "calc" else ""),
     ]
     if source is not None and source.line():
         lines.append(source.line())

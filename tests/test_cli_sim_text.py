@@ -89,3 +89,30 @@ def test_wide_psum_buffer_refused_in_toml_sweep_and_api(tmp_path: Path, capsys) 
         run_sweep(spec, tmp_path / "s" / "sweep.sqlite", workers=1)
     assert "psum_buffer = 33 bits is wider than" in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "s").exists()
+
+
+def test_multicore_text_gives_core_archs_dram_and_defines_utilization(tmp_path: Path, capsys) -> None:
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    argv = ["sim", "--arch", "hetero4", "--workload", "gemm:M=256,N=256,K=256", "--quiet", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "cores core0, core1, core2: npu128" in out and "cores core3: npu32" in out
+    assert "SRAM ifmap 256 KiB, filter 256 KiB, psum 256 KiB, ofmap 128 KiB\n" in out  # a core's DRAM: the arch's channels
+    res = simulate_multicore(load_workload("gemm:M=256,N=256,K=256"), load_multicore_arch("hetero4"))
+    m = re.search(r"utilization ([\d.]+)% over all cycles, .* DRAM ([\d,]+) bytes", out)
+    assert m and _num(m[1]) == pytest.approx(100 * res.utilization, abs=0.05)
+    assert _num(m[2]) == round(sum(r["dram_bytes"] for r in res.layer_rows)) > 0
+    assert "utilization = MACs / (PEs of all MAC cores x total cycles)" in out
+    assert res.energy_pj == pytest.approx(sum(res.energy_components.values()))
+    with pytest.warns(DeprecationWarning, match=r"'latency_s\(\)' is deprecated"):
+        assert res.latency_s() == res.total_cycles / 1e9
+
+
+def test_zigzag_text_has_a_loop_nest_legend(tmp_path: Path, capsys) -> None:
+    ex = Path(__file__).resolve().parents[1] / "examples" / "zigzag"
+    spec = f"zigzag:{ex / 'hardware' / 'tpu_like.yaml'},{ex / 'mapping' / 'tpu_like.yaml'}"
+    assert main(["sim", "--arch", spec, "--workload", "gemm:M=64,N=64,K=64", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "spatial: parfor" in out and "loop nests: per operand (W weights, I inputs, O outputs)" in out
