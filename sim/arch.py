@@ -7,6 +7,7 @@ in KiB (1024 bytes), DRAM bandwidth in bytes per cycle, clock in GHz.
 from __future__ import annotations
 
 import configparser
+import functools
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -291,7 +292,12 @@ class ArchSource:
                 + ", ".join(parts))
 
 
-DEFAULTS_NAME = "npukit's defaults (npukit.sim.arch.Arch; npu128 but sram_kib.psum = 1024)"
+@functools.cache
+def defaults_name() -> str:
+    """How the keys a file without ``base`` inherits are named: npukit's defaults, and how they differ from npu128."""
+    ref = load_arch("npu128")
+    diff = [f"{k} = {v}" for k, v in _left_out({}, Arch()) if k != "name" and v != dict(_left_out({}, ref))[k]]
+    return "npukit's defaults (npukit.sim.arch.Arch: npu128" + (f" but {', '.join(diff)})" if diff else ")")
 
 
 def load_arch_source(name_or_path: str | Path) -> tuple[Arch, ArchSource]:
@@ -320,7 +326,7 @@ def _arch_from_toml_text(text: str, origin: str) -> tuple[Arch, ArchSource]:
         raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
     base_name = data.pop("base", None)
     if base_name is None:
-        base, where = Arch(), DEFAULTS_NAME
+        base, where = Arch(), ("built-in" if origin in BUILTIN_ARCHS else defaults_name())
     elif base_name in BUILTIN_ARCHS:
         base, where = load_arch(base_name), f"base = {base_name!r}"
     else:
