@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from npukit.cli import main
-from npukit.sim import Arch, ConfigError, load_arch, simulate
-from npukit.sim.arch import load_arch_source
+from npukit.sim import Arch, ConfigError, load_arch, load_arch_source, simulate
 from npukit.sim.datapath import Bits
 from npukit.sweeps import parse_sweep_spec, run_sweep
 from npukit.workloads import load_workload
