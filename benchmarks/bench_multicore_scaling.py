@@ -54,7 +54,7 @@ def main() -> int:
             res = simulate_multicore(wl, march)
             wall = time.perf_counter() - t0
             rows.append({"model": name, "cores": n, "schedule": res.schedule.label,
-                         "latency_ms": res.latency_s() * 1e3, "energy_mj": res.energy_pj() / 1e9,
+                         "latency_ms": res.latency_s * 1e3, "energy_mj": res.energy_pj / 1e9,
                          "utilization": res.utilization, "interconnect_share": res.interconnect_share,
                          "interconnect_mb": res.interconnect_bytes / 1e6,
                          "dram_mb": sum(r["dram_bytes"] for r in res.rows()) / 1e6,

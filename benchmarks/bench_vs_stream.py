@@ -181,11 +181,11 @@ def main() -> int:
         trip = 0.0 if run["fused"] else sum(node_round_trip_bytes(op, bits) for op in wl.layers if op.kind == "vector")
         dram = march.cores[0].arch.dram_bandwidth_bytes_per_cycle
         node_cycles = res.total_cycles + trip / dram
-        node_pj = res.energy_pj() + trip * 8 * table.dram_bit() if trip else res.energy_pj()
+        node_pj = res.energy_pj + trip * 8 * table.dram_bit() if trip else res.energy_pj
         rows.append({"case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
                      "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],
-                     "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj(),
-                     "energy_ratio": res.energy_pj() / run["energy_pj"] if run["energy_pj"] else float("nan"),
+                     "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj,
+                     "energy_ratio": res.energy_pj / run["energy_pj"] if run["energy_pj"] else float("nan"),
                      "node_trip_bytes": trip, "per_node_cycles_ratio": node_cycles / run["cycles"],
                      "per_node_energy_ratio": node_pj / run["energy_pj"] if run["energy_pj"] else float("nan"),
                      "stream_s": run["wall_s"], "npukit_s": wall, "speedup": run["wall_s"] / wall})

@@ -121,14 +121,14 @@ def compare(zz: dict, res, table) -> tuple[list[dict], list[dict], bool]:
             raise SystemExit(f"layer {lr.name}: ZigZag's (M, N, K) = {gemm_dims(z['dims'])}, npukit's {(lr.M, lr.N, lr.K)}")
         for k, v in z["energy_pj"].items():
             zsum[k] = zsum.get(k, 0.0) + v
-        zt, nt = z["total_pj"], lr.energy_total_pj()
+        zt, nt = z["total_pj"], lr.energy_total_pj
         layer_rows.append({"layer": lr.name, "M": lr.M, "N": lr.N, "K": lr.K,
                            "zigzag_uJ": round(zt / 1e6, 3), "npukit_uJ": round(nt / 1e6, 3),
                            "diff_pct": round(100 * (nt - zt) / zt, 1),
                            "total_cycles_zigzag": int(z["latency_cycles"]), "total_cycles_npukit": lr.total_cycles,
                            "zigzag_w_loops": z["w_mapping"], "npukit_mapping": lr.mapping})
     zt, nt = sum(zsum.values()), sum(nsum.values())
-    assert abs(nt - res.energy_pj()) <= 1e-9 * nt, "the level split must add up to the total"
+    assert abs(nt - res.energy_pj) <= 1e-9 * nt, "the level split must add up to the total"
     zl, nl = by_level(zsum), by_level(nsum)
     level_rows, ok = [], abs(nt - zt) <= TOTAL_TOLERANCE * zt
     for lvl in LEVELS:

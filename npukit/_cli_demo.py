@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     for bits in (32, 8):
         arch = archs[bits]
         res = simulate(workload, arch, table=table)
-        onchip.append(res.energy_onchip_pj())
+        onchip.append(res.energy_onchip_pj)
         print(render_result(res, table.name, quiet=True))
         stem = f"resnet18_psum{bits}"
         print(f"wrote {res.ledger.save(Path(out) / f'{stem}.ledger.json')}")

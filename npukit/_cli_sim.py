@@ -22,9 +22,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "sim",
         help="simulate a workload on a systolic-array NPU",
         description="Simulate a workload on a systolic-array NPU: per-layer cycles, utilization and energy, "
-        "written as a ledger JSON and a CSV.",
+        "written as a ledger JSON and a CSV. Prints the arch (array, widths, SRAM sizes, DRAM bandwidth; the keys an "
+        "arch file left out and where they came from), the per-layer table with a legend of its mapping codes, and "
+        "the totals: utilization = MACs / (rows x cols x cycles), over compute cycles and over all cycles (stalls "
+        "included), DRAM bytes (per generated token for decode workloads), energy.",
     )
-    p.add_argument("--arch", default="npu128", help="built-in arch (npu128, npu32), npukit .toml, SCALE-Sim .cfg, "
+    p.add_argument("--arch", default="npu128",
+                   help="built-in arch (npu128, npu32), npukit .toml (keys it leaves out come from its "
+                   "base = \"npu128\" or \"npu32\", else npukit's defaults; printed), SCALE-Sim .cfg, "
                    "a ZigZag hardware file with optional spatial mapping (zigzag:HW.yaml[,MAPPING.yaml]), or a "
                    "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
     p.add_argument("--schedule", default="search",
@@ -46,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
     p.add_argument("--psum-buffer-bits", type=int, help="override bits.psum_buffer, the width of the running psums "
                    "between K-folds (bits; at most bits.pe_psum; --psum-bits is its deprecated name)")
-    p.add_argument("--pe-psum-bits", type=int, help="override bits.pe_psum, the accumulator width inside the array (bits)")
+    p.add_argument("--pe-psum-bits", type=int,
+                   help="override bits.pe_psum, the accumulator width inside the array (bits; at least bits.psum_buffer)")
     p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
     p.add_argument("--memory", choices=("npukit", "scalesim"),
                    help="DRAM/SRAM accounting: npukit's unique-data model or SCALE-Sim v3's own (needs --mapping fixed)")
@@ -179,7 +185,12 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
     result = simulate(workload, arch, table=table)
-    text = render_result(result, table.name, quiet=args.quiet)  # totals checked finite before anything is written
+    from npukit.sim.arch import load_arch_source
+    from npukit.sim.result_text import decode_tokens
+
+    source = load_arch_source(args.arch)[1]  # the keys a partial arch file inherited, printed in the header
+    text = render_result(result, table.name, quiet=args.quiet, source=source,  # totals checked finite before
+                         tokens=decode_tokens(workload.meta))  # anything is written
     stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum_buffer}")
     names = [f"{stem}.ledger.json", f"{stem}.csv"]
     if args.format == "scalesim":

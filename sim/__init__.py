@@ -6,7 +6,7 @@ Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`
 This package imports neither torch nor triton.
 """
 
-from .arch import Arch, Bits, SramKiB, load_arch, load_scalesim_cfg
+from .arch import Arch, ArchSource, Bits, SramKiB, load_arch, load_arch_source, load_scalesim_cfg
 from .bounded import (
     MAX_DEPTH,
     MAX_INT,
@@ -59,7 +59,7 @@ from .workload import (
 )
 
 __all__ = [
-    "Arch", "Bits", "SramKiB", "load_arch", "load_scalesim_cfg",
+    "Arch", "ArchSource", "Bits", "SramKiB", "load_arch", "load_arch_source", "load_scalesim_cfg",
     "BUILTIN_TABLES", "EnergyTable", "load_table",
     "MAX_DEPTH", "MAX_INT", "MAX_TEXT_BYTES", "check_depth", "check_finite", "check_number", "check_size", "load_json",
     "load_yaml", "check_integers", "check_shape", "parse_dim", "short", "MAX_DIM",

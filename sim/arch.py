@@ -7,6 +7,7 @@ in KiB (1024 bytes), DRAM bandwidth in bytes per cycle, clock in GHz.
 from __future__ import annotations
 
 import configparser
+import functools
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -259,27 +260,94 @@ def apply_overrides(arch: Arch, changes: dict[str, Any]) -> Arch:
 
 def load_arch(name_or_path: str | Path) -> Arch:
     """Load a built-in arch (``npu128``, ``npu32``), an npukit TOML file or a SCALE-Sim ``.cfg``."""
+    return load_arch_source(name_or_path)[0]
+
+
+@dataclass(frozen=True)
+class ArchSource:
+    """Where an arch's values came from: ``origin`` (a built-in name or a file), ``base`` (what the keys
+    the file leaves out are taken from: a built-in arch named by the file's ``base`` key, else npukit's
+    defaults, :class:`Arch`'s field defaults) and ``inherited`` (``(dotted key, value)`` for each of them)."""
+
+    origin: str
+    base: str
+    inherited: tuple[tuple[str, Any], ...] = ()
+
+    def line(self) -> str:
+        """One line naming every inherited key and its value (a table left out whole as ``[table]`` and its
+        key count), or "" when the file gives them all."""
+        if not self.inherited:
+            return ""
+        keys = [k for k, _ in self.inherited]
+        parts: list[str] = []
+        for key, val in self.inherited:
+            table = key.split(".")[0] if "." in key else ""
+            n = len(_SUB[table].__dataclass_fields__) if table else 0
+            if table and sum(k.startswith(table + ".") for k in keys) == n:
+                if f"[{table}]" not in parts[-1:]:
+                    parts.append(f"[{table}]")
+            else:
+                parts.append(f"{key}={val}")
+        return (f"arch {self.origin}: {len(keys)} keys not in the file, taken from {self.base}: "
+                + ", ".join(parts))
+
+
+@functools.cache
+def defaults_name() -> str:
+    """How the keys a file without ``base`` inherits are named: npukit's defaults, and how they differ from npu128."""
+    ref = load_arch("npu128")
+    diff = [f"{k} = {v}" for k, v in _left_out({}, Arch()) if k != "name" and v != dict(_left_out({}, ref))[k]]
+    return "npukit's defaults (npukit.sim.arch.Arch: npu128" + (f" but {', '.join(diff)})" if diff else ")")
+
+
+def load_arch_source(name_or_path: str | Path) -> tuple[Arch, ArchSource]:
+    """:func:`load_arch` and where its values came from (:class:`ArchSource`). A TOML file may name a
+    built-in arch to start from, ``base = "npu128"``; the keys it leaves out are taken from that arch,
+    or from npukit's defaults without ``base``, and are listed in the ArchSource."""
     name = str(name_or_path)
     if name in BUILTIN_ARCHS:
         text = (Path(__file__).parent / "archs" / f"{name}.toml").read_text()  # package data beside this file
-        return _arch_from_toml_text(text, name)
+        return _arch_from_toml_text(text, name)[0], ArchSource(name, "built-in")  # complete by design
     path = check_file(name, "arch file", ConfigError,
                       f"pass a .toml or SCALE-Sim .cfg file, or one of {', '.join(BUILTIN_ARCHS)}")
     if path.suffix == ".cfg":
-        return load_scalesim_cfg(path)
-    arch = _arch_from_toml_text(read_text(path, "arch file", ConfigError), str(path))
+        return load_scalesim_cfg(path), ArchSource(str(path), "SCALE-Sim's .cfg (see load_scalesim_cfg)")
+    arch, source = _arch_from_toml_text(read_text(path, "arch file", ConfigError), str(path))
     table = Path(arch.energy_table)
     if arch.energy_table not in BUILTIN_TABLES and not table.is_absolute() and (path.parent / table).is_file():
         arch = replace(arch, energy_table=str(path.parent / table))  # a table path beside the arch file
-    return arch
+    return arch, source
 
 
-def _arch_from_toml_text(text: str, origin: str) -> Arch:
+def _arch_from_toml_text(text: str, origin: str) -> tuple[Arch, ArchSource]:
     try:
         data = tomllib.loads(check_depth(text, origin, ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
-    return arch_from_dict(data, origin, base=Arch())
+    base_name = data.pop("base", None)
+    if base_name is None:
+        base, where = Arch(), ("built-in" if origin in BUILTIN_ARCHS else defaults_name())
+    elif base_name in BUILTIN_ARCHS:
+        base, where = load_arch(base_name), f"base = {base_name!r}"
+    else:
+        raise ConfigError(f"{origin}: base = {short(base_name)} is not a built-in arch; use one of "
+                          f"{', '.join(BUILTIN_ARCHS)} or leave base out")
+    arch = arch_from_dict(data, origin, base=base)
+    return arch, ArchSource(origin, where, _left_out(data, arch))
+
+
+def _left_out(data: dict[str, Any], arch: Arch) -> tuple[tuple[str, Any], ...]:
+    """(dotted key, value in ``arch``) for every arch key ``data`` (a parsed TOML table) does not give."""
+    out: list[tuple[str, Any]] = []
+    for key in Arch.__dataclass_fields__:
+        if key in _SUB:
+            given = data.get(key, {})
+            given = {BITS_ALIASES.get(k, k) for k in given} if key == "bits" else set(given)
+            sub = getattr(arch, key)
+            out += [(f"{key}.{f}", getattr(sub, f)) for f in sub.__dataclass_fields__ if f not in given]
+        elif key not in data:
+            out.append((key, getattr(arch, key)))
+    return tuple(out)
 
 
 _CFG_KEYS = {

@@ -7,6 +7,7 @@ from typing import Any
 
 from .multicore_sim import MultiCoreResult
 from .output import format_table
+from .result_text import arch_header
 
 
 def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
@@ -17,7 +18,14 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
     lines = [f"{result.workload} on {m.name}: {len(m.cores)} cores ({kinds}), interconnect "
              f"{ic.bandwidth_bytes_per_cycle:g} B/cycle/link, {ic.latency_cycles:g} cycles, {ic.energy_pj_per_bit:g} pJ/bit "
              f"({ic.topology}, {ic.source}), shared memory {m.shared_memory.kib:g} KiB, DRAM {m.dram.channels} x "
-             f"{m.dram.bandwidth_bytes_per_cycle:g} B/cycle; schedule {result.schedule.label} (objective {m.objective})", ""]
+             f"{m.dram.bandwidth_bytes_per_cycle:g} B/cycle; schedule {result.schedule.label} (objective {m.objective})"]
+    groups: dict[Any, list[str]] = {}
+    for c in m.cores:  # one header per distinct core arch: array, widths, number formats, SRAM sizes
+        groups.setdefault(c.arch, []).append(c.name)
+    for arch, names in groups.items():
+        lines.append(f"  cores {', '.join(names)}: {arch.name}")
+        lines += [f"    {x}" for x in arch_header(arch, arch.energy_table, dram=False)]
+    lines.append("")
     if not quiet:
         headers = ["layer", "step", "split", "cores", "start", "cycles", "interconnect cyc", "DRAM MB", "link MB", "uJ"]
         rows = [[r["name"], r["step"], r["split"], r["cores"], round(r["start_cycle"]), round(r["cycles"]),
@@ -30,10 +38,14 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
     if result.searched:
         lines += ["schedules searched: " + "; ".join(
             f"{s['schedule']} {s['cycles']:,.0f} cycles {s['energy_pj'] / 1e6:,.1f} uJ" for s in result.searched)]
-    lines.append(f"total: {result.macs:,} MACs, {result.total_cycles:,.0f} cycles ({result.latency_s() * 1e3:.3f} ms at "
-                 f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}%, energy {result.energy_pj() / 1e6:,.1f} uJ, "
+    lines.append(f"total: {result.macs:,} MACs, {result.total_cycles:,.0f} cycles ({result.latency_s * 1e3:.3f} ms at "
+                 f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}% over all cycles, "
+                 f"energy {result.energy_pj / 1e6:,.1f} uJ, "
+                 f"DRAM {sum(r['dram_bytes'] for r in result.layer_rows):,.0f} bytes, "
                  f"interconnect {result.interconnect_bytes / 1e6:,.2f} MB ({100 * result.interconnect_share:.1f}% of the "
                  "time waiting on it)")
+    lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
+                 "busy % = the cycles a core works / total cycles")
     return "\n".join(lines)
 
 

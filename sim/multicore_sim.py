@@ -20,6 +20,7 @@ from typing import Any
 
 from ._accounting import declare_components
 from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part
+from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
@@ -59,12 +60,15 @@ class MultiCoreResult:
     macs: int
     searched: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
     def energy_pj(self) -> float:
-        """Total energy (pJ), DRAM and interconnect included."""
-        return sum(self.energy_components.values())
+        """Total energy (pJ), DRAM and interconnect included (``energy_pj()`` is the deprecated spelling)."""
+        return OldCall(sum(self.energy_components.values()), "energy_pj")
 
+    @property
     def latency_s(self) -> float:
-        return self.total_cycles / (self.arch.clock_ghz * 1e9)
+        """Total cycles at the arch's clock, in seconds (``latency_s()`` is the deprecated spelling)."""
+        return OldCall(self.total_cycles / (self.arch.clock_ghz * 1e9), "latency_s")
 
     @property
     def utilization(self) -> float:
@@ -105,8 +109,8 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
         best, tried = None, []
         for sched in candidates(workload, march):
             res = _run(workload, march, sched, tab, memo, record=False)
-            val = objective_value(res.energy_pj(), res.total_cycles, march.objective)
-            tried.append({"schedule": sched.label, "energy_pj": res.energy_pj(), "cycles": res.total_cycles,
+            val = objective_value(res.energy_pj, res.total_cycles, march.objective)
+            tried.append({"schedule": sched.label, "energy_pj": res.energy_pj, "cycles": res.total_cycles,
                           "objective": val})
             if best is None or val < best[0]:
                 best = (val, sched)

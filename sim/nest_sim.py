@@ -24,6 +24,10 @@ from .workload import Layer, Workload
 from .zigzag_io import load_zigzag_hardware, load_zigzag_mapping
 
 OBJECTIVES = ("energy", "latency", "edp")
+NEST_LEGEND = ("loop nests: per operand (W weights, I inputs, O outputs), its memories from DRAM inwards separated by "
+               "'|', each level's loops outermost first ('-': none); 'parfor D1: K32' = 32 of dim K across array "
+               "dim D1; dims (ZigZag's): B batch or GEMM rows M, K output channels or GEMM columns N, C input "
+               "channels or the reduction K, OY/OX output rows/cols, FY/FX filter rows/cols, G groups")
 
 
 def nest_layer(layer: Layer) -> NestLayer:
@@ -91,6 +95,8 @@ class NestResult:
                 lines.append(m.loop_nest(self.hw))
         lines.append(f"total: {self.energy_pj / 1e6:.3f} uJ, {self.cycles:,.0f} cycles, "
                      f"{len(self.mappings)} layers mapped in {self.wall_s * 1e3:.0f} ms")
+        if not quiet:
+            lines.append(NEST_LEGEND)
         return "\n".join(lines)
 
     def mapping_json(self) -> list[dict]:

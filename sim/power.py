@@ -78,10 +78,10 @@ def run_power(result: Any, area: ArchArea | None = None) -> tuple[Power, list[Po
     layers = []
     for r in result.layers:
         t = r.total_cycles / hz
-        p = Power(t, r.macs, r.energy_total_pj(), leak_mw * t * PJ_PER_MW_S, area.mm2, 0.0)
+        p = Power(t, r.macs, r.energy_total_pj, leak_mw * t * PJ_PER_MW_S, area.mm2, 0.0)
         layers.append(Power(t, r.macs, p.dynamic_pj, p.static_pj, area.mm2, p.avg_w))
     t = result.total_cycles / hz
-    run = Power(t, result.macs, result.energy_pj(), leak_mw * t * PJ_PER_MW_S, area.mm2,
+    run = Power(t, result.macs, result.energy_pj, leak_mw * t * PJ_PER_MW_S, area.mm2,
                 max((p.peak_w for p in layers), default=0.0))
     return run, layers
 

@@ -36,6 +36,7 @@ from ._accounting import (
     traffic_bytes,
 )
 from ._mapping import LayerCounts, check_buffers, stall_cycles, utilization
+from ._old_call import OldCall
 from .arch import Arch
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -85,16 +86,26 @@ class LayerResult(_CycleTotals):
     energy_pj: dict[str, float] = field(default_factory=dict)
     traffic_bytes: dict[str, float] = field(default_factory=dict)  # TRAFFIC_COLUMNS -> bytes
 
+    @property
     def energy_total_pj(self) -> float:
-        return sum(self.energy_pj.values())
+        """Energy of the layer (pJ), DRAM included (``energy_pj``: the same per component)."""
+        return OldCall(sum(self.energy_pj.values()), "energy_total_pj")
 
+    @property
     def energy_onchip_pj(self) -> float:
-        return sum(v for k, v in self.energy_pj.items() if k not in OFF_CHIP)
+        """On-chip energy of the layer (pJ): everything but DRAM."""
+        return OldCall(sum(v for k, v in self.energy_pj.items() if k not in OFF_CHIP), "energy_onchip_pj")
 
 
 @dataclass
 class SimResult(_CycleTotals):
-    """A simulated workload: per-layer results, the ledger, and totals."""
+    """A simulated workload: per-layer results, the ledger, and totals.
+
+    Convention: every total is a property (``total_cycles``, ``compute_cycles``, ``stall_cycles``, ``macs``,
+    ``utilization``, ``utilization_all_cycles``, ``dram_bytes``, ``energy_pj``, ``energy_onchip_pj``,
+    ``latency_s``); a breakdown or a table is a method (``energy_by_component()``, ``energy_by_level(table)``,
+    ``rows()``). The old calls ``energy_pj()``, ``energy_onchip_pj()`` and ``latency_s()`` still work and warn.
+    """
 
     workload: str
     arch: Arch
@@ -115,19 +126,33 @@ class SimResult(_CycleTotals):
 
     @property
     def utilization(self) -> float:
-        """MACs / (rows * cols * compute cycles) of the whole workload, at most 1 (see
+        """Array utilization over compute cycles: MACs / (rows * cols * compute cycles) of the whole workload,
+        at most 1; stall cycles are not counted (see :attr:`utilization_all_cycles` and
         :func:`npukit.sim._mapping.utilization`)."""
         return utilization(self.macs, self.compute_cycles, self.arch.rows, self.arch.cols)
 
+    @property
+    def utilization_all_cycles(self) -> float:
+        """Array utilization over all cycles: MACs / (rows * cols * total cycles), stalls included."""
+        return utilization(self.macs, self.total_cycles, self.arch.rows, self.arch.cols)
+
+    @property
+    def dram_bytes(self) -> float:
+        """DRAM traffic of the whole workload (bytes, reads and writes)."""
+        return sum(r.dram_bytes for r in self.layers)
+
+    @property
     def energy_pj(self) -> float:
         """Total energy (pJ), DRAM included."""
-        return sum(r.energy_total_pj() for r in self.layers)
+        return OldCall(sum(r.energy_total_pj for r in self.layers), "energy_pj")
 
+    @property
     def energy_onchip_pj(self) -> float:
         """On-chip energy (pJ): everything but DRAM."""
-        return sum(r.energy_onchip_pj() for r in self.layers)
+        return OldCall(sum(r.energy_onchip_pj for r in self.layers), "energy_onchip_pj")
 
     def energy_by_component(self) -> dict[str, float]:
+        """Energy (pJ) per ledger component over the whole workload."""
         out = dict.fromkeys(COMPONENTS, 0.0)
         for r in self.layers:
             for k, v in r.energy_pj.items():
@@ -152,8 +177,10 @@ class SimResult(_CycleTotals):
                 out[("dram", op)] = out.get(("dram", op), 0.0) + e
         return out
 
+    @property
     def latency_s(self) -> float:
-        return self.total_cycles / (self.arch.clock_ghz * 1e9)
+        """Total cycles (compute + stall) at the arch's clock, in seconds."""
+        return OldCall(self.total_cycles / (self.arch.clock_ghz * 1e9), "latency_s")
 
     def rows(self) -> list[dict[str, Any]]:
         """Flat per-layer rows for CSV (cycles, bytes per operand and memory, pJ per component)."""
@@ -167,8 +194,8 @@ class SimResult(_CycleTotals):
                 d[key] = t.get(key, 0.0)
             for comp in COMPONENTS:
                 d[f"energy_{comp}_pj"] = e.get(comp, 0.0)
-            d["energy_onchip_pj"] = r.energy_onchip_pj()
-            d["energy_total_pj"] = r.energy_total_pj()
+            d["energy_onchip_pj"] = float(r.energy_onchip_pj)
+            d["energy_total_pj"] = float(r.energy_total_pj)
             out.append(d)
         from .power import run_power
 

@@ -92,14 +92,14 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
         "stall_cycles": result.stall_cycles,
         "total_cycles": result.total_cycles,
         "utilization": result.utilization,
-        "energy_total_pj": result.energy_pj(),
-        "energy_onchip_pj": result.energy_onchip_pj(),
+        "energy_total_pj": float(result.energy_pj),  # plain floats: the property returns a callable float
+        "energy_onchip_pj": float(result.energy_onchip_pj),
     }
     for comp, pj in result.energy_by_component().items():
         row[f"energy_{comp}_pj"] = pj
     for col in TRAFFIC_COLUMNS:
         row[col] = sum(r.traffic_bytes.get(col, 0.0) for r in result.layers)
-    row["latency_s"] = result.latency_s()
+    row["latency_s"] = float(result.latency_s)
     row.update({k: v for k, v in result.ledger.meta.get("ppa", {}).items() if not isinstance(v, dict)})
     return row
 

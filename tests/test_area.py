@@ -71,12 +71,12 @@ def test_static_energy_is_leakage_times_time_and_power_adds_up():
     res = simulate(load_workload("resnet18"), arch)
     area = arch_area(arch)
     run, layers = run_power(res, area)
-    assert run.static_pj == pytest.approx(area.leakage_mw * 1e9 * res.latency_s())
-    assert run.dynamic_pj == pytest.approx(res.energy_pj())
+    assert run.static_pj == pytest.approx(area.leakage_mw * 1e9 * res.latency_s)
+    assert run.dynamic_pj == pytest.approx(res.energy_pj)
     assert sum(p.static_pj for p in layers) == pytest.approx(run.static_pj)
-    assert run.avg_w == pytest.approx((res.energy_pj() + run.static_pj) / 1e12 / res.latency_s())
+    assert run.avg_w == pytest.approx((res.energy_pj + run.static_pj) / 1e12 / res.latency_s)
     assert run.peak_w == max(p.avg_w for p in layers) >= run.avg_w
-    assert run.tops_per_w == pytest.approx(2 * res.macs / (res.energy_pj() + run.static_pj) * 1e12 / 1e12)
+    assert run.tops_per_w == pytest.approx(2 * res.macs / (res.energy_pj + run.static_pj) * 1e12 / 1e12)
 
 
 def test_ledger_and_csv_carry_area_and_power_and_old_ledgers_load(tmp_path, capsys):

@@ -108,8 +108,8 @@ def test_energy_rows_match_two_simulate_calls(quick_run):
     assert {int(r["bits"]) for r in csv_rows} == {32, 16, 12, 10, 8, 6, 4}
     arch = load_arch("npu128")
     for wl in (resnet18(), llama3_8b_layer()):
-        e32 = simulate(wl, arch).energy_pj()
-        e8 = simulate(wl, arch.with_(**{"bits.psum_buffer": 8})).energy_pj()
+        e32 = simulate(wl, arch).energy_pj
+        e8 = simulate(wl, arch.with_(**{"bits.psum_buffer": 8})).energy_pj
         assert e8 < e32
         row = next(r for r in csv_rows if r["workload"] == wl.name and int(r["bits"]) == 8)
         assert math.isclose(float(row["reduction_vs_32"]), 1 - e8 / e32, rel_tol=1e-9)

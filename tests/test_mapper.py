@@ -79,5 +79,5 @@ def test_search_keeps_running_psums_on_chip_with_a_small_psum_buffer() -> None:
     search = simulate(resnet18(), base.with_(mapping="search"))
     spill = [sum(r.traffic_bytes["dram_psum_write_bytes"] for r in res.layers) for res in (fixed, search)]
     assert spill[0] > 1e7 and spill[1] == 0
-    assert search.energy_pj() < 0.5 * fixed.energy_pj()
+    assert search.energy_pj < 0.5 * fixed.energy_pj
     assert any("Mt=" in r.mapping for r in search.layers)

@@ -27,7 +27,7 @@ def test_one_core_equals_single_core(wl: Workload, overlap: str) -> None:
     assert got.total_cycles == ref.total_cycles
     assert _nonzero(dict(got.ledger.counts)) == _nonzero(dict(ref.ledger.counts))
     assert _nonzero(dict(got.ledger.cycles)) == _nonzero(dict(ref.ledger.cycles))
-    assert got.energy_pj() == pytest.approx(ref.energy_pj(), rel=1e-12)
+    assert got.energy_pj == pytest.approx(ref.energy_pj, rel=1e-12)
     assert got.interconnect_bytes == 0
 
 
@@ -116,7 +116,7 @@ def test_search_keeps_the_best_candidate() -> None:
         assert len(vals) >= 3
         best = res.searched[vals.index(min(vals))]
         assert best["schedule"] == res.schedule.label
-        assert objective_value(res.energy_pj(), res.total_cycles, objective) == pytest.approx(min(vals))
+        assert objective_value(res.energy_pj, res.total_cycles, objective) == pytest.approx(min(vals))
 
 
 def test_toml_presets_and_errors(tmp_path) -> None:

@@ -26,9 +26,9 @@ def test_energy_only_writes_the_table_and_matches_simulate(tmp_path: Path, capsy
             a = arch.with_(mapping=mapping)
             r32, r8 = simulate(wl, a), simulate(wl, a.with_(**{"bits.psum_buffer": 8}))
             row = next(r for r in rows if (r["workload"], r["mapping"], r["bits"]) == (label, mapping, "8"))
-            assert math.isclose(float(row["reduction_vs_32"]), 1 - r8.energy_pj() / r32.energy_pj(), rel_tol=1e-9)
+            assert math.isclose(float(row["reduction_vs_32"]), 1 - r8.energy_pj / r32.energy_pj, rel_tol=1e-9)
             assert math.isclose(float(row["reduction_onchip_vs_32"]),
-                                1 - r8.energy_onchip_pj() / r32.energy_onchip_pj(), rel_tol=1e-9)
+                                1 - r8.energy_onchip_pj / r32.energy_onchip_pj, rel_tol=1e-9)
             assert float(row["energy_psum_quantizer_pj"]) > 0  # the psum path is charged below 32 bits
     full = next(r for r in rows if (r["workload"], r["mapping"], r["bits"]) == ("resnet18", "fixed", "32"))
     assert float(full["energy_psum_quantizer_pj"]) == 0.0

@@ -129,10 +129,10 @@ def test_totals_and_per_layer_tables_match_simulation(report: dict, sims: dict) 
     totals = {r[0]: r for r in _md_table_after(report["md"], "## Totals")}
     for label, res in (("psum32", r32), ("psum8", r8)):
         row = totals[label]
-        assert _num(row[1]) == pytest.approx(res.energy_pj() / 1e6, abs=5e-4)
-        assert _num(row[2]) == pytest.approx(res.energy_onchip_pj() / 1e6, abs=5e-4)  # all but DRAM
+        assert _num(row[1]) == pytest.approx(res.energy_pj / 1e6, abs=5e-4)
+        assert _num(row[2]) == pytest.approx(res.energy_onchip_pj / 1e6, abs=5e-4)  # all but DRAM
         assert _num(row[3]) == res.cycles
-        assert _num(row[-2]) == pytest.approx(res.latency_s() * 1e6, abs=5e-4)  # microseconds
+        assert _num(row[-2]) == pytest.approx(res.latency_s * 1e6, abs=5e-4)  # microseconds
         layer_rows = _md_records_after(report["md"], f"## Per layer: {label}")
         names = [layer.name for layer in resnet18().layers]  # scopes resnet18/<layer>, the workload said once
         assert len(names) == 21

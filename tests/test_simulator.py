@@ -133,7 +133,7 @@ def test_ledger_records_everything():
         "pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
         "filter_sram", "psum_buffer", "ofmap_sram", "dram"
     }
-    assert led.energy("horowitz45") == pytest.approx(r.energy_pj())
+    assert led.energy("horowitz45") == pytest.approx(r.energy_pj)
     assert led.scopes(depth=2)[0] == "resnet18/conv1"
 
 
@@ -141,7 +141,7 @@ def test_batch_counts_as_back_to_back_gemms():
     one = simulate(Workload("w", [Layer("h", 128, 128, 32)]), arch("ws"))
     many = simulate(Workload("w", [Layer("h", 128, 128, 32, batch=12)]), arch("ws"))
     assert many.compute_cycles == 12 * one.compute_cycles
-    assert many.energy_pj() == pytest.approx(12 * one.energy_pj())
+    assert many.energy_pj == pytest.approx(12 * one.energy_pj)
 
 
 def test_transformer_workloads_shapes():

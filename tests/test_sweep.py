@@ -152,10 +152,10 @@ def test_rows_equal_direct_simulate(tmp_path):
         assert (row["compute_cycles"], row["stall_cycles"], row["total_cycles"]) == (res.compute_cycles, res.stall_cycles,
                                                                                   res.total_cycles)
         assert row["utilization"] == res.macs / (res.compute_cycles * r * arch.cols)
-        assert row["energy_total_pj"] == pytest.approx(res.energy_pj(), rel=1e-12)
+        assert row["energy_total_pj"] == pytest.approx(res.energy_pj, rel=1e-12)
         for comp, pj in res.energy_by_component().items():
             assert row[f"energy_{comp}_pj"] == pytest.approx(pj, rel=1e-12)
-        assert row["latency_s"] == pytest.approx(res.latency_s(), rel=1e-12)
+        assert row["latency_s"] == pytest.approx(res.latency_s, rel=1e-12)
         assert row["cols"] == 128 and row["arch_name"] == "npu128" and row["wall_s"] > 0
 
 

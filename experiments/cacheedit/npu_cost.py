@@ -61,13 +61,13 @@ def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, qu
     arch = load_arch(arch_name)
     wl = load_workload(SPEC)
     full = simulate(wl, arch)
-    fc, fe = float(full.cycles), float(full.energy_pj())
+    fc, fe = float(full.cycles), float(full.energy_pj)
     ghz = arch.clock_ghz
     rows = []
     for frac in (measured, *((0.1, 0.5) if quick else SWEEP)):
         a = max(1, round(frac * TARGET))
         sp = simulate(sparse_step(wl, a), arch)
-        sc, se = float(sp.cycles), float(sp.energy_pj())
+        sc, se = float(sp.cycles), float(sp.energy_pj)
         cc, ce = 2 * fc + (steps - 1) * sc, 2 * fe + (steps - 1) * se
         rows.append(dict(model="flux.1-kontext-dev", res=1024, steps=steps, arch=arch_name,
                          active_frac=round(frac, 4), active_tokens=a, measured=frac == measured,

@@ -45,7 +45,7 @@ def energy_rows(arch: Arch | None = None, bits: tuple[int, ...] = BITS,
             for b in bits:
                 res = simulate(wl, base.with_(**{"bits.psum_buffer": b, "mapping": mapping}), table=table)
                 comp = res.energy_by_component()
-                total, onchip = sum(comp.values()), res.energy_onchip_pj()
+                total, onchip = sum(comp.values()), res.energy_onchip_pj
                 if b == 32:
                     ref, ref_on = total, onchip
                 row: dict[str, Any] = {"workload": label, "policy": "energy", "mapping": mapping, "bits": b,
