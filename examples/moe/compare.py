@@ -24,7 +24,7 @@ def row(spec: str, arch: str) -> str:
     dram = sum(r.dram_bytes for r in res.layers)
     weights = sum(r.traffic_bytes.get("dram_filter_read_bytes", 0.0) for r in res.layers)
     return (f"| `{spec}` | {params / 1e9:.2f} | {active / 1e9:.2f} | {res.macs:.3e} | {dram / 1e9:.3f} | "
-            f"{weights / 1e9:.3f} | {res.total_cycles:.3e} | {res.latency_s() * 1e3:.2f} |")
+            f"{weights / 1e9:.3f} | {res.total_cycles:.3e} | {res.latency_s * 1e3:.2f} |")
 
 
 def main() -> None:
