@@ -56,13 +56,11 @@ def spread(samples: Sequence[float]) -> Spread:
     return Spread(n=len(vals), min=min(vals), median=statistics.median(vals), max=max(vals))
 
 
-def measure(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1, min_block_s: float = 0.05,
-            max_single_s: float = 2.0) -> Spread:
-    """Per-call wall time of ``fn`` in seconds over ``repeats`` samples after ``warmup`` calls.
+def measure(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1, min_block_s: float = 0.05) -> Spread:
+    """Per-call wall time of ``fn`` in seconds over ``repeats`` samples after ``warmup`` untimed calls.
 
-    Each sample runs ``fn`` as many times as fill ``min_block_s`` (calibrated on the warm-up) and divides.
-    A warm-up call over ``max_single_s`` is slow enough to be its own first sample (no block, no extra
-    warm-up): the remaining ``repeats - 1`` samples are single calls."""
+    Each sample runs ``fn`` as many times as fill ``min_block_s`` (calibrated on the last warm-up call) and
+    divides. Warm-up calls (JIT compiles, caches, allocator growth) are never samples."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     first = 0.0
@@ -70,11 +68,9 @@ def measure(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1, min_block_
         t0 = time.perf_counter()
         fn()
         first = time.perf_counter() - t0
-    samples: list[float] = []
-    if first > max_single_s:
-        samples.append(first)
     block = 1 if first >= min_block_s else max(1, int(min_block_s / max(first, 1e-7)))
-    while len(samples) < repeats:
+    samples: list[float] = []
+    for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(block):
             fn()

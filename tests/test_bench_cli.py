@@ -106,8 +106,8 @@ def test_measure_warms_up_blocks_short_calls_and_counts_samples() -> None:
     assert s.n == 4 and 0 < s.min <= s.median <= s.max
     assert len(calls) > 2 + 4  # short calls are timed in blocks, not one by one
     slow = []
-    s = measure(lambda: slow.append(1), repeats=3, warmup=1, min_block_s=0.0, max_single_s=-1.0)
-    assert s.n == 3 and len(slow) == 3  # a warm-up over max_single_s is the first sample
+    s = measure(lambda: slow.append(1), repeats=3, warmup=1, min_block_s=0.0)
+    assert s.n == 3 and len(slow) == 1 + 3  # the warm-up is never a sample; no blocks when min_block_s is 0
     with pytest.raises(ValueError):
         measure(lambda: None, repeats=0)
 
