@@ -126,7 +126,8 @@ def main() -> int:
     ap.add_argument("--scalesim-python", help="python of a virtualenv that has scalesim==3.0.0")
     ap.add_argument("--install", action="store_true", help=f"create {DEFAULT_VENV} with {' '.join(PIN)} if missing")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cases", type=int, default=12, help="random layers (default 12: under 3 min on 2 cores with SCALE-Sim's own runs; the README quotes --cases 40), each in every mode")
+    ap.add_argument("--cases", type=int, default=12,
+                    help="random layers, each in every mode (default 12: a few minutes with SCALE-Sim; README: 40)")
     ap.add_argument("--stalls", action="store_true", help="stall-heavy cases: 1-2 kB SRAMs, 1-4 words/cycle")
     ap.add_argument("--modes", default="calc,user", help="comma-separated subset of calc,user")
     ap.add_argument("--out", default="out/bench")
