@@ -5,7 +5,8 @@ editor, 64 + 64 image tokens; ``--model wide``: a random-init 2+4-block, 24x64-w
 token grid and as many context tokens, nearer a real model's shape). The CacheEdit hooks
 (:func:`npukit.models.cacheedit.apply_cacheedit`, ``context_image='cache'``) run call 0 full, then the timed
 sparse calls with ``force_active`` at each fraction (the same random set for each of ``--batch`` images served
-together); the unhooked full call is timed back to back (ratios' median over ``--reps``). On CUDA the hooks use
+together); the unhooked full call is timed back to back (ratios' median over ``--reps``, with their
+min / max and the spread max/min, flagged WIDE above 2x). On CUDA the hooks use
 the Triton K/V-update and row-scatter kernels.
 Prints a table and writes ``bench_cacheedit.csv`` to ``--out``.
 ``python benchmarks/bench_cacheedit.py [--model wide] [--reps 7] [--out out/bench/cacheedit]``
@@ -92,8 +93,17 @@ def per_call(model: str, device: str, fracs: list[float], reps: int, batch: int 
             rows.append(dict(model=model, device=device, batch=batch, active_frac=f, active_tokens=k, target_tokens=p,
                              full_ms=round(1e3 * statistics.median(t_full), 3),
                              sparse_ms=round(1e3 * statistics.median(t_sp), 3),
-                             speedup=round(statistics.median(ratios), 3)))
+                             speedup=round(statistics.median(ratios), 3), **_ratio_spread(ratios)))
     return rows
+
+
+def _ratio_spread(ratios: list[float]) -> dict[str, Any]:
+    """min / max of the per-repeat speedups, n, their spread and its WIDE flag (benchmarks/_timing.py)."""
+    from npukit.benchmarks._timing import spread
+
+    sp = spread(ratios)
+    return dict(speedup_min=round(sp.min, 3), speedup_max=round(sp.max, 3), n=sp.n, spread=round(sp.ratio, 2),
+                spread_flag="WIDE" if sp.wide else "")
 
 
 def write(rows: list[dict[str, Any]], out: Path, name: str) -> Path:
@@ -118,9 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.batch < 1 or a.reps < 1:
         p.error(f"--batch and --reps must be >= 1, got {a.batch}, {a.reps}")
     rows = per_call(a.model, "cpu", [float(x) for x in a.fracs.split(",")], a.reps, a.batch)
-    print(f"{'frac':>6} {'full ms':>9} {'sparse ms':>10} {'speedup':>8}")
+    from npukit.benchmarks._timing import wide_warnings
+
+    print(f"{'frac':>6} {'full ms':>9} {'sparse ms':>10} {'speedup':>8} {'min':>7} {'max':>7} {'n':>3} {'max/min':>7} flag")
     for r in rows:
-        print(f"{r['active_frac']:>6} {r['full_ms']:>9} {r['sparse_ms']:>10} {r['speedup']:>8}")
+        print(f"{r['active_frac']:>6} {r['full_ms']:>9} {r['sparse_ms']:>10} {r['speedup']:>8} {r['speedup_min']:>7} "
+              f"{r['speedup_max']:>7} {r['n']:>3} {r['spread']:>7} {r['spread_flag']}")
+    for ln in wide_warnings(rows, lambda r: f"speedup at {r['active_frac']} active"):
+        print(ln)
     print(f"wrote {write(rows, Path(a.out), 'bench_cacheedit.csv')}")
     return 0
 

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from npukit.benchmarks._timing import spread, wide_warnings
+
 MODELS = {
     "llama-3.1-70b prefill 2048": "llama-3.1-70b:seq=2048",
     "llama-3.1-70b decode (kv 2048)": "llama-3.1-70b:phase=decode,kv=2048",
@@ -30,7 +32,10 @@ MODELS = {
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_multicore")
-    ap.add_argument("--cores", default="1,2,4,8,16")
+    ap.add_argument("--cores", default=None, help="core counts (default 1,4,16; --full 1,2,4,8,16)")
+    ap.add_argument("--full", action="store_true", help="every core count 1,2,4,8,16")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="simulations per (model, cores); the wall time's min / median / max (default 2)")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names of " + ", ".join(MODELS))
     args = ap.parse_args()
     from npukit.sim import format_table, load_arch, prepare_out_dir, write_csv, write_figure
@@ -38,7 +43,7 @@ def main() -> int:
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.workloads import workload_from_spec
 
-    cores = [int(c) for c in args.cores.split(",")]
+    cores = [int(c) for c in (args.cores or ("1,2,4,8,16" if args.full else "1,4,16")).split(",")]
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODELS]
     if unknown:
@@ -50,27 +55,34 @@ def main() -> int:
         wl = workload_from_spec(MODELS[name])
         for n in cores:
             march = homogeneous(arch, n, shared_kib=8192)
-            t0 = time.perf_counter()
-            res = simulate_multicore(wl, march)
-            wall = time.perf_counter() - t0
+            walls = []
+            for _ in range(max(1, args.repeats)):
+                t0 = time.perf_counter()
+                res = simulate_multicore(wl, march)
+                walls.append(time.perf_counter() - t0)
+            sp = spread(walls)
+            wall = sp.median
             rows.append({"model": name, "cores": n, "schedule": res.schedule.label,
                          "latency_ms": res.latency_s * 1e3, "energy_mj": res.energy_pj / 1e9,
                          "utilization": res.utilization, "interconnect_share": res.interconnect_share,
                          "interconnect_mb": res.interconnect_bytes / 1e6,
                          "dram_mb": sum(r["dram_bytes"] for r in res.rows()) / 1e6,
-                         "ops": len(wl.layers), "sim_s": wall})
+                         "ops": len(wl.layers), "sim_s": wall, "sim_min_s": sp.min, "sim_max_s": sp.max, "n": sp.n,
+                         "spread": round(sp.ratio, 2), "spread_flag": "WIDE" if sp.wide else ""})
             r = rows[-1]
             print(f"{name} on {n} cores: {r['latency_ms']:.2f} ms, {r['energy_mj']:.1f} mJ, {r['schedule']}, "
                   f"{wall:.1f} s", flush=True)
     headers = ["model", "cores", "schedule", "latency ms", "speedup", "energy mJ", "util %", "interconnect %",
-               "link MB", "DRAM MB", "sim s"]
+               "link MB", "DRAM MB", "sim s (median)", "min", "max", "n", "max/min", "flag"]
     table = []
     for r in rows:
         base = next(x for x in rows if x["model"] == r["model"] and x["cores"] == cores[0])
         table.append([r["model"], r["cores"], r["schedule"], r["latency_ms"], base["latency_ms"] / r["latency_ms"],
                       r["energy_mj"], 100 * r["utilization"], 100 * r["interconnect_share"], r["interconnect_mb"],
-                      r["dram_mb"], r["sim_s"]])
+                      r["dram_mb"], r["sim_s"], r["sim_min_s"], r["sim_max_s"], r["n"], r["spread"], r["spread_flag"]])
     print(format_table(headers, table))
+    for ln in wide_warnings(rows, lambda r: f"{r['model']} on {r['cores']} cores, simulation wall time"):
+        print(ln)
     out = prepare_out_dir(args.out)
     print(f"wrote {write_csv(Path(out) / 'multicore_scaling.csv', rows)}")
     from matplotlib.figure import Figure

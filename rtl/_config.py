@@ -8,6 +8,7 @@ buffers and the accumulator, in words).
 from __future__ import annotations
 
 import importlib.resources
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,6 +53,36 @@ def _bits(n: int) -> int:
 def rtl_dir() -> Path:
     """Folder holding the shipped Verilog sources (package data of npukit.rtl)."""
     return Path(str(importlib.resources.files("npukit.rtl")))
+
+
+#: Default array rows = cols of ``npukit rtl test``, ``stats`` and ``lint`` (and of :class:`RtlConfig` callers
+#: that pass none): 4x4 builds in seconds on Icarus.
+DEFAULT_ARRAY = 4
+#: Suffixes of the Verilog files ``npukit rtl test --rtl-dir DIR`` compiles.
+USER_SUFFIXES = (".v", ".sv")
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def declared_modules(path: Path) -> set[str]:
+    """Names of the modules declared in the Verilog file ``path`` (comments ignored)."""
+    text = _COMMENTS.sub(" ", path.read_text(errors="replace"))
+    return set(re.findall(r"\bmodule\s+([A-Za-z_][A-Za-z0-9_$]*)", text))
+
+
+def user_sources(folder: str | Path, top: str = "npu_top") -> list[Path]:
+    """The Verilog files (``*.v``, ``*.sv``, not recursive, sorted) of ``folder`` that replace the shipped design;
+    :class:`ConfigError` when the folder is missing, holds none or none declares module ``top``."""
+    base = Path(folder)
+    if not base.is_dir():
+        raise ConfigError(f"--rtl-dir '{base}' is not a folder; pass the folder holding your Verilog sources")
+    files = sorted(p.resolve() for p in base.iterdir() if p.suffix in USER_SUFFIXES and p.is_file())
+    if not files:
+        raise ConfigError(f"--rtl-dir '{base}' holds no Verilog sources (*.v, *.sv); pass the folder of your design")
+    if not any(top in declared_modules(p) for p in files):
+        raise ConfigError(f"--rtl-dir '{base}': no file declares module {top}; the testbench drives {top} with the "
+                          "parameters and ports of docs/rtl.md (section 'Your own Verilog')")
+    return files
 
 
 def source_paths(files: tuple[str, ...] = DESIGN_FILES) -> list[Path]:

@@ -10,6 +10,7 @@ top, Verilator writes VCD (``--trace``); the path comes back in the result.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import numpy as np
 
 from npukit.sim.errors import ConfigError, NpukitError
 
-from ._config import MAX_QUANT_SAMPLES, RtlConfig, source_paths
+from ._config import MAX_QUANT_SAMPLES, RtlConfig, declared_modules, source_paths
 from ._tools import SIMULATORS, check_simulator, verilator_for_sim
 
 #: Default probability of a tvalid gap per period on each operand input stream (testbench).
@@ -132,8 +133,9 @@ def build(top: str, sources: list[Path], parameters: dict[str, int], build_dir: 
         why = exc.strerror or exc
         raise ConfigError(f"cannot create build folder '{build_dir}' ({why}); pass a writable --build-dir") from None
     stamp = build_dir / "params.json"
+    digest = hashlib.sha256(b"".join(Path(s).read_bytes() for s in sources)).hexdigest()  # an edited file rebuilds
     want = json.dumps({"top": top, "parameters": parameters, "sources": [str(s) for s in sources], "sim": sim,
-                       "waves": waves}, sort_keys=True)
+                       "waves": waves, "sha256": digest}, sort_keys=True)
     always = not stamp.is_file() or stamp.read_text() != want
     log = build_dir / "build.log"
     runner = _runner(sim)
@@ -238,9 +240,11 @@ class QuantResult:
 
 
 def run_quant_suite(in_bits: int, out_bits: int, n: int, seed: int, build_root: str | os.PathLike,
-                    mult_bits: int = 16, lanes: int = 256, sim: str = "icarus") -> QuantResult:
+                    mult_bits: int = 16, lanes: int = 256, sim: str = "icarus",
+                    sources: list[Path] | None = None) -> QuantResult:
     """Check psum_quantizer (``lanes`` instances in parallel) on ``n`` seeded inputs against npukit.sim.quant,
-    on simulator ``sim`` (icarus or verilator)."""
+    on simulator ``sim`` (icarus or verilator). ``sources`` replaces the shipped files: they must declare
+    ``psum_quantizer``; the shipped ``quantizer_lanes`` wrapper is added unless they declare it too."""
     for name, v, lo, hi in (("in_bits", in_bits, 2, 62), ("out_bits", out_bits, 2, 62), ("mult_bits", mult_bits, 2, 16)):
         if not lo <= v <= hi:
             raise ConfigError(f"quantizer {name} must be in [{lo}, {hi}] (got {v})")
@@ -249,8 +253,12 @@ def run_quant_suite(in_bits: int, out_bits: int, n: int, seed: int, build_root: 
                           f"(got n={n:,}, lanes={lanes:,})")
     params = {"LANES": lanes, "IN_W": in_bits, "MULT_W": mult_bits, "OUT_W": out_bits, "SHIFT_W": 6}
     suffix = "" if sim == "icarus" else f"_{sim}"
-    build_dir = Path(build_root).resolve() / f"quant_i{in_bits}o{out_bits}m{mult_bits}l{lanes}{suffix}"
-    sources = source_paths(("psum_quantizer.v", "quantizer_lanes.v"))
+    custom = "" if sources is None else "_custom"
+    build_dir = Path(build_root).resolve() / f"quant_i{in_bits}o{out_bits}m{mult_bits}l{lanes}{custom}{suffix}"
+    if sources is None:
+        sources = source_paths(("psum_quantizer.v", "quantizer_lanes.v"))
+    elif not any("quantizer_lanes" in declared_modules(p) for p in sources):
+        sources = [*sources, *source_paths(("quantizer_lanes.v",))]
     runner, build_s = build("quantizer_lanes", sources, params, build_dir, sim=sim)
     job = {"in_bits": in_bits, "out_bits": out_bits, "mult_bits": mult_bits, "lanes": lanes, "n": n, "seed": seed}
     res, sim_s = run_testbench(runner, "quantizer_lanes", "npukit.rtl._tb_quant", build_dir, job)

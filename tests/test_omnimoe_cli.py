@@ -36,6 +36,11 @@ def test_bench_omnimoe_prints_table_speedup_and_writes_csv(tmp_path, capsys):
     for name in ("omnimoe_ms.csv", "omnimoe_ms.png", "bench_omnimoe.csv", "npu_cost.csv", "summary.txt"):
         assert f"wrote {out / name}" in text
     assert all(float(r["low_ms"]) <= float(r["median_ms"]) <= float(r["high_ms"]) for r in rows if r["median_ms"] != "nan")
+    # every row carries its samples' spread; results.html has the table, not only the plot
+    assert all(int(r["n"]) == 1 and float(r["spread"]) >= 1.0 for r in rows if r["median_ms"] != "nan")
+    html = (out / "results.html").read_text()
+    assert f"wrote {out / 'results.html'}" in text
+    assert "<table>" in html and html.count("<tr") == len(rows) + 1 and "omnimoe_ms.png" in html and "WIDE" in html
     npu = list(csv.DictReader((out / "npu_cost.csv").open()))
     assert {r["path"] for r in npu} == {"expert_centric", "token_centric"}
     tot = {r["path"]: r for r in npu if r["part"] == "total"}

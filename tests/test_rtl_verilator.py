@@ -166,14 +166,15 @@ def test_cli_waves_for_a_failing_case(capsys, tmp_path, monkeypatch):
         cfg, cases, root, sources=srcs, **kw))
     out = tmp_path / "waves"
     rc = main(["rtl", "test", "--rows", "4", "--cols", "4", "--seed", str(SEED), "--quant-samples", "0", "--waves",
-               "--out", str(out), "--build-dir", str(tmp_path / "b")])
+               "failing", "--out", str(out), "--build-dir", str(tmp_path / "b")])
     cap = capsys.readouterr()
     assert rc == 1 and "FAIL" in cap.out
     fsts = list(out.glob("*_failing.fst"))
     assert len(fsts) == 1 and f"wrote {fsts[0]}" in cap.out and fsts[0].stat().st_size > 1000
-    # a passing run with --waves (failing) writes nothing
+    # a passing run with --waves failing writes nothing and says why
     monkeypatch.setattr(runner, "run_gemm_suite", real)
     out2 = tmp_path / "none"
     assert main(["rtl", "test", "--rows", "4", "--cols", "4", "--seed", str(SEED), "--quant-samples", "0", "--waves",
-                 "--out", str(out2), "--build-dir", str(tmp_path / "b")]) == 0
+                 "failing", "--out", str(out2), "--build-dir", str(tmp_path / "b")]) == 0
     assert not out2.exists() or not any(out2.iterdir())
+    assert "waves: none written: every GEMM case passed" in capsys.readouterr().out
