@@ -104,10 +104,12 @@ def override_tokens(overrides: Mapping[str, Any], skip: Iterable[str] = _SAME_IN
 
 def run_stem(parts: Sequence[str]) -> str:
     """The file stem of a run from its name parts: each made safe (:func:`safe_filename`), joined by ``_``, and
-    cut to :data:`MAX_STEM` characters with a hash of the whole when longer."""
-    stem = "_".join(safe_filename(p) for p in parts if str(p))
-    if len(stem) > MAX_STEM:
-        digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
+    cut to :data:`MAX_STEM` characters, ending in a hash of the parts as given, when longer (or when a part was cut)."""
+    raw = [str(p) for p in parts if str(p)]
+    safe = [safe_filename(p) for p in raw]
+    stem = "_".join(safe)
+    if len(stem) > MAX_STEM or any(len(s) >= 100 for s in safe):
+        digest = hashlib.sha256("\0".join(raw).encode()).hexdigest()[:8]
         stem = f"{stem[:MAX_STEM - 9].rstrip('_')}_{digest}"
     return stem
 
