@@ -139,3 +139,11 @@ def test_zigzag_runs_record_the_run_and_are_refused_twice(tmp_path, capsys) -> N
     capsys.readouterr()
     assert main(argv) == 2  # (the hardware file's warnings come first on stderr)
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("npukit sim: error: refusing to overwrite")
+
+
+def test_demo_refuses_an_earlier_demo_run_before_any_work(tmp_path, capsys) -> None:
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "resnet18_npu32_ws_psum8.csv").write_text("kept\n")
+    refused(["demo", "--arch", "npu32", "--out", str(out)], capsys, "refusing to overwrite", "resnet18_npu32_ws_psum8")
+    assert _tree(out) == {"resnet18_npu32_ws_psum8.csv": b"kept\n"}
