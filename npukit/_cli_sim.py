@@ -112,15 +112,17 @@ def run_multicore(args: argparse.Namespace) -> int:
 
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
-    result = simulate_multicore(workload, march, sched)
-    text = render_multicore(result, quiet=args.quiet)
     from npukit.sim.run_name import override_tokens, refuse_existing, run_stem, workload_label
 
     given = dict(changes, **({"objective": args.objective} if args.objective else {}))
     stem = run_stem([workload_label(args.workload, workload.name, args.input_shape), march.name,
                      *override_tokens(given, skip=()), *([sched.replace("/", "-")] if sched else [])])
+    names = [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"]
+    refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
+    result = simulate_multicore(workload, march, sched)
+    text = render_multicore(result, quiet=args.quiet)
     out = prepare_out_dir(args.out)
-    targets = check_targets(out, [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"])
+    targets = check_targets(out, names)
     refuse_existing(targets, args.overwrite)
     _record(result.ledger.meta, args, workload, None, given, stem)
     print(text)
@@ -167,14 +169,16 @@ def run_zigzag(args: argparse.Namespace) -> int:
     hw, spatial = parse_zigzag_spec(args.arch)
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
-    result = simulate_nest(workload, hw, spatial, args.objective or "energy")
-    text = result.render(quiet=args.quiet)
+    objective = args.objective or "energy"
     from npukit import __version__
     from npukit.sim.run_name import refuse_existing, run_meta, run_stem, workload_label
 
     parts = [p for p in args.arch.partition(":")[2].split(",") if p]
     stem = run_stem([workload_label(args.workload, workload.name, args.input_shape), hw.name,
-                     *(["map-" + Path(parts[1]).stem] if len(parts) == 2 else []), result.objective])
+                     *(["map-" + Path(parts[1]).stem] if len(parts) == 2 else []), objective])
+    refuse_existing([path_inside(args.out, f"{stem}{x}") for x in (".csv", ".mapping.json")], args.overwrite)
+    result = simulate_nest(workload, hw, spatial, objective)
+    text = result.render(quiet=args.quiet)
     out = prepare_out_dir(args.out)
     targets = check_targets(out, [f"{stem}.csv", f"{stem}.mapping.json"])
     refuse_existing(targets, args.overwrite)
@@ -205,8 +209,6 @@ def run(args: argparse.Namespace) -> int:
 
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
-    result = simulate(workload, arch, table=table)
-    text = render_result(result, table.name, quiet=args.quiet)  # totals checked finite before anything is written
     from npukit.sim.run_name import arch_overrides, refuse_existing, single_core_stem, workload_label
 
     stem = single_core_stem(workload_label(args.workload, workload.name, args.input_shape), base, arch)
@@ -217,6 +219,9 @@ def run(args: argparse.Namespace) -> int:
         names += [COMPUTE_REPORT, BANDWIDTH_REPORT, DETAILED_ACCESS_REPORT]
     elif args.format == "accelergy":
         names.append("action_counts.yaml")
+    refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
+    result = simulate(workload, arch, table=table)
+    text = render_result(result, table.name, quiet=args.quiet)  # totals checked finite before anything is written
     out = prepare_out_dir(args.out)
     targets = check_targets(out, names)  # every output target (symlinks, folders, length) before the first byte
     refuse_existing(targets, args.overwrite)  # another run's files (same name, or fixed report names) are kept
