@@ -81,14 +81,19 @@ def test_runs_differing_in_one_option_leave_two_ledgers(tmp_path, capsys) -> Non
     assert "wrote" in capsys.readouterr().out
 
 
-def test_the_same_run_twice_is_refused_unless_overwrite(tmp_path, capsys) -> None:
+def test_the_same_run_twice_is_refused_unless_overwrite(tmp_path, capsys, monkeypatch) -> None:
+    import npukit.sim.simulator as simulator
+
     out = tmp_path / "o"
     assert _sim(out, "gemm:M=64,N=64,K=64") == 0
     capsys.readouterr()
     before = _tree(out)
+    real = simulator.simulate
+    monkeypatch.setattr(simulator, "simulate", lambda *a, **k: pytest.fail("simulated before refusing"))
     refused(["sim", "--workload", "gemm:M=64,N=64,K=64", "--arch", "npu32", "--out", str(out)], capsys,
             "refusing to overwrite", "--overwrite")
     assert _tree(out) == before
+    monkeypatch.setattr(simulator, "simulate", real)
     assert _sim(out, "gemm:M=64,N=64,K=64", "--overwrite") == 0
     assert sorted(_tree(out)) == sorted(before)
 
