@@ -18,8 +18,10 @@ The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the 
 
 Backends (:func:`make_executor`): in-process, the local process pool (default), or Dask
 distributed (an existing scheduler ``tcp://HOST:PORT`` or a LocalCluster of N processes); the
-same spec gives the same rows on each. A point's key hashes its full arch, its workload (and the
-topology file's bytes) and the npukit version, so rows of another npukit version are never reused.
+same spec gives the same rows on each. A point's key hashes its full arch, its workload (the bytes of its
+topology/ONNX/config file, and a traced model's layers) and the npukit version, so rows of another npukit version
+(or of another trace) are never reused. Each workload is loaded once per distinct spec; workers receive the loaded
+workload with their chunk, never a spec to load again.
 """
 
 from __future__ import annotations

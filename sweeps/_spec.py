@@ -26,7 +26,7 @@ from ..sim.simulator import check_buffers  # re-exported: the buffer check simul
 from ..sim.textfile import check_file, read_text
 from ..sim.workload import Workload
 from ..workloads import load_workload
-from ..workloads.loader import resolve_paths
+from ..workloads.loader import resolve_paths, workload_form
 from ._expr import apply_derived, parse_derived
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
@@ -53,7 +53,9 @@ def column_name(key: str) -> str:
 @dataclass(frozen=True)
 class SweepPoint:
     """One (arch, workload) pair of a sweep. ``key`` is the first 32 hex digits of the sha256 of
-    ``config`` (canonical JSON of the full arch dict, workload spec and npukit version)."""
+    ``config`` (canonical JSON of the full arch dict, workload spec and npukit version, the bytes of the files the
+    workload is read from, and for a model a library traces (real, ``hf:``/``diffusers:``, ``torch:``) the traced
+    layers, so a new torch or transformers that traces otherwise never reuses old rows)."""
 
     key: str
     arch: Arch
@@ -251,6 +253,8 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
                     h.update(f.read_bytes())
                 digest = h.hexdigest()
             loaded = _load_once(path, digest)
+            if workload_form(path) in _TRACED:  # the trace depends on torch/transformers/diffusers too
+                digest = hashlib.sha256(f"{digest}:{_content_sha256(loaded)}".encode()).hexdigest()
         except OSError as exc:
             raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): cannot read it ({exc.strerror or exc})") from None
         except NpukitError as exc:
@@ -282,6 +286,14 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
             key = hashlib.sha256(config.encode()).hexdigest()[:32]
             points.append(SweepPoint(key, arch, w, path, overrides, config, len(loaded.layers), loaded))
     return points
+
+
+_TRACED = ("real", "config", "torch")  # forms whose workload a library builds: keyed by the traced content
+
+
+def _content_sha256(wl: Workload) -> str:
+    """sha256 of a workload's name and layers (their dataclass reprs: ints and strings, stable across processes)."""
+    return hashlib.sha256(repr((wl.name, wl.layers)).encode()).hexdigest()
 
 
 @lru_cache(maxsize=64)

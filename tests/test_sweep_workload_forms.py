@@ -83,6 +83,25 @@ def test_mixed_forms_load_once_and_workers_never_reload(spec_file, tmp_path, mon
         assert macs[p.workload] == p.loaded.macs
 
 
+def test_a_traced_model_is_keyed_by_its_trace(spec_file, monkeypatch):
+    """Another trace of the same spec (a new transformers, say) gives new keys; the ONNX file's keys stay."""
+    from dataclasses import replace
+
+    before = {p.workload: p.key for p in expand_points(load_sweep_spec(spec_file))}
+    real = spec_mod._load_once
+
+    def retraced(path, digest):
+        wl = real(path, digest)
+        if not path.startswith("hf:"):
+            return wl
+        return type(wl)(wl.name, [replace(wl.layers[0], batch=wl.layers[0].batch + 1), *wl.layers[1:]], wl.meta)
+
+    monkeypatch.setattr(spec_mod, "_load_once", retraced)
+    after = {p.workload: p.key for p in expand_points(load_sweep_spec(spec_file))}
+    assert after["hf:cfg/tiny.json:seq=8"] != before["hf:cfg/tiny.json:seq=8"]
+    assert after["models/tiny.onnx"] == before["models/tiny.onnx"]
+
+
 def test_relative_files_resolve_against_the_spec_and_code_forms_are_refused(spec_file, tmp_path):
     points = expand_points(load_sweep_spec(spec_file))
     for p in points:
