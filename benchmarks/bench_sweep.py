@@ -9,7 +9,8 @@ order) and once with the mapping search (about 20 candidate mappings priced per 
 Real model (``--real``, or ``--only-real``): a 200-point sweep of array sizes (rows x cols, 20 x 10 values) over
 ``llama-3.1-8b:seq=512``, each in a fresh process with an empty trace cache, against the cost of one trace of that
 model (also a fresh process: imports, building the model on the meta device, tracing). The sweep traces the model
-once and hands every worker the traced workload. Target: the whole sweep within a few (<= 5) times one trace.
+once and hands every worker the traced workload (1 worker, a 2-worker pool, a 2-worker Dask LocalCluster).
+Target: the whole sweep within a few (<= 5) times one trace.
 
     python benchmarks/bench_sweep.py [--out out/bench] [--repeat 3] [--real | --only-real]
 """
@@ -111,10 +112,14 @@ if sys.argv[1] == "trace":
     n = len(load_workload(sys.argv[2]).layers)
     print(json.dumps({"seconds": time.perf_counter() - t0, "points": 1, "layers": n}))
 else:
-    from npukit.sweeps import expand_points, parse_sweep_spec, run_points
+    from npukit.sweeps import expand_points, make_executor, parse_sweep_spec, run_points
     points = expand_points(parse_sweep_spec(json.loads(sys.argv[2]), origin="bench"))
     t1 = time.perf_counter()
-    s = run_points(points, sys.argv[3], workers=int(sys.argv[4]))
+    if sys.argv[4] == "dask2":
+        with make_executor(dask_local=2) as ex:
+            s = run_points(points, sys.argv[3], executor=ex)
+    else:
+        s = run_points(points, sys.argv[3], workers=int(sys.argv[4]))
     assert s.computed == len(points), s.line()
     print(json.dumps({"seconds": time.perf_counter() - t0, "expand_s": t1 - t0, "points": s.total,
                       "layers": points[0].layers}))
@@ -135,9 +140,11 @@ def _bench_real(out: Path) -> None:
     trace = _child("trace", REAL)
     rows = [{"case": f"one trace of {REAL}", "workers": 1, "points": 1, "layers": trace["layers"],
              "seconds": round(trace["process_s"], 2), "x_one_trace": 1.0}]
-    for workers in (1, 2):
-        r = _child("sweep", json.dumps(REAL_SPEC), "DB", str(workers))
-        rows.append({"case": f"sweep of rows x cols, workers={workers}", "workers": workers, "points": r["points"],
+    for workers in ("1", "2", "dask2"):
+        r = _child("sweep", json.dumps(REAL_SPEC), "DB", workers)
+        what = "Dask LocalCluster, 2 workers (cluster start-up included)" if workers == "dask2" else f"workers={workers}"
+        rows.append({"case": f"sweep of rows x cols, {what}", "workers": 2 if workers == "dask2" else int(workers),
+                     "points": r["points"],
                      "layers": r["layers"], "seconds": round(r["process_s"], 2),
                      "x_one_trace": round(r["process_s"] / trace["process_s"], 2)})
     print(f"real-model sweep: {rows[1]['points']} points of {REAL} ({trace['layers']} ops each), each case in a fresh "
