@@ -152,3 +152,18 @@ def test_demo_refuses_an_earlier_demo_run_before_any_work(tmp_path, capsys) -> N
     (out / "resnet18_npu32_ws_psum8.csv").write_text("kept\n")
     refused(["demo", "--arch", "npu32", "--out", str(out)], capsys, "refusing to overwrite", "resnet18_npu32_ws_psum8")
     assert _tree(out) == {"resnet18_npu32_ws_psum8.csv": b"kept\n"}
+
+
+def test_another_sweep_into_the_same_out_keeps_the_first_csv(tmp_path, capsys) -> None:
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('[sweep]\narch = "npu32"\nworkloads = ["gemm:M=8,N=8,K=8"]\n[grid]\nrows = [4, 8]\n')
+    b.write_text('[sweep]\narch = "npu32"\nworkloads = ["gemm:M=16,N=8,K=8"]\n[grid]\nrows = [4]\n')
+    out = tmp_path / "o"
+    argv = ["sweep", str(a), "--out", str(out), "--workers", "1", "--no-progress"]
+    assert main(argv) == 0 and main(argv) == 0  # the same spec again rewrites its own CSV
+    capsys.readouterr()
+    first = (out / "sweep.csv").read_bytes()
+    refused(["sweep", str(b), "--out", str(out), "--workers", "1", "--no-progress"], capsys, "another sweep's points")
+    assert (out / "sweep.csv").read_bytes() == first
+    assert main(["sweep", str(b), "--out", str(out), "--workers", "1", "--no-progress", "--overwrite"]) == 0
+    assert (out / "sweep.csv").read_bytes() != first
