@@ -33,7 +33,7 @@ tools:
 	fi
 
 demo: $(STAMP) tools
-	$(VENV)/bin/npukit demo --out out/demo
+	$(VENV)/bin/npukit demo --out out/demo --overwrite
 
 test: $(STAMP) tools
 	$(VENV)/bin/ruff check .

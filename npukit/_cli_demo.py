@@ -13,6 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the main job: ResNet-18 on a 128x128 NPU at 32- vs 8-bit psums, to a report")
     p.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
     p.add_argument("--arch", default="npu128", help="arch to run (default npu128)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the ledgers and CSVs of an earlier demo run in --out (default: refuse, exit 2)")
     p.set_defaults(func=run)
 
 
@@ -29,6 +31,13 @@ def run(args: argparse.Namespace) -> int:
         base = base.with_(dataflow="ws")
     table = load_table(base.energy_table)
     archs = {bits: base.with_(**{"bits.psum_buffer": bits}) for bits in (32, 8)}
+    from npukit.sim import check_targets
+    from npukit.sim.run_name import refuse_existing, single_core_stem
+
+    stems = {bits: single_core_stem("resnet18", base, arch) for bits, arch in archs.items()}  # npukit.sim.run_name
+    if Path(args.out).is_dir():  # another run's files are kept unless --overwrite, checked before any work
+        refuse_existing(check_targets(args.out, [f"{stems[b]}{x}" for b in archs for x in (".ledger.json", ".csv")]),
+                        args.overwrite)
     for arch in archs.values():  # the arch maps ResNet-18's layers (the analytical shapes; milliseconds)
         simulate(resnet18_shapes(), arch, table=table)
     check_cache_dir()
@@ -50,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         res = simulate(workload, arch, table=table)
         onchip.append(res.energy_onchip_pj)
         print(render_result(res, table.name, quiet=True))
-        stem = f"resnet18_psum{bits}"
+        stem = stems[bits]
         print(f"wrote {res.ledger.save(Path(out) / f'{stem}.ledger.json')}")
         print(f"wrote {write_csv(Path(out) / f'{stem}.csv', res.rows())}")
         ledgers.append(res.ledger)

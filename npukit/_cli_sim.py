@@ -11,7 +11,6 @@ from npukit.sim import (
     path_inside,
     prepare_out_dir,
     render_result,
-    safe_filename,
     write_csv,
     write_text,
 )
@@ -64,19 +63,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("npukit", "scalesim", "accelergy"), default="npukit",
                    help="also write SCALE-Sim v3's COMPUTE/BANDWIDTH/DETAILED_ACCESS_REPORT.csv (scalesim) or "
                    "Accelergy action counts, action_counts.yaml (accelergy); the ledger JSON and CSV are always written")
-    p.add_argument("--out", default="out/sim", help="output folder (default out/sim)")
+    p.add_argument("--out", default="out/sim", help="output folder (default out/sim); files are named by what ran "
+                   "(workload and its options, arch and overrides), e.g. llama-3.1-8b_prefill_seq2048_npu128_ws_psum32")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier run of the same name (default: refuse, exit 2)")
     p.add_argument("--quiet", action="store_true", help="print totals only")
     p.set_defaults(func=run)
 
 
-def build_arch(args: argparse.Namespace):  # -> Arch
+def build_arch(args: argparse.Namespace):  # -> (base Arch, Arch)
     from npukit.sim.arch import load_arch
 
-    arch = load_arch(args.arch)
+    base = load_arch(args.arch)
     changes = arch_changes(args)
     if args.objective:
         changes["objective"] = args.objective
-    return arch.with_(**changes) if changes else arch
+    return base, (base.with_(**changes) if changes else base)
+
+
+def _record(ledger_meta: dict, args: argparse.Namespace, workload, base, overrides: dict, stem: str) -> None:
+    """``meta["run"]``: what the run ran (npukit.sim.run_name.run_meta)."""
+    from npukit import __version__
+    from npukit.sim.run_name import run_meta
+
+    ledger_meta["run"] = run_meta(args.workload, args.input_shape, workload.meta.get("options"), args.arch, base,
+                                  overrides, __version__, stem)
 
 
 def run_multicore(args: argparse.Namespace) -> int:
@@ -107,11 +118,19 @@ def run_multicore(args: argparse.Namespace) -> int:
 
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
+    from npukit.sim.run_name import override_tokens, refuse_existing, run_stem, workload_label
+
+    given = dict(changes, **({"objective": args.objective} if args.objective else {}))
+    stem = run_stem([workload_label(args.workload, workload.name, args.input_shape), march.name,
+                     *override_tokens(given, skip=()), *([sched.replace("/", "-")] if sched else [])])
+    names = [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"]
+    refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
     result = simulate_multicore(workload, march, sched)
     text = render_multicore(result, quiet=args.quiet)
-    stem = safe_filename(f"{workload.name}_{march.name}")
     out = prepare_out_dir(args.out)
-    check_targets(out, [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"])
+    targets = check_targets(out, names)
+    refuse_existing(targets, args.overwrite)
+    _record(result.ledger.meta, args, workload, None, given, stem)
     print(text)
     paths = [result.ledger.save(path_inside(out, f"{stem}.ledger.json")),
              write_csv(path_inside(out, f"{stem}.csv"), result.rows()),
@@ -148,6 +167,7 @@ def arch_changes(args: argparse.Namespace) -> dict[str, object]:
 def run_zigzag(args: argparse.Namespace) -> int:
     """``--arch zigzag:HW.yaml[,MAPPING.yaml]``: the loop-nest mapper on a ZigZag hardware description."""
     import json
+    from pathlib import Path
 
     from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
     from npukit.workloads import load_workload
@@ -155,14 +175,25 @@ def run_zigzag(args: argparse.Namespace) -> int:
     hw, spatial = parse_zigzag_spec(args.arch)
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
-    result = simulate_nest(workload, hw, spatial, args.objective or "energy")
+    objective = args.objective or "energy"
+    from npukit import __version__
+    from npukit.sim.run_name import refuse_existing, run_meta, run_stem, workload_label
+
+    parts = [p for p in args.arch.partition(":")[2].split(",") if p]
+    stem = run_stem([workload_label(args.workload, workload.name, args.input_shape), hw.name,
+                     *(["map-" + Path(parts[1]).stem] if len(parts) == 2 else []), objective])
+    refuse_existing([path_inside(args.out, f"{stem}{x}") for x in (".csv", ".mapping.json")], args.overwrite)
+    result = simulate_nest(workload, hw, spatial, objective)
     text = result.render(quiet=args.quiet)
-    stem = safe_filename(f"{workload.name}_{hw.name}_{result.objective}")
     out = prepare_out_dir(args.out)
-    check_targets(out, [f"{stem}.csv", f"{stem}.mapping.json"])
+    targets = check_targets(out, [f"{stem}.csv", f"{stem}.mapping.json"])
+    refuse_existing(targets, args.overwrite)
     print(text)
+    run = run_meta(args.workload, args.input_shape, workload.meta.get("options"), args.arch, None,
+                   {"objective": result.objective}, __version__, stem)
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())
-    map_path = write_text(path_inside(out, f"{stem}.mapping.json"), json.dumps(result.mapping_json(), indent=1))
+    map_path = write_text(path_inside(out, f"{stem}.mapping.json"),
+                          json.dumps({"run": run, "layers": result.mapping_json()}, indent=1))
     print(f"wrote {csv_path}")
     print(f"wrote {map_path}")
     return 0
@@ -178,20 +209,15 @@ def run(args: argparse.Namespace) -> int:
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 
-    arch = build_arch(args)
+    base, arch = build_arch(args)
     table = load_table(arch.energy_table)
     from npukit.workloads import load_workload
 
     workload = load_workload(args.workload, input_shape=args.input_shape, allow_code=True)
     check_out_dir(args.out)
-    result = simulate(workload, arch, table=table)
-    from npukit.sim.arch import load_arch_source
-    from npukit.sim.result_text import decode_tokens
+    from npukit.sim.run_name import arch_overrides, refuse_existing, single_core_stem, workload_label
 
-    source = load_arch_source(args.arch)[1]  # the keys a partial arch file inherited, printed in the header
-    text = render_result(result, table.name, quiet=args.quiet, source=source,  # totals checked finite before
-                         tokens=decode_tokens(workload.meta))  # anything is written
-    stem = safe_filename(f"{workload.name}_{arch.name}_{arch.dataflow}_psum{arch.bits.psum_buffer}")
+    stem = single_core_stem(workload_label(args.workload, workload.name, args.input_shape), base, arch)
     names = [f"{stem}.ledger.json", f"{stem}.csv"]
     if args.format == "scalesim":
         from npukit.sim.scalesim_reports import BANDWIDTH_REPORT, COMPUTE_REPORT, DETAILED_ACCESS_REPORT
@@ -199,8 +225,18 @@ def run(args: argparse.Namespace) -> int:
         names += [COMPUTE_REPORT, BANDWIDTH_REPORT, DETAILED_ACCESS_REPORT]
     elif args.format == "accelergy":
         names.append("action_counts.yaml")
+    refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
+    result = simulate(workload, arch, table=table)
+    from npukit.sim.arch import load_arch_source
+    from npukit.sim.result_text import decode_tokens
+
+    source = load_arch_source(args.arch)[1]  # the keys a partial arch file inherited, printed in the header
+    text = render_result(result, table.name, quiet=args.quiet, source=source,  # totals checked finite before
+                         tokens=decode_tokens(workload.meta))  # anything is written
     out = prepare_out_dir(args.out)
-    check_targets(out, names)  # every output target (symlinks, folders, length) before the first byte of output
+    targets = check_targets(out, names)  # every output target (symlinks, folders, length) before the first byte
+    refuse_existing(targets, args.overwrite)  # another run's files (same name, or fixed report names) are kept
+    _record(result.ledger.meta, args, workload, base, arch_overrides(base, arch), stem)
     print(text)
     ledger_path = result.ledger.save(path_inside(out, f"{stem}.ledger.json"))
     csv_path = write_csv(path_inside(out, f"{stem}.csv"), result.rows())

@@ -84,6 +84,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--db", metavar="PATH", help="SQLite database (default DIR/sweep.sqlite); reused across runs")
     r.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
     r.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace a CSV that holds another sweep's points (default: refuse, exit 2)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
@@ -125,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     csv_path = check_writable_file(args.csv, "--csv") if args.csv is not None else out / "sweep.csv"
     db = check_writable_file(args.db, "--db") if args.db is not None else out / "sweep.sqlite"
     check_store(db)  # a database that is not ours is refused read-only, before any folder is made
+    if not args.overwrite:
+        _refuse_foreign_csv(csv_path, {p.key for p in points})
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     try:
         if args.search is not None:
@@ -132,6 +136,25 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, spec, points, executor, db, csv_path)
     finally:
         executor.close()
+
+
+def _refuse_foreign_csv(csv_path: Path, keys: set[str]) -> None:
+    """ConfigError when ``csv_path`` exists and holds a point of another sweep (a key not in ``keys``): rerunning
+    a spec rewrites its own CSV, another spec into the same --out never replaces it silently."""
+    import csv
+
+    from npukit.sim.errors import ConfigError
+
+    if not csv_path.is_file():
+        return
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as f:
+            foreign = any(row.get("key") not in keys for row in csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        foreign = True
+    if foreign:
+        raise ConfigError(f"refusing to overwrite '{csv_path}': it holds another sweep's points; pass --csv PATH, "
+                          "another --out, or --overwrite")
 
 
 def _run(

@@ -18,8 +18,10 @@ The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the 
 
 Backends (:func:`make_executor`): in-process, the local process pool (default), or Dask
 distributed (an existing scheduler ``tcp://HOST:PORT`` or a LocalCluster of N processes); the
-same spec gives the same rows on each. A point's key hashes its full arch, its workload (and the
-topology file's bytes) and the npukit version, so rows of another npukit version are never reused.
+same spec gives the same rows on each. A point's key hashes its full arch, its workload (the bytes of its
+topology/ONNX/config file, and a traced model's layers) and the npukit version, so rows of another npukit version
+(or of another trace) are never reused. Each workload is loaded once per distinct spec; workers receive the loaded
+workload with their chunk, never a spec to load again.
 """
 
 from __future__ import annotations
@@ -105,44 +107,49 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ worker side
-_WORKLOADS: dict[str, Workload] = {}
 _TABLES: dict[str, EnergyTable] = {}
+Chunk = tuple[dict[str, Workload], list[tuple[str, Arch, str]]]
 
 
-def _compute_chunk(chunk: Sequence[tuple[str, Arch, str]]) -> list[tuple[str, dict[str, Any]]]:
-    """Simulate (key, arch, workload path) items; runs inside a worker (caches workloads and tables)."""
+def _compute_chunk(chunk: Chunk) -> list[tuple[str, dict[str, Any]]]:
+    """Simulate the (key, arch, workload id) items of a chunk on the traced workloads it carries (id -> Workload);
+    runs inside a worker, which never loads or traces a workload itself (energy table files are cached)."""
+    workloads, items = chunk
     out = []
-    for key, arch, wl in chunk:
+    for key, arch, wl in items:
         t0 = time.perf_counter()
-        workload = _WORKLOADS.get(wl)
-        if workload is None:
-            workload = _WORKLOADS[wl] = load_workload(wl)  # a resolved spec; code forms were refused
         table = None
         if arch.energy_table not in BUILTIN_TABLES:
             table = _TABLES.get(arch.energy_table)
             if table is None:
                 table = _TABLES[arch.energy_table] = load_table(arch.energy_table)
-        row = point_metrics(simulate(workload, arch, table=table))
+        row = point_metrics(simulate(workloads[wl], arch, table=table))
         row["wall_s"] = time.perf_counter() - t0
         out.append((key, row))
     return out
 
 
 # ------------------------------------------------------------------------------ parent side
-def _chunks(points: Sequence[SweepPoint], workers: int) -> Iterator[list[tuple[str, Arch, str]]]:
+def _chunks(points: Sequence[SweepPoint], workers: int) -> Iterator[Chunk]:
     """Chunks of about ``total layers / (8 x workers)`` layers (20..2000), so IPC stays small next
-    to compute while every worker gets several chunks."""
+    to compute while every worker gets several chunks. Each chunk carries the traced workloads its points
+    use (a point without one, built by hand, is loaded here once), so workers receive workloads, not specs."""
     total = sum(p.layers for p in points)
     target = min(2000, max(20, -(-total // (8 * workers))))
-    chunk: list[tuple[str, Arch, str]] = []
+    loaded: dict[str, Workload] = {}
+    chunk: Chunk = ({}, [])
     layers = 0
     for p in points:
-        chunk.append((p.key, p.arch, p.workload_path))
+        wl = p.loaded if p.loaded is not None else loaded.get(p.workload_path)
+        if wl is None:
+            wl = loaded[p.workload_path] = load_workload(p.workload_path)
+        chunk[0][p.workload_path] = wl
+        chunk[1].append((p.key, p.arch, p.workload_path))
         layers += p.layers
         if layers >= target:
             yield chunk
-            chunk, layers = [], 0
-    if chunk:
+            chunk, layers = ({}, []), 0
+    if chunk[1]:
         yield chunk
 
 

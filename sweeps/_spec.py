@@ -12,6 +12,7 @@ import itertools
 import json
 import tomllib
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from ..sim.energy import BUILTIN_TABLES, load_table
 from ..sim.errors import ConfigError, NpukitError
 from ..sim.simulator import check_buffers  # re-exported: the buffer check simulate() runs
 from ..sim.textfile import check_file, read_text
+from ..sim.workload import Workload
 from ..workloads import load_workload
-from ..workloads.loader import resolve_paths
+from ..workloads.loader import resolve_paths, workload_form
 from ._expr import apply_derived, parse_derived
 
 _SWEEP_KEYS = ("name", "arch", "workloads")
@@ -51,7 +53,9 @@ def column_name(key: str) -> str:
 @dataclass(frozen=True)
 class SweepPoint:
     """One (arch, workload) pair of a sweep. ``key`` is the first 32 hex digits of the sha256 of
-    ``config`` (canonical JSON of the full arch dict, workload spec and npukit version)."""
+    ``config`` (canonical JSON of the full arch dict, workload spec and npukit version, the bytes of the files the
+    workload is read from, and for a model a library traces (real, ``hf:``/``diffusers:``, ``torch:``) the traced
+    layers, so a new torch or transformers that traces otherwise never reuses old rows)."""
 
     key: str
     arch: Arch
@@ -60,6 +64,8 @@ class SweepPoint:
     grid: dict[str, Any]
     config: str
     layers: int
+    # the traced workload, loaded once per distinct spec in this process; workers get it, never the spec
+    loaded: Workload | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -236,20 +242,24 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
                 base.with_(**{key: v})
             except NpukitError as exc:
                 raise ConfigError(f"{o}: grid key '{key}' = {v!r}: {exc}") from None
-    workloads: list[tuple[str, str, int, str | None]] = []
+    workloads: list[tuple[str, str, Workload, str | None]] = []
     for i, w in enumerate(spec.workloads):
         try:  # every form but those that run code; relative files are read beside the spec file
             path, files = resolve_paths(w, spec.base_dir)
-            n_layers = len(load_workload(path).layers)
+            digest = None
+            if files:
+                h = hashlib.sha256()
+                for f in files:
+                    h.update(f.read_bytes())
+                digest = h.hexdigest()
+            loaded = _load_once(path, digest)
+            if workload_form(path) in _TRACED:  # the trace depends on torch/transformers/diffusers too
+                digest = hashlib.sha256(f"{digest}:{_content_sha256(loaded)}".encode()).hexdigest()
+        except OSError as exc:
+            raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): cannot read it ({exc.strerror or exc})") from None
         except NpukitError as exc:
             raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): {exc}") from None
-        digest = None
-        if files:
-            h = hashlib.sha256()
-            for f in files:
-                h.update(f.read_bytes())
-            digest = h.hexdigest()
-        workloads.append((w, path, n_layers, digest))
+        workloads.append((w, path, loaded, digest))
     keys = list(grid)
     tables_ok: set[str] = set()
     points: list[SweepPoint] = []
@@ -268,11 +278,26 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
             where = ", ".join(f"{k}={v!r}" for k, v in overrides.items()) or "base arch"
             raise ConfigError(f"{o}: grid point ({where}): {exc}") from None
         arch_dict = _canon(arch.to_dict())
-        for w, path, n_layers, digest in workloads:
+        for w, path, loaded, digest in workloads:
             cfg: dict[str, Any] = {"arch": arch_dict, "workload": w, "npukit": __version__}
             if digest is not None:
                 cfg["workload_sha256"] = digest
             config = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
             key = hashlib.sha256(config.encode()).hexdigest()[:32]
-            points.append(SweepPoint(key, arch, w, path, overrides, config, n_layers))
+            points.append(SweepPoint(key, arch, w, path, overrides, config, len(loaded.layers), loaded))
     return points
+
+
+_TRACED = ("real", "config", "torch")  # forms whose workload a library builds: keyed by the traced content
+
+
+def _content_sha256(wl: Workload) -> str:
+    """sha256 of a workload's name and layers (their dataclass reprs: ints and strings, stable across processes)."""
+    return hashlib.sha256(repr((wl.name, wl.layers)).encode()).hexdigest()
+
+
+@lru_cache(maxsize=64)
+def _load_once(path: str, digest: str | None) -> Workload:
+    """The workload of a resolved spec, loaded (traced, lowered, read) once per process and per content of its
+    files (``digest``): a search expands its points once per trial, and must not re-trace per trial."""
+    return load_workload(path)

@@ -19,13 +19,14 @@ def test_sim_prints_table_and_writes_ledger_and_csv(tmp_path, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "layer4.1.conv2" in text and "441,581 compute cycles" in text and "on-chip" in text
-    ledger = Ledger.load(out / "resnet18_npu128_ws_psum8.ledger.json")
+    stem = "resnet18_npu128_ws_psum8_mapping-fixed"  # named by what ran: the override of npu128's search mapping
+    ledger = Ledger.load(out / f"{stem}.ledger.json")
     assert ledger.total_cycles("compute") == 441_581
     assert ledger.meta["arch"]["bits"]["psum_buffer"] == 8
-    rows = list(csv.DictReader(open(out / "resnet18_npu128_ws_psum8.csv")))
+    rows = list(csv.DictReader(open(out / f"{stem}.csv")))
     assert len(rows) == 21 and rows[0]["name"] == "conv1"
     assert sum(int(r["compute_cycles"]) for r in rows) == 441_581
-    assert f"wrote {out / 'resnet18_npu128_ws_psum8.csv'}" in text
+    assert f"wrote {out / f'{stem}.csv'}" in text
     assert {r["mapping"] for r in rows} == {"NMK M/1"}
     assert all(float(r["energy_onchip_pj"]) < float(r["energy_total_pj"]) for r in rows)
     assert sum(float(r["dram_ifmap_read_bytes"]) for r in rows[:1]) == 229 * 229 * 3  # conv1's unique padded input
@@ -37,7 +38,8 @@ def test_sim_search_mapping_is_no_worse_than_fixed_on_its_objective(tmp_path, ca
     for mode in ("fixed", "search"):
         out = tmp_path / mode
         assert main(["sim", "--workload", "resnet18", "--mapping", mode, "--objective", "edp", "--out", str(out), "--quiet"]) == 0
-        res[mode] = list(csv.DictReader(open(out / "resnet18_npu128_ws_psum32.csv")))
+        name = "resnet18_npu128_ws_psum32" + ("_mapping-fixed" if mode == "fixed" else "")
+        res[mode] = list(csv.DictReader(open(out / f"{name}.csv")))
     for f, s in zip(res["fixed"], res["search"], strict=True):
         edp = [float(r["energy_total_pj"]) * int(r["total_cycles"]) for r in (f, s)]
         assert edp[1] <= edp[0] * (1 + 1e-9), f["name"]

@@ -5,7 +5,7 @@ Forms (:data:`WORKLOAD_FORMS`)::
     resnet18[:image=N]  minilm-l6[:seq=N]  llama3-8b-layer[:seq=N,phase=prefill|decode]   built-ins
     gemm:M=512,N=512,K=512                                                                 one GEMM
     layers.csv                                                                             SCALE-Sim topology
-    model.onnx                                                                             ONNX (``input_shape``)
+    model.onnx[:NAME=N,...]                  ONNX (``input_shape``, or dynamic dims by name as options: sweeps)
     llama-3.1-8b[:seq=..]  flux.1-kontext-dev[:res=..]  qwen-image-edit[:res=..]           real models
     hf:CONFIG.json[:key=val,...]  diffusers:CONFIG.json[:key=val,...]                      any real config
     torch:resnet18  torch:minilm                                                           built-in PyTorch models
@@ -28,7 +28,7 @@ WORKLOAD_FORMS = (
     "a built-in (resnet18[:image=N], minilm-l6[:seq=N], llama3-8b-layer[:seq=N,phase=prefill|decode])",
     "gemm:M=..,N=..,K=..",
     "a SCALE-Sim topology FILE.csv",
-    "an ONNX FILE.onnx",
+    "an ONNX FILE.onnx[:DIM=N,...]",
     "a real model (llama-3.1-8b, mixtral-8x7b, deepseek-v2-lite, flux.1-kontext-dev, qwen-image-edit)[:key=val,...]",
     "hf:CONFIG.json[:key=val,...] or diffusers:CONFIG.json[:key=val,...]",
     "torch:NAME (resnet18, minilm)",
@@ -80,7 +80,7 @@ def workload_form(spec: str) -> str:
     low = spec.lower()
     if prefix in BUILTIN_WORKLOADS:
         return "builtin"
-    if low.endswith(".onnx"):
+    if low.endswith(".onnx") or _onnx_split(spec)[1]:
         return "onnx"
     if low.endswith(".csv") or (":" not in spec and Path(spec).exists()):
         return "csv"
@@ -95,6 +95,14 @@ def workload_form(spec: str) -> str:
     raise WorkloadError(f"unknown workload '{spec}': expected {_forms()}")
 
 
+def _onnx_split(spec: str) -> tuple[str, str]:
+    """``FILE.onnx:DIM=N,...`` -> (``FILE.onnx``, ``DIM=N,...``); any other string -> (itself, '')."""
+    head, sep, tail = spec.strip().rpartition(":")
+    if sep and head.lower().endswith(".onnx") and "=" in tail:
+        return head, tail
+    return spec.strip(), ""
+
+
 def _forms() -> str:
     return "; ".join(WORKLOAD_FORMS)
 
@@ -106,9 +114,10 @@ def resolve_paths(spec: str, base_dir: str | Path) -> tuple[str, list[Path]]:
     spec = spec.strip()
     base = Path(base_dir)
     if form in ("csv", "onnx"):
-        p = Path(spec).expanduser()
+        path_text, opts = _onnx_split(spec) if form == "onnx" else (spec, "")
+        p = Path(path_text).expanduser()
         p = p if p.is_absolute() else base / p
-        return str(p), [p]
+        return str(p) + (f":{opts}" if opts else ""), [p]
     if form == "config":
         from .real_models import _split_path_options
 
@@ -147,7 +156,11 @@ def load_workload(spec: str, *, input_shape: str | None = None, allow_code: bool
     if form == "onnx":
         from .onnx_workload import onnx_workload
 
-        return onnx_workload(spec, input_shape)
+        path, dims = _onnx_split(spec)
+        if dims and input_shape is not None:
+            raise WorkloadError(f"workload '{spec}': give the dynamic dims either as options or as an input shape, "
+                                "not both")
+        return onnx_workload(path, dims or input_shape)
     if form == "code" and not allow_code:
         raise WorkloadError(f"workload '{spec}': FILE.py:FACTORY and module:FACTORY import and run Python code, "
                             f"which is refused here; use {_forms().rsplit('; ', 1)[0]}")
