@@ -89,16 +89,18 @@ class Hardware:
         mem_op = self.links[op]
         return [m for m in self.memories if mem_op in m.operands]
 
-    def with_formats(self, table, weight: str, activation: str, psum_bits: int | None = None) -> Hardware:
+    def with_formats(self, table, weight: str, activation: str, psum_buffer_bits: int | None = None) -> Hardware:
         """A variant whose W and I operands use number formats ``weight`` / ``activation`` (int4 ... fp32,
-        :mod:`npukit.sim.formats`): operand widths and the MAC energy from ``table`` (an EnergyTable)."""
+        :mod:`npukit.sim.formats`): operand widths and the MAC energy from ``table`` (an EnergyTable);
+        ``psum_buffer_bits``: the width psums are held at between memory levels (default: the wider
+        format's accumulation width)."""
         from dataclasses import replace
 
         from .formats import mac_energy, number_format
 
         w, a = number_format(weight), number_format(activation)
         pj, _estimate = mac_energy(table, weight, activation)
-        acc = psum_bits or max(w.accumulate, a.accumulate)
+        acc = psum_buffer_bits or max(w.accumulate, a.accumulate)
         bits = {"W": w.bits, "I": a.bits, "O": acc, "O_final": a.bits}
         return replace(self, array=replace(self.array, unit_energy_pj=pj), bits=bits,
                        name=f"{self.name}_{weight}x{activation}")

@@ -206,7 +206,7 @@ def test_number_formats_change_widths_and_mac_energy() -> None:
     hw = _hw()
     sm = {"D1": {"K": 32}, "D2": {"C": 32}}
     layer = NestLayer("pw", {"B": 1, "K": 64, "C": 64, "OY": 7, "OX": 7, "FY": 1, "FX": 1, "G": 1}, (1, 1), (7, 7))
-    i8, f16 = (map_layer(hw.with_formats(t, f, f, psum_bits=16), layer, sm) for f in ("int8", "fp16"))
+    i8, f16 = (map_layer(hw.with_formats(t, f, f, psum_buffer_bits=16), layer, sm) for f in ("int8", "fp16"))
     assert i8.cost.mac_pj * 2.0 / 0.3 == pytest.approx(f16.cost.mac_pj)
     assert f16.cost.energy["W"][-1] == pytest.approx(2 * i8.cost.energy["W"][-1], rel=0.05)  # DRAM W bits x2
 
