@@ -47,16 +47,20 @@ def test_cacheedit_unreachable_scheduler_fails_before_writing(tmp_path: Path) ->
     assert not out.exists()
 
 
-def test_psumquant_families_on_dask_equal_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_psumquant_families_on_dask_equal_in_process(psumquant_quick_run, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process run is the session's quick run (conftest.py); the Dask run reads the weights it
+    cached (same plan, same cache names), so only the evaluation runs again, on the workers."""
     from npukit.cli import main
 
-    monkeypatch.setenv("NPUKIT_CACHE", str(tmp_path / "cache"))  # workers spawned below inherit it
-    base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--psum-buffer-bits", "8"]
-    assert main([*base, "--out", str(tmp_path / "serial")]) == 0
+    rc, serial_out, cache = psumquant_quick_run
+    assert rc == 0
+    monkeypatch.setenv("NPUKIT_CACHE", str(cache))  # workers spawned below inherit it
+    base = ["experiment", "psumquant", "--quick", "--no-progress"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         assert main([*base, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask")]) == 0
     compared = 0
-    for f in sorted((tmp_path / "serial").glob("*.csv")):
+    for f in sorted(serial_out.glob("*.csv")):
         serial = [{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")} for r in csv.DictReader(f.open())]
         dask = [{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")}
                 for r in csv.DictReader((tmp_path / "dask" / f.name).open())]
