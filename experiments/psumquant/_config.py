@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--bits is its deprecated name)")
     parser.add_argument("--resnet-images", type=int, default=None, metavar="N",
                         help="ResNet-18: evaluate the psum policies on the first N of the 719 held-out digits "
-                             "(default all 719; 16 with --quick)")
+                             "(default all 719; 12 with --quick)")
     parser.add_argument("--arch", default="npu128",
                         help="NPU arch (name or file) of the energy table (default npu128); the accuracy families "
                              "run on the plan's array sizes")

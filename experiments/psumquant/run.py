@@ -81,12 +81,12 @@ FULL = Plan()
 # MiniLM setting, training, caching, calibration, the SQNR probe, energy, plots); its numbers carry no verdict
 QUICK = Plan(
     quick=True, policies=("none", "static", "psumquant"), bits=(8, 4), digits_arrays=(128, 32), digits_epochs=5,
-    digits_calib=128, digits_eval=160, calib_rows=256, minilm_calib=16, minilm_sentences=48, minilm_max_words=10,
+    digits_calib=64, digits_eval=160, calib_rows=256, minilm_calib=8, minilm_sentences=32, minilm_max_words=10,
     minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
     minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
-    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_train=192, resnet_arrays=(128,), resnet_eval=16,
-    resnet_probe=8,
+    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_train=192, resnet_arrays=(128,), resnet_eval=12,
+    resnet_probe=4,
     lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 256, "ctx": 64},
 )
