@@ -78,7 +78,8 @@ def test_quick_minilm_and_lm_rows_are_sane(quick_run):
         assert col in m[0]
     assert int(m[0]["n_sentences"]) == 32  # the quick plan's
     for r in m:
-        assert float(r["cosine_lo"]) <= float(r["cosine"]) <= float(r["cosine_hi"])
+        # the interval (float64 over float32 cosines) holds the mean, to float32 rounding
+        assert float(r["cosine_lo"]) - 1e-6 <= float(r["cosine"]) <= float(r["cosine_hi"]) + 1e-6
     for r in m:
         assert -1.0 <= float(r["cosine"]) <= 1.0 + 1e-6 and -1.0 <= float(r["spearman"]) <= 1.0
         assert float(r["cosine"]) > 0.9  # 8-bit: far from random
