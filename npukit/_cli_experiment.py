@@ -1,4 +1,5 @@
-"""``npukit experiment NAME [--quick] [--out DIR]``: one command per paper that reproduces its numbers.
+"""``npukit experiment NAME [--quick] [--arch NAME] [--out DIR]``: one command per paper that reproduces its numbers
+(``--quick``: a smoke run that states no verdicts; every experiment also takes ``--arch``).
 
 The experiments and their plug-in contract are in :mod:`npukit.experiments` (``Config``,
 ``add_arguments``, ``config_from_args``, ``run_experiment``). This module only adds the common flags,
@@ -22,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for name, (package, help_text) in EXPERIMENTS.items():
         q = exp.add_parser(name, help=help_text, description=help_text)
         pkg = importlib.import_module(package)
-        q.add_argument("--quick", action="store_true", help="small budgets, fewer settings (minutes)")
+        q.add_argument("--quick", action="store_true",
+                       help="smoke run: the smallest budgets that run every code path; states no verdicts")
         q.add_argument("--out", default=f"out/experiment/{name}", metavar="DIR",
                        help=f"output folder (default out/experiment/{name})")
         q.add_argument("--no-progress", action="store_true", help="no progress bars")

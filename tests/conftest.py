@@ -32,3 +32,27 @@ def one_torch_thread():  # type: ignore[no-untyped-def]
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def psumquant_quick_run(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One ``npukit experiment psumquant --quick`` from an empty weights cache, shared by every test that
+    reads a quick run (test_experiment_psumquant, test_experiment_executor): ``(rc, out, cache)``.
+    NPUKIT_CACHE points at ``cache`` only while it runs. torch runs on one thread, as the executor
+    test's Dask workers do, so that their numbers can be compared with this run's to float rounding."""
+    import torch
+
+    from npukit.cli import main
+
+    cache = tmp_path_factory.mktemp("psumquant-cache")
+    out = tmp_path_factory.mktemp("psumquant-exp") / "psumquant"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NPUKIT_CACHE", str(cache))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rc = main(["experiment", "psumquant", "--quick", "--out", str(out), "--no-progress"])
+    finally:
+        torch.set_num_threads(threads)
+        mp.undo()
+    return rc, out, cache

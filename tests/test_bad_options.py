@@ -75,6 +75,8 @@ def test_bad_out(tmp_path: Path, capsys, verb, kind: str) -> None:
 @pytest.mark.parametrize("verb,opts,expect", [
     (("demo",), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "cacheedit"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
+    (("experiment", "psumquant"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
+    (("experiment", "omnimoe"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "psumquant"), ["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
     (("experiment", "psumquant"), ["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),
     (("experiment", "psumquant"), ["--psum-buffer-bits", ""], "--psum-buffer-bits is empty"),

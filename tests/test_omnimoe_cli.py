@@ -102,5 +102,7 @@ def test_experiment_quick_writes_csv_plots_and_summary(tmp_path, capsys):
         assert curve[-1] < curve[0] - 0.5  # it learns
     summary = (out / "summary.md").read_text()
     assert "sqrt N" in summary and "not measured" in summary and "LlamaForCausalLM" in summary
+    # 24 steps and one seed: a smoke run states no verdict on the LM comparison
+    assert "smoke run: no verdict" in summary and "PASS" not in summary and "FAIL" not in summary
     printed = capsys.readouterr().out
     assert "Cartesian" in printed and f"wrote {out / 'summary.md'}" in printed

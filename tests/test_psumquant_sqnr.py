@@ -89,4 +89,4 @@ def test_resnet_images_sets_the_plan() -> None:
     from npukit.experiments.psumquant.run import FULL, QUICK, make_plan
 
     assert FULL.resnet_eval == 719 and make_plan(False).resnet_eval == 719
-    assert make_plan(True, resnet_images=40).resnet_eval == 40 and QUICK.resnet_eval == 16
+    assert make_plan(True, resnet_images=40).resnet_eval == 40 and QUICK.resnet_eval == 12

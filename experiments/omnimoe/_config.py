@@ -14,15 +14,18 @@ RECIPES = ("uniform", "sparse")  # as _quality.RECIPES (kept here: this module i
 class Config:
     """``quick``: small sweeps and a short training run; ``steps``: training steps per LM (None: 24
     quick, 600 full); ``threads``: torch CPU threads (None: 1 with ``quick``, else torch's default);
-    ``seeds``: models per kind (seeds 0..seeds-1); ``recipe`` / ``expert_lr``: the optimizer recipe
-    (see ``_quality.py``) and the expert tables' learning-rate factor under ``sparse``."""
+    ``seeds``: models per kind (seeds 0..seeds-1; None: 1 quick, 3 full, so a full run's verdict has an
+    across-seed interval); ``recipe`` / ``expert_lr``: the optimizer recipe
+    (see ``_quality.py``) and the expert tables' learning-rate factor under ``sparse``; ``arch``: the NPU
+    arch (name or file) of the modelled expert- vs token-centric cycles and energy."""
 
     quick: bool = False
     steps: int | None = None
     threads: int | None = None
-    seeds: int = 1
+    seeds: int | None = None
     recipe: str = "sparse"
     expert_lr: float = 3.0
+    arch: str = "npu128"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,11 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (default 1 with --quick: small ops on a shared machine run fastest "
                         "single-threaded; else torch's default)")
     parser.add_argument("--seeds", type=int, default=None, metavar="N",
-                        help="train every model with seeds 0..N-1 and report each and their mean (default 1)")
+                        help="train every model with seeds 0..N-1 and report each, their mean and the across-seed 95%% interval "
+                             "of the difference to dense (default 3; 1 with --quick)")
     parser.add_argument("--recipe", default=None, choices=RECIPES,
                         help="optimizer recipe, the same for every model: sparse (default: weight decay only on dense "
                         "weight matrices, expert tables and product keys at --expert-lr times the rate) or uniform "
                         "(one AdamW group, weight decay on everything)")
+    parser.add_argument("--arch", default="npu128",
+                        help="NPU arch (name or file) of the modelled expert- vs token-centric cost (default npu128)")
     parser.add_argument("--expert-lr", type=float, default=None, metavar="X",
                         help="learning-rate factor of the expert tables and product keys with --recipe sparse (default 3)")
 
@@ -61,6 +67,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     expert_lr = float_option(getattr(args, "expert_lr", None), "--expert-lr", 0.0, 100.0, lo_open=True,
                              hint=" (learning-rate factor)")
     check_common(args, "out/experiment/omnimoe")
+    arch = getattr(args, "arch", None) or "npu128"
+    from npukit.sim import load_arch, load_table
+
+    load_table(load_arch(arch).energy_table)  # an unknown or malformed --arch fails here, before any work
     docs_root()
-    return Config(quick=quick, steps=steps, threads=threads, seeds=seeds or 1, recipe=recipe,
-                  expert_lr=3.0 if expert_lr is None else expert_lr)
+    return Config(quick=quick, steps=steps, threads=threads, seeds=seeds or (1 if quick else 3), recipe=recipe,
+                  expert_lr=3.0 if expert_lr is None else expert_lr, arch=arch)

@@ -88,10 +88,12 @@ def centric_time_sweep(experts: list[int], tokens: list[int], hidden: int, k: in
     return rows
 
 
-def centric_model_point(job: tuple[int, int, int, int, int, int]) -> dict[str, Any]:
+def centric_model_point(job: tuple[Any, ...]) -> dict[str, Any]:
     """One (tokens T, experts N) point of :func:`centric_model_sweep`; ``job`` = (T, N, hidden, k, bits,
-    npu_max_pairs). Pure function of its arguments (fixed routing seed), so it runs on any executor worker."""
-    T, N, hidden, k, bits, npu_max_pairs = job
+    npu_max_pairs[, arch]) (arch: the NPU arch name or file, default npu128). Pure function of its
+    arguments (fixed routing seed), so it runs on any executor worker."""
+    T, N, hidden, k, bits, npu_max_pairs, *rest = job
+    arch = rest[0] if rest else "npu128"
     counts = uniform_counts(T, k, N, seed=T + N)
     A = len(counts)
     le, lt = Ledger(), Ledger()
@@ -102,7 +104,7 @@ def centric_model_point(job: tuple[int, int, int, int, int, int]) -> dict[str, A
                expert_hbm_mb=acc.bytes_moved(le) / 1e6, token_hbm_mb=acc.bytes_moved(lt) / 1e6)
     row["token_over_expert_bytes"] = row["token_hbm_mb"] / row["expert_hbm_mb"]
     if T * k <= npu_max_pairs:
-        res = npu_cost(T, hidden, N, k, counts=counts)
+        res = npu_cost(T, hidden, N, k, arch=arch, counts=counts)
         tot = {r["path"]: r for r in res["rows"] if r["part"] == "total"}
         for p in ("expert_centric", "token_centric"):
             row[f"npu_{p}_cycles"] = tot[p]["cycles"]
@@ -117,12 +119,13 @@ def centric_model_point(job: tuple[int, int, int, int, int, int]) -> dict[str, A
 
 
 def centric_model_sweep(experts: list[int], tokens: list[int], hidden: int, k: int, bits: int = 16,
-                        npu_max_pairs: int = 1 << 18, executor: Executor | None = None) -> list[dict[str, Any]]:
+                        npu_max_pairs: int = 1 << 18, executor: Executor | None = None,
+                        arch: str = "npu128") -> list[dict[str, Any]]:
     """Modelled GPU DRAM bytes (Ledger traffic model, ``bits``-bit tensors, 50 MiB L2) and NPU cycles
     and energy of both schedules (NPU skipped where T*k > ``npu_max_pairs``). Each (T, N) point runs
     on ``executor`` (default: in this process; a Dask executor spreads the grid over a cluster); rows
-    come back in grid order (tokens outer, experts inner) whatever the backend."""
-    jobs = [(T, N, hidden, k, bits, npu_max_pairs) for T in tokens for N in experts]
+    come back in grid order (tokens outer, experts inner) whatever the backend. ``arch``: the NPU arch."""
+    jobs = [(T, N, hidden, k, bits, npu_max_pairs, arch) for T in tokens for N in experts]
     ex = executor if executor is not None else SerialExecutor()
     return ex.map(centric_model_point, jobs)
 

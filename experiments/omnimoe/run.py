@@ -61,11 +61,12 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
     from . import _quality as q
     from . import _sweeps as sw
 
-    quick, seeds = config.quick, range(config.seeds)
+    quick = config.quick
+    seeds = range(config.seeds or (1 if quick else 3))
     corpus = load_corpus(cfg["lm"]["corpus_bytes"])  # fail early, before any sweep, when it is missing
     out = prepare_out_dir(out_dir)
     t_start = time.perf_counter()
-    mode = "quick" if quick else "full"
+    mode = "smoke run (--quick): no verdicts" if quick else "full"
     print(f"npukit experiment omnimoe ({mode}) -> {out}")
 
     rc = cfg["router"]
@@ -84,7 +85,7 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
     time_rows = sw.centric_time_sweep(tc["experts"], tc["tokens"], tc["hidden"], tc["k"])
     mc = cfg["model"]
     model_rows = sw.centric_model_sweep(mc["experts"], mc["tokens"], mc["hidden"], mc["k"],
-                                        npu_max_pairs=mc["npu_max_pairs"], executor=executor)
+                                        npu_max_pairs=mc["npu_max_pairs"], executor=executor, arch=config.arch)
     write_csv(Path(out) / "centric_time.csv", time_rows)
     write_csv(Path(out) / "centric_model.csv", model_rows)
     x_time = sw.crossover(time_rows, "token_over_expert")
@@ -143,7 +144,7 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
     for r in time_rows:
         lines.append(f"| {r['tokens']:,} | {r['experts']:,} | {r['reuse']:.3g} | {r['active']:,} | {r['expert_ms']:.2f} | "
                      f"{r['token_ms']:.2f} | {r['token_over_expert']:.2f} |")
-    lines += ["", f"Models (hidden {mc['hidden']}, k={mc['k']}, bf16 on a GPU with a 50 MiB L2; NPU: npu128, 8-bit; "
+    lines += ["", f"Models (hidden {mc['hidden']}, k={mc['k']}, bf16 on a GPU with a 50 MiB L2; NPU: {config.arch}, 8-bit; "
               "uniform routing):", "",
               "| tokens | N | reuse | active | expert DRAM MB | token DRAM MB | token / expert bytes "
               "| NPU token / expert cycles |",
@@ -165,20 +166,55 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
               "Target: at matched active parameters, validation loss no worse than dense. The paper (docs/references.md) "
               "reports quality at scale (1.7B active parameters, 50.9% zero-shot average), not this toy comparison.", "",
               "| model | active MLP params | total MLP params | final val loss per seed (nats/byte) | mean | "
-              "vs dense | seconds |", "|---|---|---|---|---|---|---|"]
+              "vs dense (mean, across-seed 95% interval) | verdict | seconds |", "|---|---|---|---|---|---|---|---|"]
+    verdicts = []
     for kind, runs in results.items():
         r0 = runs[0]
         vals = " / ".join(f"{r['final_val']:.3f}" for r in runs)
         secs = " / ".join(f"{r['seconds']:.0f}" for r in runs)
+        diffs = [r["final_val"] - d["final_val"] for r, d in zip(runs, results["dense"], strict=True)]
+        lo, hi = seed_interval(diffs)
+        ci = f" [{lo:+.3f}, {hi:+.3f}]" if math.isfinite(lo) else " (one seed: no interval)"
+        v = ("smoke run: no verdict" if quick else "-" if kind == "dense" else loss_verdict(lo, hi))
+        verdicts.append(f"{kind}: {v}")
         lines.append(f"| {kind} | {r0['active_ffn_params']:,} | {r0['total_ffn_params']:,} | {vals} | "
-                     f"{mean_val(kind):.3f} | {mean_val(kind) - dense_val:+.3f} | {secs} |")
+                     f"{mean_val(kind):.3f} | {mean_val(kind) - dense_val:+.3f}{ci if kind != 'dense' else ''} | {v} "
+                     f"| {secs} |")
+    lines += ["", ("Smoke run (--quick): a few steps and one seed; the losses only show that every model trains, "
+                   "no comparison is drawn. Run without --quick (3 seeds by default) for the verdict."
+                   if quick else
+                   f"Verdict per kind against the target (validation loss no worse than dense): PASS where the whole "
+                   f"across-seed interval ({len(seeds)} seeds, paired by seed, Student t 95%) is at or below 0, FAIL "
+                   "where it is above 0, WITHIN NOISE where it straddles 0; NO INTERVAL with one seed.")]
     lines += ["", "Files: router_cost.csv, centric_time.csv, centric_model.csv, lm_loss.csv, " + ", ".join(plots), ""]
     paths += [Path(out) / p for p in plots]
     paths.append(write_text(Path(out) / "summary.md", "\n".join(lines)))
     print("\n".join(lines[6:12]))
     print(f"crossover reuse (time/bytes/NPU) per tokens: {x_time} / {x_bytes} / {x_npu}")
+    print("LM quality vs dense (validation loss, matched active parameters): " + "; ".join(verdicts))
     print(f"done in {time.perf_counter() - t_start:.0f} s")
     return paths
+
+
+def seed_interval(diffs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The Student-t ``level`` interval of the mean of per-seed differences (nats/byte); (nan, nan)
+    with fewer than two seeds."""
+    if len(diffs) < 2:
+        return math.nan, math.nan
+    from scipy.stats import t
+
+    n = len(diffs)
+    m = sum(diffs) / n
+    sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (n - 1))
+    h = float(t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
+    return m - h, m + h
+
+
+def loss_verdict(lo: float, hi: float) -> str:
+    """PASS (no worse than dense across the interval), FAIL (worse across it), WITHIN NOISE or NO INTERVAL."""
+    if not math.isfinite(lo):
+        return "NO INTERVAL (one seed)"
+    return "PASS" if hi <= 0 else "FAIL" if lo > 0 else "WITHIN NOISE"
 
 
 def _fmt_x(v: float | None) -> str:

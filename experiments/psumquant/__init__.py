@@ -25,9 +25,9 @@ def run_experiment(out_dir: str | Path, config: Config | None = None, *, executo
 
     config = config or Config()
     if config.energy_only:
-        return run.run_energy_only(out_dir)
+        return run.run_energy_only(out_dir, arch=config.arch)
     plan = run.plan_of(config)
-    return run.run_experiment(out_dir, plan, progress=progress, executor=executor)
+    return run.run_experiment(out_dir, plan, progress=progress, executor=executor, arch=config.arch)
 
 
 def digits_demo_summary(out_dir: str | Path, epochs: int | None = None) -> str:

@@ -10,13 +10,15 @@ from dataclasses import dataclass
 class Config:
     """``quick``: the small plan (minutes); ``policies`` / ``bits``: subsets of the plan's (None: all;
     policy ``none`` is always run as the reference); ``energy_only``: only the NPU energy table;
-    ``resnet_images``: held-out images of the ResNet-18 psum evaluation (None: the plan's)."""
+    ``resnet_images``: held-out images of the ResNet-18 psum evaluation (None: the plan's); ``arch``: the
+    NPU arch (a name or an arch file) of the energy table."""
 
     quick: bool = False
     policies: tuple[str, ...] | None = None
     bits: tuple[int, ...] | None = None
     energy_only: bool = False
     resnet_images: int | None = None
+    arch: str = "npu128"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--bits is its deprecated name)")
     parser.add_argument("--resnet-images", type=int, default=None, metavar="N",
                         help="ResNet-18: evaluate the psum policies on the first N of the 719 held-out digits "
-                             "(default all 719; 16 with --quick)")
+                             "(default all 719; 12 with --quick)")
+    parser.add_argument("--arch", default="npu128",
+                        help="NPU arch (name or file) of the energy table (default npu128); the accuracy families "
+                             "run on the plan's array sizes")
     parser.add_argument("--energy-only", action="store_true",
                         help="only the NPU energy table (ResNet-18, Llama-3.1-8B layer prefill and decode; "
                              "32..4-bit psums; mapping search and fixed; total and on-chip): seconds, no training")
@@ -48,6 +53,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     energy_only = bool(getattr(args, "energy_only", False))
     policies, bits = getattr(args, "policies", None), getattr(args, "bits", None)
     plan = make_plan(quick, policies, bits, resnet_images)
+    arch = getattr(args, "arch", None) or "npu128"
+    from npukit.sim import load_arch, load_table
+
+    load_table(load_arch(arch).energy_table)  # an unknown or malformed --arch fails here, before any work
     if not energy_only:
         from npukit.models.corpus import docs_root
         from npukit.models.minilm import model_dir
@@ -58,4 +67,5 @@ def config_from_args(args: argparse.Namespace) -> Config:
         model_dir()
         check_cache_dir()
     return Config(quick=quick, policies=plan.policies if policies is not None else None,
-                  bits=plan.bits if bits is not None else None, energy_only=energy_only, resnet_images=resnet_images)
+                  bits=plan.bits if bits is not None else None, energy_only=energy_only, resnet_images=resnet_images,
+                  arch=arch)

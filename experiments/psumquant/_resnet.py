@@ -34,11 +34,16 @@ def fold_batchnorm(model: nn.Module) -> nn.Module:
     return m.eval()
 
 
-def train_or_load(data: DigitsData, epochs: int, progress: bool = True) -> tuple[nn.Module, str]:
-    """The BN-folded ResNet-18 trained for ``epochs`` on ``data`` (cached); returns (model, how)."""
+def train_or_load(data: DigitsData, epochs: int, progress: bool = True,
+                  train_images: int | None = None) -> tuple[nn.Module, str]:
+    """The BN-folded ResNet-18 trained for ``epochs`` on ``data`` (cached); returns (model, how).
+    ``train_images``: train on the first that many training images only (None: all of them)."""
     from npukit.models.resnet18 import resnet18
 
-    name = f"resnet18_digits{data.x_train.shape[-1]}_e{epochs}_v1.pt"
+    n = len(data.y_train) if train_images is None else min(train_images, len(data.y_train))
+    tag = "" if n == len(data.y_train) else f"_n{n}"
+    data = DigitsData(data.x_train[:n], data.y_train[:n], data.x_test, data.y_test)
+    name = f"resnet18_digits{data.x_train.shape[-1]}_e{epochs}{tag}_v1.pt"
     torch.manual_seed(0)
     base = resnet18(num_classes=10, in_channels=1)
     if load_cached(name, base):

@@ -25,6 +25,7 @@ all-float32 model.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,7 @@ class Plan:
     digits_arrays: tuple[int, ...] = (128, 32)
     digits_epochs: int = 15
     digits_calib: int = 256  # calibration images (training split)
+    digits_eval: int | None = None  # held-out images of the psum evaluation (the first n; None: all 719)
     calib_rows: int = 1024  # rows per layer kept for the psumquant predictor fit
     minilm_calib: int = 32  # calibration sentences
     minilm_sentences: int = 256
@@ -62,6 +64,7 @@ class Plan:
     # MiniLM with int8 per-token activations and the attention matmuls on the array: these policies; (): skip
     minilm_attn_policies: tuple[str, ...] | None = ("none", "static", "tile-max", "sigma", "psumquant")
     resnet_epochs: int = 12
+    resnet_train: int | None = None  # training images (the first n of the training split; None: all 1,078)
     resnet_arrays: tuple[int, ...] = (128, 32)
     resnet_eval: int = RESNET_TEST_IMAGES  # held-out images (the first n of the test split) for the psum evaluation
     resnet_probe: int = 64  # of those, the first n for the per-layer psum SQNR
@@ -74,12 +77,16 @@ class Plan:
 
 
 FULL = Plan()
+# --quick is a smoke run: the smallest setting that still runs every code path (both array sizes, every
+# MiniLM setting, training, caching, calibration, the SQNR probe, energy, plots); its numbers carry no verdict
 QUICK = Plan(
     quick=True, policies=("none", "static", "psumquant"), bits=(8, 4), digits_arrays=(128, 32), digits_epochs=5,
-    digits_calib=128, calib_rows=256, minilm_calib=16, minilm_sentences=200, minilm_max_words=10, minilm_arrays=(128,),
+    digits_calib=64, digits_eval=160, calib_rows=256, minilm_calib=8, minilm_sentences=32, minilm_max_words=10,
+    minilm_arrays=(128,),
     minilm_policies=("none", "psumquant"),
     minilm_bits=(8,), minilm_float_policies=("none", "psumquant"), minilm_token_policies=("none", "psumquant"),
-    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_arrays=(128,), resnet_eval=16, resnet_probe=8,
+    minilm_attn_policies=("none", "psumquant"), resnet_epochs=1, resnet_train=192, resnet_arrays=(128,), resnet_eval=12,
+    resnet_probe=4,
     lm_arrays=(128,), lm_steps=30, lm_eval_seqs=32,
     lm_model={"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate": 256, "ctx": 64},
 )
@@ -139,9 +146,11 @@ def run_digits(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
 
     data = _digits.load_data()
     model, how = _digits.train_or_load(data, plan.digits_epochs, progress)
+    n = min(plan.digits_eval or len(data.y_test), len(data.y_test))
+    data = _digits.DigitsData(data.x_train, data.y_train, data.x_test[:n], data.y_test[:n])
     float_top1 = _digits.top1(model, data.x_test, data.y_test)
-    log(f"digits CNN ({plan.digits_epochs} epochs, {how}): float32 top-1 {float_top1:.4f} on {len(data.y_test)} test images")
-    return _vision_rows("digits-cnn", model, data, float_top1, len(data.y_test), plan.digits_arrays, plan, progress)
+    log(f"digits CNN ({plan.digits_epochs} epochs, {how}): float32 top-1 {float_top1:.4f} on {n} test images")
+    return _vision_rows("digits-cnn", model, data, float_top1, n, plan.digits_arrays, plan, progress)
 
 
 def run_resnet(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -150,7 +159,7 @@ def run_resnet(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     from . import _digits, _resnet
 
     data = _digits.load_data(_resnet.SIZE)
-    model, how = _resnet.train_or_load(data, plan.resnet_epochs, progress)
+    model, how = _resnet.train_or_load(data, plan.resnet_epochs, progress, plan.resnet_train)
     float_all = _digits.top1(model, data.x_test, data.y_test)
     n = min(plan.resnet_eval, len(data.y_test))
     float_top1 = _digits.top1(model, data.x_test[:n], data.y_test[:n])
@@ -170,10 +179,11 @@ def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: in
     SQNR (``_sqnr.LayerProbe`` on the first that many test images): mean and minimum over the layers."""
     from tqdm import tqdm
 
-    from . import _digits
+    from . import _digits, _noise
     from ._policy import PsumSweep
     from ._sqnr import LayerProbe, sqnr_db
 
+    nan = float("nan")
     calib = _digits.calib_batches(data, plan.digits_calib)
     rows: list[dict[str, Any]] = []
     pairs = _pairs(plan.policies, plan.bits)
@@ -182,10 +192,16 @@ def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: in
         sweep = PsumSweep(model, r, calib, calib_rows=plan.calib_rows)
         probe = LayerProbe(sweep, data.x_test[:probe_images]) if probe_images else None
         ref = None
+        correct: dict[tuple[str, int], Any] = {}  # per-image 0/1 of each (policy, bits): the paired bootstrap
         for pol, b in pairs:
             z = _digits.logits(sweep.set(pol, b), data.x_test)
             ref = z if pol == "none" else ref
             acc = _digits.accuracy(z, data.y_test)
+            correct[pol, b] = (z.argmax(dim=1) == data.y_test).float()
+            none_c, static_c = correct.get(("none", plan.bits[0])), correct.get(("static", b))
+            d_lo, d_hi = _noise.mean_diff_interval(correct[pol, b], none_c) if none_c is not None else (nan, nan)
+            s_lo, s_hi = (_noise.mean_diff_interval(correct[pol, b], static_c) if static_c is not None and pol != "static"
+                          else (nan, nan))
             fit = sweep.fit_figures()
             layer = [x["sqnr_db"] for x in probe.rows()] if probe is not None and pol != "none" else []
             for bb in (plan.bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
@@ -196,7 +212,11 @@ def _vision_rows(name: str, model: Any, data: Any, float_top1: float, n_test: in
                              # psum error layer by layer, each on its 32-bit-psum input (dB): mean, worst layer
                              "layer_sqnr_mean_db": sum(layer) / len(layer) if layer else float("nan"),
                              "layer_sqnr_min_db": min(layer) if layer else float("nan"),
-                             "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
+                             "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"],
+                             # 95% paired bootstrap intervals over the test images: top-1 minus policy none's,
+                             # and minus policy static's at the same bits
+                             "delta_top1_lo": d_lo, "delta_top1_hi": d_hi,
+                             "minus_static_lo": s_lo, "minus_static_hi": s_hi})
             bar.update(1)
     bar.close()
     _add_delta(rows, "top1", "delta_top1")
@@ -229,11 +249,13 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
     deployments use; evaluated with the attention matmuls off and on the array, column ``attention``)
     and ``fp32`` (float32 weights/activations, only the psums quantized: the psum bit-width effect
     the paper claims on its own)."""
+    import torch
     from tqdm import tqdm
 
     from npukit.models import corpus as _corpus
     from npukit.models import minilm as _minilm
 
+    from ._noise import mean_interval
     from ._policy import PsumSweep
 
     model, tok = _minilm.load_minilm()
@@ -258,13 +280,15 @@ def run_minilm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[d
             emb = _minilm.embed(sweep.set(pol, b), packed)
             base = emb if pol == "none" else base
             cos, cos_min, rho = _minilm.compare(ref, emb)
+            cos_lo, cos_hi = mean_interval(torch.nn.functional.cosine_similarity(ref, emb, dim=1))
             # the psum effect alone: against the same model (int8 or fp32 weights/activations) with unquantized psums
             cos_n, _, rho_n = _minilm.compare(base, emb) if base is not None else (float("nan"), 0.0, float("nan"))
             fit = sweep.fit_figures()
             for bb in (bits if pol == "none" else (b,)):  # 'none' does not depend on bits: evaluated once
                 rows.append({"model": "all-MiniLM-L6-v2", "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "wa": wa,
                              "attention": "psum" if attn else "fp32",
-                             "cosine": cos, "cosine_min": cos_min, "spearman": rho, "cosine_vs_none": cos_n,
+                             "cosine": cos, "cosine_lo": cos_lo, "cosine_hi": cos_hi, "cosine_min": cos_min,
+                             "spearman": rho, "cosine_vs_none": cos_n,
                              "spearman_vs_none": rho_n, "n_sentences": len(sents),
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"]})
             bar.update(1)
@@ -296,12 +320,29 @@ def train_or_load_lm(plan: Plan, progress: bool) -> tuple[Any, Any, str]:
     return corpus, model.eval(), f"trained in {res['seconds']:.0f} s"
 
 
+def window_nll(model: Any, batches: list[Any]) -> Any:
+    """Mean next-byte cross-entropy (nats/byte) of every held-out window [B, ctx+1] of ``batches``, a
+    tensor [windows]; its mean is the log of :func:`npukit.models.byte_llama.perplexity` (equal-length windows)."""
+    import torch
+    import torch.nn.functional as F
+
+    out = []
+    with torch.no_grad():
+        for b in batches:
+            z = model(b[:, :-1])
+            z = z.logits if hasattr(z, "logits") else z
+            ce = F.cross_entropy(z.reshape(-1, z.shape[-1]).float(), b[:, 1:].reshape(-1), reduction="none")
+            out.append(ce.view(len(b), -1).mean(dim=1))
+    return torch.cat(out)
+
+
 def run_lm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Byte-level Llama perplexity per (array, policy, bits)."""
     from tqdm import tqdm
 
     from npukit.models import byte_llama as bl
 
+    from ._noise import ppl_diff_interval
     from ._policy import PsumSweep
 
     spec = bl.ByteLlamaSpec(**plan.lm_model)
@@ -318,14 +359,20 @@ def run_lm(plan: Plan, progress: bool, log: Callable[[str], None]) -> list[dict[
                leave=False)
     for r in plan.lm_arrays:
         sweep = PsumSweep(model, r, calib, calib_rows=min(512, plan.calib_rows))
+        ref_nll = None
         for pol, b in pairs:
-            ppl = bl.perplexity(sweep.set(pol, b), evalb)
+            nll = window_nll(sweep.set(pol, b), evalb)
+            ppl = math.exp(float(nll.mean()))
+            ref_nll = nll if pol == "none" else ref_nll
+            lo, hi = ppl_diff_interval(nll, ref_nll) if ref_nll is not None else (math.nan, math.nan)
             fit = sweep.fit_figures()
             for bb in (plan.bits if pol == "none" else (b,)):
                 rows.append({"model": name, "policy": pol, "bits": bb, "array": f"{r}x{r}", "rows": r, "ppl": ppl,
                              "float_ppl": float_ppl, "n_eval_bytes": sum(x[:, 1:].numel() for x in evalb),
+                             "n_eval_windows": len(nll),
                              "range_mae_log2": fit["range_mae_log2"], "clip_frac": fit["clip_frac"],
-                             "stands_in_for": "Llama-3.1 (paper)"})
+                             # 95% paired bootstrap interval of delta_ppl over the held-out windows
+                             "delta_ppl_lo": lo, "delta_ppl_hi": hi, "stands_in_for": "Llama-3.1 (paper)"})
             bar.update(1)
     bar.close()
     _add_delta(rows, "ppl", "delta_ppl")
@@ -358,11 +405,11 @@ def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tu
 
 
 def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True,
-                   log: Callable[[str], None] = print, executor: Any = None) -> list[Path]:
+                   log: Callable[[str], None] = print, executor: Any = None, arch: str = "npu128") -> list[Path]:
     """Run every family of ``plan``, write CSVs, plots and ``summary.md`` into ``out_dir``; returns
-    the written paths. ``executor``: run the three families as
-    jobs on it (e.g. a Dask executor); default: one after another in this process."""
-    from npukit.sim import prepare_out_dir
+    the written paths. ``executor``: run the families as jobs on it (e.g. a Dask executor); default:
+    one after another in this process. ``arch``: the NPU arch (name or file) of the energy table."""
+    from npukit.sim import load_arch, prepare_out_dir
 
     from . import _energy, _report
 
@@ -377,9 +424,10 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
         for fam, rows, secs in executor.map(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
             results[fam], timings[fam] = rows, secs
     t = time.perf_counter()
-    results["energy"] = _energy.energy_rows()
+    npu = load_arch(arch)
+    results["energy"] = _energy.energy_rows(npu)
     timings["energy"] = time.perf_counter() - t
-    assumptions = _energy.assumptions()
+    assumptions = _energy.assumptions(npu)
     log("energy assumptions:")
     for line in assumptions:
         log(f"  {line}")
@@ -389,16 +437,17 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
     return paths
 
 
-def run_energy_only(out_dir: str | Path, log: Callable[[str], None] = print) -> list[Path]:
-    """The NPU energy table alone (no model is trained): ``energy.csv``, ``energy_assumptions.txt``,
+def run_energy_only(out_dir: str | Path, log: Callable[[str], None] = print, arch: str = "npu128") -> list[Path]:
+    """The NPU energy table alone on ``arch`` (no model is trained): ``energy.csv``, ``energy_assumptions.txt``,
     ``energy_breakdown.png`` and ``energy_summary.md`` in ``out_dir``; returns the written paths."""
-    from npukit.sim import markdown_table, prepare_out_dir, write_csv, write_text
+    from npukit.sim import load_arch, markdown_table, prepare_out_dir, write_csv, write_text
 
     from . import _energy, _report
 
     out = prepare_out_dir(out_dir)
-    rows = _energy.energy_rows()
-    assumptions = _energy.assumptions()
+    npu = load_arch(arch)
+    rows = _energy.energy_rows(npu)
+    assumptions = _energy.assumptions(npu)
     log("energy assumptions:")
     for line in assumptions:
         log(f"  {line}")
