@@ -256,7 +256,8 @@ def test_minilm_acceptance_states_which_settings_pass() -> None:
                                       ("int8-token", "psum"): (0.997, 0.989)}.items():
         for pol, c in (("none", c_none), ("psumquant", c_pq)):
             rows.append({"policy": pol, "bits": 8, "array": "128x128", "wa": wa, "attention": att, "cosine": c,
-                         "cosine_vs_none": c / c_none})
+                         "cosine_vs_none": c / c_none, "n_sentences": 200,  # a +-0.0005 interval: decided
+                         "cosine_lo": c - 0.0005, "cosine_hi": c + 0.0005})
     lines = _minilm_acceptance(rows)
     assert len(lines) == 4
     assert "per-tensor activations" in lines[0] and lines[0].count("FAIL") == 1 and "no psum policy can pass" in lines[0]
