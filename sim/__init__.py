@@ -22,6 +22,7 @@ from .bounded import (
     parse_dim,
     short,
 )
+from .cache import cache_root, cache_subdir
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .interconnect import Dram, Interconnect, SharedMemory
@@ -60,6 +61,7 @@ from .workload import (
 
 __all__ = [
     "Arch", "ArchSource", "Bits", "SramKiB", "load_arch", "load_arch_source", "load_scalesim_cfg",
+    "cache_root", "cache_subdir",
     "BUILTIN_TABLES", "EnergyTable", "load_table",
     "MAX_DEPTH", "MAX_INT", "MAX_TEXT_BYTES", "check_depth", "check_finite", "check_number", "check_size", "load_json",
     "load_yaml", "check_integers", "check_shape", "parse_dim", "short", "MAX_DIM",

@@ -38,7 +38,7 @@ def one_torch_thread():  # type: ignore[no-untyped-def]
 def psumquant_quick_run(tmp_path_factory):  # type: ignore[no-untyped-def]
     """One ``npukit experiment psumquant --quick`` from an empty weights cache, shared by every test that
     reads a quick run (test_experiment_psumquant, test_experiment_executor): ``(rc, out, cache)``.
-    NPUKIT_CACHE points at ``cache`` only while it runs. torch runs on one thread, as the executor
+    NPUKIT_CACHE_DIR points at ``cache`` only while it runs. torch runs on one thread, as the executor
     test's Dask workers do, so that their numbers can be compared with this run's to float rounding."""
     import torch
 
@@ -47,7 +47,7 @@ def psumquant_quick_run(tmp_path_factory):  # type: ignore[no-untyped-def]
     cache = tmp_path_factory.mktemp("psumquant-cache")
     out = tmp_path_factory.mktemp("psumquant-exp") / "psumquant"
     mp = pytest.MonkeyPatch()
-    mp.setenv("NPUKIT_CACHE", str(cache))
+    mp.setenv("NPUKIT_CACHE_DIR", str(cache))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -32,7 +32,7 @@ def _no_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setattr(mod, "prepare_out_dir", refuse)
     cache = tmp_path / "cache"
     cache.mkdir()
-    monkeypatch.setenv("NPUKIT_CACHE", str(cache))
+    monkeypatch.setenv("NPUKIT_CACHE_DIR", str(cache))
     return cache
 
 
@@ -121,5 +121,5 @@ def test_energy_only_still_checks_out(tmp_path: Path, capsys) -> None:
 def test_unusable_weights_cache(tmp_path: Path, capsys, monkeypatch, verb) -> None:
     f = tmp_path / "a_file"
     f.write_text("x")
-    monkeypatch.setenv("NPUKIT_CACHE", str(f))
-    _fails_cleanly(_argv(verb, "--out", str(tmp_path / "o")), tmp_path, capsys, expect="NPUKIT_CACHE")
+    monkeypatch.setenv("NPUKIT_CACHE_DIR", str(f))
+    _fails_cleanly(_argv(verb, "--out", str(tmp_path / "o")), tmp_path, capsys, expect="NPUKIT_CACHE_DIR")

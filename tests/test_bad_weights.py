@@ -216,7 +216,7 @@ def test_damaged_minilm_wheel_is_one_weights_error(tmp_path: Path, monkeypatch, 
 def test_cache_entry_with_nan_or_wrong_type_is_retrained_not_trusted(tmp_path: Path, monkeypatch) -> None:
     from npukit.experiments.psumquant import _cache
 
-    monkeypatch.setenv("NPUKIT_CACHE", str(tmp_path))
+    monkeypatch.setenv("NPUKIT_CACHE_DIR", str(tmp_path))
     _cache.save_state("ok.pt", {"w": torch.ones(3)})
     assert torch.equal(_cache.load_state("ok.pt")["w"], torch.ones(3))
     _cache.save_state("nan.pt", {"w": torch.tensor([1.0, float("nan")])})

@@ -56,7 +56,7 @@ def test_psumquant_families_on_dask_equal_in_process(psumquant_quick_run, tmp_pa
 
     rc, serial_out, cache = psumquant_quick_run
     assert rc == 0
-    monkeypatch.setenv("NPUKIT_CACHE", str(cache))  # workers spawned below inherit it
+    monkeypatch.setenv("NPUKIT_CACHE_DIR", str(cache))  # workers spawned below inherit it
     base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--psum-buffer-bits", "8"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         assert main([*base, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask")]) == 0

@@ -116,7 +116,7 @@ def test_digits_demo_summary_uses_cached_cnn(quick_run, tmp_path, monkeypatch):
     from npukit.experiments.psumquant import digits_demo_summary
 
     _, _, cache = quick_run
-    monkeypatch.setenv("NPUKIT_CACHE", str(cache))
+    monkeypatch.setenv("NPUKIT_CACHE_DIR", str(cache))
     text = digits_demo_summary(tmp_path / "demo", epochs=5)  # the quick run's cached CNN
     assert "weights cached" in text and "32-bit psums" in text and "psumquant" in text
     rows = _rows(tmp_path / "demo" / "digits_psum.csv")

@@ -179,7 +179,7 @@ def test_cache_hit_and_rewrite_of_a_corrupt_entry(tmp_path, monkeypatch):
     assert len(calls) == 1 and again == first
     assert first.name == tmp_path.name  # config.json is named after its folder
     assert first.meta["options"] == {"batch": 1, "phase": "prefill", "seq": 16}
-    entries = list((tmp_path / "cache").glob("*.json"))
+    entries = list((tmp_path / "cache" / "traces").glob("*.json"))
     assert len(entries) == 1
     code = (f"import sys; from npukit.workloads import workload_from_spec; wl = workload_from_spec('hf:{cfg}:seq=16'); "
             f"assert wl.macs == {first.macs}; bad = {{'torch', 'transformers'}} & set(sys.modules); assert not bad, bad")

@@ -76,7 +76,7 @@ def _traced(monkeypatch, tmp_path):
 def test_hand_edited_cache_entry_is_traced_again(edit, tmp_path, monkeypatch) -> None:
     calls, spec = _traced(monkeypatch, tmp_path)
     first = workload_from_spec(spec)
-    (entry,) = (tmp_path / "cache").glob("*.json")
+    (entry,) = (tmp_path / "cache" / "traces").glob("*.json")
     d = json.loads(entry.read_text())
     if edit == "K":
         d["layers"][0]["K"] = 9

@@ -1,7 +1,7 @@
 """On-disk cache of traced workloads (JSON), so that a real model is traced once per configuration.
 
-An entry is ``<cache dir>/<name>-<key>.json``; the cache dir is ``$NPUKIT_CACHE_DIR`` if set, else
-``~/.cache/npukit/traces`` (never inside the repository). The key (see
+An entry is ``<cache dir>/<name>-<key>.json``; the cache dir is ``traces`` under npukit's cache root
+(``$NPUKIT_CACHE_DIR`` if set, else ``~/.cache/npukit``; never inside the repository). The key (see
 :func:`npukit.workloads.real_models.workload_from_spec`) hashes everything a trace depends on, so an entry is
 never stale, only unused. Each entry carries a sha256 of its content; an entry whose content does not match
 it (edited by hand), a corrupt or unreadable entry is ignored (the caller traces again and rewrites it);
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from ..sim import check_size, load_json, write_text
+from ..sim import cache_subdir, check_size, load_json, write_text
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 
@@ -25,9 +24,9 @@ _LAYER_EXTRAS = ("shared",)  # optional Layer fields, written only when not 1
 
 
 def cache_dir() -> Path:
-    """The folder holding cached traces: ``$NPUKIT_CACHE_DIR`` or ``~/.cache/npukit/traces``."""
-    env = os.environ.get("NPUKIT_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "npukit" / "traces"
+    """The folder holding cached traces: ``traces`` under npukit's cache root (``$NPUKIT_CACHE_DIR`` or
+    ``~/.cache/npukit``, :func:`npukit.sim.cache_root`)."""
+    return cache_subdir("traces")
 
 
 def workload_to_dict(wl: Workload) -> dict[str, Any]:

@@ -34,9 +34,10 @@ The model is instantiated on ``torch.device("meta")`` (no weights, nothing downl
 products the SDPA kernel is given (causal masking does not halve them). Meta tensors hold no values, so
 transformers' packed-sequence detection (data-dependent) is skipped: each batch row is one sequence.
 
-Traces are cached as JSON (:mod:`npukit.workloads._trace_cache`) under ``$NPUKIT_CACHE_DIR`` or
-``~/.cache/npukit/traces``, keyed by the config file's content hash, the trace options, the npukit version, the
-torch/transformers/diffusers versions and the hash of the tracer's source; ``steps`` is applied after the cache.
+Traces are cached as JSON (:mod:`npukit.workloads._trace_cache`) in ``traces`` under npukit's cache root
+(``$NPUKIT_CACHE_DIR`` or ``~/.cache/npukit``), keyed by the config file's content hash, the trace options,
+the npukit version, the torch/transformers/diffusers versions and the hash of the tracer's
+source; ``steps`` is applied after the cache.
 Importing this module imports nothing heavy: torch and the model libraries load only when a trace is needed.
 """
 

@@ -1,16 +1,17 @@
-"""Where trained weights are cached: ``$NPUKIT_CACHE`` or ``~/.cache/npukit`` (never in the repo)."""
+"""Where trained weights are cached: ``psumquant`` under npukit's cache root (``$NPUKIT_CACHE_DIR`` or
+``~/.cache/npukit``, :func:`npukit.sim.cache_root`; never in the repo)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from npukit.sim import cache_subdir
 from npukit.sim.errors import ConfigError
 
 
 def _root() -> Path:
-    return Path(os.environ.get("NPUKIT_CACHE") or str(Path.home() / ".cache" / "npukit")) / "psumquant"
+    return cache_subdir("psumquant")
 
 
 def check_cache_dir() -> Path:
@@ -19,10 +20,10 @@ def check_cache_dir() -> Path:
 
     path = _root()
     try:
-        return check_out_dir(path, "NPUKIT_CACHE")
+        return check_out_dir(path, "NPUKIT_CACHE_DIR")
     except ConfigError:
         raise ConfigError(f"cannot use the weights cache folder '{path}' (not a writable folder); "
-                          "set NPUKIT_CACHE to a writable folder") from None
+                          "set NPUKIT_CACHE_DIR to a writable folder") from None
 
 
 def cache_dir() -> Path:
@@ -31,7 +32,7 @@ def cache_dir() -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        msg = f"cannot create cache folder '{path}' ({exc.strerror}); set NPUKIT_CACHE to a writable folder"
+        msg = f"cannot create cache folder '{path}' ({exc.strerror}); set NPUKIT_CACHE_DIR to a writable folder"
         raise ConfigError(msg) from None
     return path
 
