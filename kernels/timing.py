@@ -1,6 +1,7 @@
 """Wall-clock timing of kernels in milliseconds: ``triton.testing.do_bench`` on CUDA (its median and 20th/80th
-percentiles), ``time.perf_counter`` on CPU (median, min and max of ``reps`` calls after one warm-up call; a
-warm-up call over 2 s is its own single measurement). Used by the ``npukit bench`` microbenchmarks and the
+percentiles), ``time.perf_counter`` on CPU (median, min and max of ``reps`` calls after one warm-up call; after a
+warm-up call over 2 s, one more call is the single measurement: the warm-up, which may compile or fill caches, is
+never a sample). Used by the ``npukit bench`` microbenchmarks and the
 experiments that measure time."""
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import Any
 
 Timer = Callable[[Callable[[], Any]], float]
 BandTimer = Callable[[Callable[[], Any]], tuple[float, float, float]]
-SINGLE_SHOT_MS = 2000.0  # a CPU warm-up call longer than this is the measurement
+SINGLE_SHOT_MS = 2000.0  # after a CPU warm-up call longer than this, one timed call is the measurement
 
 
-def band_timer(cuda: bool, reps: int = 3) -> BandTimer:
-    """A timer of ``fn`` returning (median, low, high) ms: the 20th/80th percentiles on CUDA, min/max on CPU."""
+def band_timer(cuda: bool, reps: int = 3, single_shot_ms: float = SINGLE_SHOT_MS) -> BandTimer:
+    """A timer of ``fn`` returning (median, low, high) ms: the 20th/80th percentiles on CUDA, min/max on CPU.
+
+    On CPU, ``fn`` is called once untimed (warm-up), then ``reps`` times; when the warm-up took over
+    ``single_shot_ms`` ms, it is called once more instead and that call is the whole band."""
     if cuda:
         import triton.testing
 
@@ -30,10 +34,8 @@ def band_timer(cuda: bool, reps: int = 3) -> BandTimer:
         t0 = time.perf_counter()
         fn()
         first = 1e3 * (time.perf_counter() - t0)
-        if first > SINGLE_SHOT_MS:
-            return first, first, first
         times = []
-        for _ in range(reps):
+        for _ in range(1 if first > single_shot_ms else reps):
             t0 = time.perf_counter()
             fn()
             times.append(1e3 * (time.perf_counter() - t0))

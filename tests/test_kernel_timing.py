@@ -22,6 +22,20 @@ def test_cpu_band_timer_calls_warm_up_plus_reps_and_orders_its_band() -> None:
     assert 4.9 <= med < 19.0
 
 
+def test_a_long_warm_up_is_never_a_sample() -> None:
+    # the warm-up takes 30 ms (over the 10 ms single-shot threshold here): one more call (1 ms) is the measurement
+    sleeps = iter([0.030, 0.001, 0.050, 0.050])
+    calls = []
+
+    def fn() -> None:
+        calls.append(1)
+        time.sleep(next(sleeps))
+
+    med, lo, hi = band_timer(False, reps=3, single_shot_ms=10.0)(fn)
+    assert len(calls) == 2
+    assert med == lo == hi and 0.9 <= med < 25.0
+
+
 def test_dense_router_in_chunks_equals_the_whole_logits() -> None:
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(37, 8, generator=g), torch.randn(49, 8, generator=g)
