@@ -272,7 +272,8 @@ def run(measured: str | None, out: str) -> int:
 VARIANTS = ("the model", "whole weight tiles per MXU", "fill and drain per weight tile", "rows per core padded to 128",
             "HBM bytes of the padded operands", "512^3 grid-step overhead instead of t0",
             "weight loads not hidden: max(rows per core, 128) per tile", "B read by both cores (M split)",
-            "cores split M or N, whichever streams (then moves) less", "f16->bf16 pass over A and B on the VPU, HBM at peak")
+            "cores split M or N, whichever streams (then moves) less", "cores split N when it is two MXU tiles wide",
+            "f16->bf16 pass over A and B on the VPU, HBM at peak")
 #: The VPU variant's nominal conversion rate (an estimate, not a published number): one 8 x 128 vector register
 #: (the T(8,128) layout tile of the profiled HLO) per cycle per TensorCore.
 VPU_ELEMS_PER_CYCLE = 8 * 128
@@ -310,6 +311,10 @@ def variant_features(s: Shape, name: str) -> tuple[float, tuple[float, float, fl
                    * math.ceil(m / TPU_V4.sublanes) * TPU_V4.sublanes / per_us)
         mxu, other = min((mxu, k * n), (n_split, m * k))  # a tie goes to the split that moves fewer bytes
         hbm += 2 * other / (TPU_V4.hbm_gbps * 1e3)
+    elif name == "cores split N when it is two MXU tiles wide":
+        # one 128-wide N tile per core: the same MXU stream as the M split, but each core reads all of A
+        if math.ceil(n / TPU_V4.mxu_cols) == TPU_V4.cores:
+            hbm += 2 * m * k / (TPU_V4.hbm_gbps * 1e3)
     elif name == "f16->bf16 pass over A and B on the VPU, HBM at peak":
         fill += hbm  # HBM at its nominal bandwidth, not calibrated
         hbm = (m * k + k * n) / (TPU_V4.cores * VPU_ELEMS_PER_CYCLE * per_us)
