@@ -110,4 +110,28 @@ def test_tiling_check_baseline_variant_is_the_model() -> None:
         assert math.isclose(same(s), model(s), rel_tol=1e-9)
     for name in bench.VARIANTS[1:]:
         other = bench.fit_variant(rows, name)
-        assert any(not math.isclose(other(s), model(s), rel_tol=1e-6) for s in ((1024, 896, 1024), (200, 300, 700)))
+        assert any(not math.isclose(other(s), model(s), rel_tol=1e-6)
+                   for s in ((1024, 896, 1024), (200, 300, 700), (512, 256, 512)))
+
+
+def test_core_split_variants_count_the_operand_both_cores_read() -> None:
+    """The megacore variants: under the M split each core streams half the rows and (variant "B read by both
+    cores") reads all of B; under the N split each core streams every row on half the N tiles and reads all of A."""
+    hbm_us = lambda elems: 2 * elems / (TPU_V4.hbm_gbps * 1e3)  # noqa: E731 (float16 over the HBM peak)
+    m, n, k = 1024, 256, 768
+    fill, (c, mxu, hbm) = bench.variant_features((m, n, k), "the model")
+    _, (_, mxu_b, hbm_b) = bench.variant_features((m, n, k), "B read by both cores (M split)")
+    assert mxu_b == mxu and hbm_b == pytest.approx(hbm + hbm_us(k * n))
+    # N = 256: one MXU tile per core, the same MXU stream, A read twice
+    _, (_, mxu_n, hbm_n) = bench.variant_features((m, n, k), "cores split N when it is two MXU tiles wide")
+    assert mxu_n == pytest.approx(mxu) and hbm_n == pytest.approx(hbm + hbm_us(m * k))
+    assert bench.variant_features((m, 384, k), "cores split N when it is two MXU tiles wide") == \
+        bench.variant_features((m, 384, k), "the model")
+    # M or N, whichever streams less: 3 N tiles split 2 + 1 stream more than half the rows, so M is split
+    _, (_, mxu_3, hbm_3) = bench.variant_features((m, 384, k), "cores split M or N, whichever streams (then moves) less")
+    _, (_, mxu_m, hbm_m) = bench.variant_features((m, 384, k), "the model")
+    assert mxu_3 == pytest.approx(mxu_m) and hbm_3 == pytest.approx(hbm_m + hbm_us(k * 384))
+    # the VPU variant moves HBM time (at its peak) into the fixed part and times the conversion of A and B
+    fix_v, (_, _, vpu) = bench.variant_features((m, n, k), "f16->bf16 pass over A and B on the VPU, HBM at peak")
+    assert fix_v == pytest.approx(fill + hbm)
+    assert vpu == pytest.approx((m * k + k * n) / (TPU_V4.cores * bench.VPU_ELEMS_PER_CYCLE * TPU_V4.clock_ghz * 1e3))
