@@ -12,8 +12,11 @@ falling edge inside each period; an output seen in period p left the array in co
 p - L with L = ``cfg.out_latency`` (ws/is: 3, the operand SRAM's read, the array's bottom psum
 register and the accumulator's output register; os: 3 + ceil(log2(R)), the SRAM read, the PE's
 register, the registered drain tree's levels and the output register). That cycle must equal the
-model's ``out_cycle``, ``cycles`` must equal the model's ``cycles`` and ``done`` must be seen in
-period cycles + L.
+model's ``out_cycle``. npu_top's ``cycles`` port holds the index of the run's last contract cycle (in
+both timings); the RTL's compute cycles are that index through
+:func:`npukit.sim.datapath.cycle_count` (scalesim: the index, double-buffered: index + 1), reported as
+``rtl_cycles`` and required to equal the model's ``cycles``; ``done`` must be seen in period
+(last cycle index) + L.
 
 Operand input streams: before each GEMM the testbench sends the A and B buffer words over
 ``s_a_*`` / ``s_b_*`` (valid/ready; with the job's ``gap_prob`` > 0 each stream holds tvalid low with
@@ -26,7 +29,7 @@ probability in every period (seeded by the case's seed). A period in which some 
 high and ``out_ready`` is low is a stall: nothing is transferred and the whole design holds. Periods
 are then counted without the stalls before them: an output transferred in period p with s stalls
 before it left the array in contract cycle p - s - L, and ``done`` must be seen in period
-cycles + L + (all stalls); values and cycles must still equal the model's.
+(last cycle index) + L + (all stalls); values and cycles must still equal the model's.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
+
+from npukit.sim.datapath import cycle_count
 
 from ._config import RtlConfig
 from ._layout import operand_words, unpack_lanes
@@ -55,9 +60,16 @@ def model_result(cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant: tuple[int,
     )
 
 
-def compare(cfg: RtlConfig, got: dict, rtl_cycles: int | None, done_period: int, ref, seed: int, name: str,
+def rtl_compute_cycles(cfg: RtlConfig, last_cycle: int | None) -> int | None:
+    """The RTL's compute cycles from its ``cycles`` port (the last cycle's index; None when x/z), in the
+    one convention of every tool (:func:`npukit.sim.datapath.cycle_count`)."""
+    return None if last_cycle is None else cycle_count(last_cycle, cfg.timing)
+
+
+def compare(cfg: RtlConfig, got: dict, rtl_last: int | None, done_period: int, ref, seed: int, name: str,
             protocol: list[tuple[int, str]] | None = None) -> list[str]:
-    """Mismatch messages (empty when bit- and cycle-exact), first mismatch (in time) first."""
+    """Mismatch messages (empty when bit- and cycle-exact), first mismatch (in time) first. ``rtl_last``:
+    npu_top's ``cycles`` port at the end of the run (the index of the last cycle; None when x/z)."""
     problems: list[tuple[int, str]] = list(protocol or [])
     m_dim, n_dim = ref.out.shape
     for (m, n), (val, cyc) in got.items():
@@ -77,11 +89,12 @@ def compare(cfg: RtlConfig, got: dict, rtl_cycles: int | None, done_period: int,
                 )
     problems.sort(key=lambda p: p[0])
     msgs = [p[1] for p in problems]
+    rtl_cycles = rtl_compute_cycles(cfg, rtl_last)
     if rtl_cycles != int(ref.cycles):
-        msgs.append(f"RTL cycles {rtl_cycles} != model cycles {int(ref.cycles)}")
-    elif done_period != rtl_cycles + cfg.out_latency:
+        msgs.append(f"RTL cycles {rtl_cycles} (last cycle {rtl_last}) != model cycles {int(ref.cycles)}")
+    elif done_period != rtl_last + cfg.out_latency:
         lat = cfg.out_latency
-        msgs.append(f"done seen in period {done_period}, expected cycles + {lat} = {rtl_cycles + lat}")
+        msgs.append(f"done seen in period {done_period}, expected last cycle + {lat} = {rtl_last + lat}")
     return [f"[{name}, seed {seed}] {s}" for s in msgs]
 
 
@@ -252,11 +265,12 @@ async def gemm_cases(dut):
         t_model = time.perf_counter() - t0
         t0 = time.perf_counter()
         counts = {"gaps": 0, "junk": 0}
-        got, rtl_cycles, done_period, protocol, t_run, stalls = await run_case(
+        got, rtl_last, done_period, protocol, t_run, stalls = await run_case(
             dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, gap_prob=gap_prob,
             seed=case["seed"], counts=counts)
         t_rtl = time.perf_counter() - t0
-        msgs = compare(cfg, got, rtl_cycles, done_period, ref, case["seed"], case["name"], protocol)
+        msgs = compare(cfg, got, rtl_last, done_period, ref, case["seed"], case["name"], protocol)
+        rtl_cycles = rtl_compute_cycles(cfg, rtl_last)
         results.append({
             "name": case["name"], "seed": case["seed"], "m": int(a.shape[0]), "n": int(b.shape[1]), "k": int(a.shape[1]),
             "quant": case["quant"], "passed": not msgs, "rtl_cycles": rtl_cycles, "model_cycles": int(ref.cycles),

@@ -32,8 +32,8 @@
 //   ws double-buffered (TIMING = 1): T = R + C + M - 2, the same local times: fold f + 1 loads its
 //       weights into the other bank (bank (f + 1) % 2) while fold f's last activations and psums
 //       are still in the array (the activations carry their fold's bank); after the last fold R
-//       more cycles run, so cycles = R + F*T - 1, the contract's count. A fold's psums arrive up to
-//       its local T + R: with C = 1 and M = 1 (T = R) at local 0 two folds later.
+//       more cycles run, so the last cycle is R + F*T - 1 (R + F*T compute cycles). A fold's psums
+//       arrive up to its local T + R: with C = 1 and M = 1 (T = R) at local 0 two folds later.
 // A psum leaving the array in contract cycle t is in the array's bottom register (ws) in period
 // t + 2, or (os) in its PE's register in period t + 2 and at the root of the column's registered
 // drain tree in period t + 2 + DRAIN_LAT (DRAIN_LAT = ceil(log2(ROWS)), see systolic_array), goes
@@ -42,7 +42,8 @@
 // out_vld[c], out_row[c] (the output's row), out_fold[c] (its column fold j: column j*COLS + c),
 // out_data[c] (OUT_W bits: ws the B-bit accumulator; os max(P, B) bits, the final P-bit value or,
 // with cfg_qen, its quantized B-bit value). `cycles` = index of the last run cycle = F*T - 1
-// (SCALE-Sim's count; double-buffered R + F*T - 1); `done` is high for the one period cycles + OUT_LAT.
+// (SCALE-Sim's count; double-buffered R + F*T - 1, one less than that timing's compute cycles, which
+// count cycles); `done` is high for the one period cycles + OUT_LAT.
 // The is dataflow runs on this ws hardware with A' = B^T, B' = A^T (it then emits out^T).
 // DATAFLOW: 0 = weight stationary, 1 = output stationary. OVERFLOW: 0 = saturate, 1 = wrap.
 // DIM_W (<= 16) must hold max(M, N, K) + max(R, C) and T; the SRAMs hold 2**A_AW, 2**B_AW words and the

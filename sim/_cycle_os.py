@@ -11,7 +11,7 @@ shift reads the previous cycle's value, and within a row the rightward shift run
   the accumulator starts from 0. ``nbanks`` = 1 (scalesim) or 2 (double-buffered accumulators,
   fold f uses bank f % 2 so a fold's drain overlaps the next fold's compute).
 
-Schedule (contract CYCLE_CONTRACT.md): fold ``f = i * nf + j`` (row fold i outer), operands k reach
+Schedule (the contract of :mod:`npukit.sim.cycle`): fold ``f = i * nf + j`` (row fold i outer), operands k reach
 PE(r, c) at ``o(f) + k + r + c`` with ``o(f) = f * period``, ``period`` = ``R + C + K - 2``
 (scalesim) or ``K`` (double-buffered). The output of PE(r, c) is final at ``o(f) + K - 1 + r + c``;
 that value is captured as the output at that cycle (the drain that shifts finished outputs out is

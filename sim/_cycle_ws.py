@@ -12,7 +12,7 @@ read sees the previous cycle's value):
 * ``ps[r, c]``       psum register (int64): ``ps[r, c] <- ovf_P(ps[r-1, c] + act[r, c] * w[r, c])``
   (row 0 adds to 0); the value latched by row R-1 leaves the array that cycle.
 
-Schedule (contract CYCLE_CONTRACT.md): fold ``f = j * kf + i`` (column fold j outer, K-fold i inner),
+Schedule (the contract of :mod:`npukit.sim.cycle`): fold ``f = j * kf + i`` (column fold j outer, K-fold i inner),
 ``load0(f) = f * period`` and the input of row r, activation m enters PE(r, 0) at
 ``R + f * period + m + r``; ``period`` = ``2R + C + M - 2`` (scalesim) or ``M + R + C - 2``
 (double-buffered). Because ``period >= M + C - 1`` a row holds at most one fold's activations in any

@@ -31,12 +31,11 @@ F folds = ceil(S_r/R) * ceil(S_c/C) * n_tiles, each streaming its tile's T_f row
   the first R-cycle load is exposed: R + sum_f (T_f + R + C - 2); os double-buffers the
   accumulators so a fold's drain overlaps the next fold's compute: F * T + R + C - 2.
 
-``scalesim`` counts keep SCALE-Sim's convention, the index (from 0) of the last cycle, and equal SCALE-Sim
-and the cycle-level model exactly, including its one degenerate case: a 1x1 os array reports one cycle
-fewer than its MACs (F*K - 1 cycles for F*K MACs). ``double-buffered`` is npukit's own mode and counts
-cycles: the cycle-level model's (and the RTL's) last-cycle index + 1. With the index, a 1x1 os array
-(every cycle a MAC, the drain hidden) came out one cycle per GEMM below its MAC count; as a count it is
-never below MACs / PEs.
+Each formula is the index (from 0) of the GEMM's last cycle turned into the reported number by
+:func:`npukit.sim.datapath.cycle_count`, the one convention of the analytical model, the cycle-level
+model and the RTL: ``scalesim`` keeps SCALE-Sim's convention (the index itself, equal to SCALE-Sim
+exactly, including its one degenerate case: a 1x1 os array reports one cycle fewer than its MACs,
+F*K - 1 cycles for F*K MACs); ``double-buffered`` counts cycles (the index + 1), never below MACs / PEs.
 
 **Utilization** = MACs / (R * C * compute cycles), never above 1: the cycle counts keep SCALE-Sim's
 convention, and :func:`utilization` divides by at least ceil(MACs / (R * C)) cycles, which only changes
@@ -75,6 +74,7 @@ from dataclasses import dataclass
 
 from . import _reuse
 from .arch import Arch
+from .datapath import cycle_count
 from .errors import ConfigError
 from .psum_path import held_bits
 from .workload import Layer
@@ -169,15 +169,20 @@ def stationary_cycles(spatial_folds: int, temporal: int, n_tiles: int, arch: Arc
     r, c = arch.rows, arch.cols
     g = spatial_folds if groups is None else groups
     if arch.timing == "scalesim":
-        return n_tiles * (g * (r + c - 2) + spatial_folds * r) + spatial_folds * temporal - 1
-    return r + g * n_tiles * (r + c - 2) + spatial_folds * temporal  # a count: the last index (from 0) + 1
+        last = n_tiles * (g * (r + c - 2) + spatial_folds * r) + spatial_folds * temporal - 1
+    else:
+        last = r + g * n_tiles * (r + c - 2) + spatial_folds * temporal - 1
+    return cycle_count(last, arch.timing)
 
 
 def os_cycles(folds: int, temporal: int, arch: Arch) -> int:
+    """os compute cycles: ``folds`` (M x N) folds of ``temporal`` (K) steps each (see the module docstring)."""
     r, c = arch.rows, arch.cols
     if arch.timing == "scalesim":
-        return folds * (r + c + temporal - 2) - 1
-    return folds * temporal + r + c - 2  # a count: the last index (from 0) + 1
+        last = folds * (r + c + temporal - 2) - 1
+    else:
+        last = folds * temporal + r + c - 3
+    return cycle_count(last, arch.timing)
 
 
 def stall_cycles(dram_bytes: float, folds: int, cycles: int, arch: Arch) -> int:

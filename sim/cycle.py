@@ -1,9 +1,10 @@
 """Cycle-level systolic-array model: one GEMM stepped register by register, bit- and cycle-exact.
 
-:func:`run_gemm` runs ``A (M x K) @ B (K x N)`` on an R x C array under the contract shared with the
-RTL (``CYCLE_CONTRACT.md``; summary below) and returns the outputs, the exact cycle count (equal to
-the analytical model's ``compute_cycles``), the cycle each output leaves the array, and optionally
-the psums that leave the array in every fold (what the PsumQuant quantizer sees).
+:func:`run_gemm` runs ``A (M x K) @ B (K x N)`` on an R x C array under the cycle contract shared with
+the RTL (this docstring and the kernels' in ``_cycle_ws`` / ``_cycle_os`` / ``_cycle_is``) and returns
+the outputs, the exact compute cycles (equal to the analytical model's ``compute_cycles`` and to what
+the RTL testbench reports), the cycle each output leaves the array, and optionally the psums that
+leave the array in every fold (what the PsumQuant quantizer sees).
 
 Datapath (width names of :mod:`npukit.sim.datapath`): operands are signed ``data_bits``-bit integers
 (input and weight); every PE register holding a psum is ``pe_psum_bits`` (P) wide and every addition in
@@ -16,12 +17,14 @@ For os the accumulator is the PE itself (k = 0..K-1 in order); ``quant`` (if giv
 P-bit values to ``quantize(x, mult, shift, B)``.
 
 Timing (cycles numbered from 0, absolute): see the kernels' docstrings in ``_cycle_ws`` /
-``_cycle_os`` / ``_cycle_is``. ``cycles`` is the index of the last cycle of the last fold's window
-(``F*T - 1`` in scalesim timing, ``R + F*T' - 1`` / ``F*K + R + C - 3`` double-buffered), which is
-the leave cycle of the last output whenever the last fold uses the whole array.
-``out_cycle[m, n]`` is the cycle at which the final psum of output (m, n) leaves the array (ws/is:
-its last K-fold; os: the cycle its accumulator is final); the quantizer and accumulator are taken
-as combinational at that cycle.
+``_cycle_os`` / ``_cycle_is``. The last cycle of the last fold's window has index ``F*T - 1`` in
+scalesim timing and ``R + F*T' - 1`` (ws/is) / ``F*K + R + C - 3`` (os) double-buffered; it is the
+leave cycle of the last output whenever the last fold uses the whole array. ``cycles`` is that index
+turned into compute cycles by :func:`npukit.sim.datapath.cycle_count`, the one convention of every
+tool: the index itself in scalesim timing (SCALE-Sim 3.0.0's reported cycles), the index + 1 (a count)
+double-buffered. ``out_cycle[m, n]`` is the cycle (an index) at which the final psum of output (m, n)
+leaves the array (ws/is: its last K-fold; os: the cycle its accumulator is final); the quantizer and
+accumulator are taken as combinational at that cycle.
 
 Ledger (when given; recorded in the ledger's current scope, component names of
 :mod:`npukit.sim.simulator`): ``pe_array mac (D, D, P)``; ``input_registers``/``weight_registers
@@ -57,7 +60,16 @@ from typing import Any
 import numpy as np
 
 from .arch import PsumQuantHW
-from .datapath import DATAFLOWS, GEMM_ALIASES, OVERFLOW_MODES, TIMING_MODES, Bits, check_psum_widths, old_keywords
+from .datapath import (
+    DATAFLOWS,
+    GEMM_ALIASES,
+    OVERFLOW_MODES,
+    TIMING_MODES,
+    Bits,
+    check_psum_widths,
+    cycle_count,
+    old_keywords,
+)
 from .errors import ConfigError
 from .ledger import Ledger
 from .psum_path import PsumCounts, psum_records
@@ -78,8 +90,9 @@ class CycleResult:
     """Result of :func:`run_gemm`.
 
     ``out``: (M, N) int64 outputs (B-bit accumulator values for ws/is; P-bit, or quantized B-bit,
-    values for os). ``cycles``: compute cycles (equal to the analytical model). ``out_cycle``: (M, N)
-    int64, absolute cycle each output leaves the array. ``fold_psums``: when requested, one
+    values for os). ``cycles``: compute cycles (:func:`npukit.sim.datapath.cycle_count` of the last
+    cycle's index; equal to the analytical model and the RTL). ``out_cycle``: (M, N) int64, absolute
+    cycle (an index from 0) each output leaves the array. ``fold_psums``: when requested, one
     ``(fold, k_fold, rows, cols, psums)`` per fold in fold order, ``psums`` = int64
     ``out[rows, cols]``-shaped P-bit psums leaving the array in that fold (os: the final values).
     ``pe_cycles``: ``rows * cols * cycles``. ``counts``: event counts recorded into the ledger."""
@@ -144,14 +157,18 @@ def _quant(quant: Any) -> tuple[int, int] | None:
 
 
 def contract_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str, timing: str) -> int:
-    """The contract's total compute cycles of one GEMM (== ``map_layer(...).compute_cycles``)."""
+    """The contract's compute cycles of one GEMM (== ``run_gemm(...).cycles`` ==
+    ``map_layer(...).compute_cycles`` under the fixed mapping): the index of its last cycle through
+    :func:`npukit.sim.datapath.cycle_count` (scalesim: the index, double-buffered: a count)."""
     R, C = rows, cols
     if dataflow == "os":
         F = -(-M // R) * -(-N // C)
-        return F * (R + C + K - 2) - 1 if timing == "scalesim" else F * K + R + C - 3
-    temporal, extent = (M, N) if dataflow == "ws" else (N, M)
-    F = -(-K // R) * -(-extent // C)
-    return F * (2 * R + C + temporal - 2) - 1 if timing == "scalesim" else R + F * (temporal + R + C - 2) - 1
+        last = F * (R + C + K - 2) - 1 if timing == "scalesim" else F * K + R + C - 3
+    else:
+        temporal, extent = (M, N) if dataflow == "ws" else (N, M)
+        F = -(-K // R) * -(-extent // C)
+        last = F * (2 * R + C + temporal - 2) - 1 if timing == "scalesim" else R + F * (temporal + R + C - 2) - 1
+    return cycle_count(last, timing)
 
 
 @old_keywords(GEMM_ALIASES, "run_gemm")
@@ -281,11 +298,12 @@ def run_gemm(
                     fold_psums.append((f, i, span, slice(0, N), fp[f, :, :used].T.copy()))
         last, last_out = int(counts[k_ws.LAST_CYCLE]), int(counts[k_ws.LAST_OUT])
 
-    cycles = last
+    cycles = cycle_count(last, timing)
     expected = contract_cycles(M, N, K, R, C, dataflow, timing)
-    if cycles != expected or last_out > cycles or int(out_cycle.min()) < 0:  # internal consistency of the kernels
+    if cycles != expected or last_out > last or int(out_cycle.min()) < 0:  # internal consistency of the kernels
         raise AssertionError(
-            f"cycle model inconsistent: stepped {cycles} cycles (contract {expected}), last output at {last_out}"
+            f"cycle model inconsistent: stepped to cycle {last} ({cycles} compute cycles, contract {expected}), "
+            f"last output at {last_out}"
         )
     ev["last_output_cycle"] = last_out
     if ledger is not None:

@@ -39,6 +39,9 @@ from .errors import ConfigError
 #: The datapath widths, operands to outputs (field names of :class:`Bits`).
 WIDTHS = ("input", "weight", "pe_psum", "psum_buffer", "output")
 DATAFLOWS = ("ws", "os", "is")
+#: How folds follow each other in time: ``scalesim`` (SCALE-Sim 3.0.0: folds back to back, each loads its
+#: stationary tile) or ``double-buffered`` (the next fold's tile loads during the current fold; os: the
+#: accumulators are double-buffered). :func:`cycle_count` says what the reported cycles count in each.
 TIMING_MODES = ("scalesim", "double-buffered")
 #: What an add does when its result does not fit its width: clamp to the range, or keep the low bits.
 OVERFLOW_MODES = ("saturate", "wrap")
@@ -143,6 +146,30 @@ def rename_flags(argv: list[str], verb: str, warn: Callable[[str], None]) -> lis
             arg = table[flag] + eq + val
         out.append(arg)
     return out
+
+
+def cycle_count(last_cycle: int, timing: str) -> int:
+    """A GEMM's compute cycles as every npukit tool reports them, from the index of its last cycle.
+
+    Cycles are numbered from 0 at the first cycle of the first fold; ``last_cycle`` is the index of
+    the last cycle of the last fold's window (what the cycle-level model steps to and what the RTL's
+    ``cycles`` port holds when ``done`` rises). The analytical simulator (``compute_cycles``), the
+    cycle-level model (``run_gemm(...).cycles``, ``contract_cycles``) and the RTL testbench
+    (``npukit rtl test``'s ``cycles_rtl``) all report this number:
+
+    * ``scalesim``: ``last_cycle`` itself, SCALE-Sim 3.0.0's convention (its reported cycles,
+      ``F*T - 1``), kept for exact parity. A 1x1 output-stationary array is the one case where this is
+      below MACs / PEs (``F*K - 1`` cycles for ``F*K`` MACs).
+    * ``double-buffered`` (npukit's own mode): a count of cycles, ``last_cycle + 1``; never below
+      MACs / PEs (a 1x1 os array takes exactly its MACs).
+
+    An output's leave cycle (``run_gemm(...).out_cycle``) stays an index in both timings. Raises
+    :class:`ConfigError` for an unknown timing."""
+    if timing == "scalesim":
+        return last_cycle
+    if timing == "double-buffered":
+        return last_cycle + 1
+    raise ConfigError(f"unknown timing mode '{timing}': use one of {', '.join(TIMING_MODES)}")
 
 
 def fold_growth_bits(k_folds: int | None) -> int:

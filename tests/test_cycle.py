@@ -1,6 +1,7 @@
 """Tests of the cycle-level systolic-array model (npukit.sim.cycle.run_gemm) against the contract.
 
-The references here are independent pure-Python re-derivations of CYCLE_CONTRACT.md: the
+The references here are independent pure-Python re-derivations of the cycle contract (the docstrings of
+npukit.sim.cycle and its kernels): the
 arithmetic applies ovf_P after every addition in the contract's order (rows 0..R-1 of a K-fold,
 then the accumulator across K-folds; os: k = 0..K-1 in the PE), the quantizer is written with
 Fractions, and the leave cycles come from the contract's closed-form schedule.
@@ -19,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npukit.sim import Arch, ConfigError, Layer, Ledger, map_layer
-from npukit.sim.cycle import CycleResult, run_gemm
-from npukit.sim.datapath import fold_growth_bits
+from npukit.sim.cycle import CycleResult, contract_cycles, run_gemm
+from npukit.sim.datapath import cycle_count, fold_growth_bits
 from npukit.sim.quant import ovf, quantize
 
 DATAFLOWS = ("ws", "os", "is")
@@ -110,8 +111,8 @@ def test_cycles_outputs_and_schedule_match_contract(d, dataflow, timing, seed):
     res = run_gemm(A, B, R, C, dataflow, timing=timing, return_fold_psums=True)
     arch = Arch(rows=R, cols=C, dataflow=dataflow, timing=timing, mapping="fixed")  # the model runs SCALE-Sim's order
     counts = map_layer(Layer("x", M, N, K), arch)
-    # the cycle model reports the last cycle's index; double-buffered compute cycles count cycles (index + 1)
-    assert res.cycles + (timing == "double-buffered") == counts.compute_cycles
+    # one cycle count everywhere: the cycle model reports what the analytical model reports
+    assert res.cycles == counts.compute_cycles == contract_cycles(M, N, K, R, C, dataflow, timing)
     assert res.pe_cycles == R * C * res.cycles
     assert res.out.dtype == np.int64 and res.out.shape == (M, N)
     np.testing.assert_array_equal(res.out, A @ B)  # |psum| <= 40 * 2**14 never overflows 32 bits
@@ -119,10 +120,16 @@ def test_cycles_outputs_and_schedule_match_contract(d, dataflow, timing, seed):
     # the last output leaves at the last cycle when the last fold uses the whole array
     last_fold_full = (N % C == 0) if dataflow == "ws" else (M % C == 0) if dataflow == "is" else (M % R == 0 and N % C == 0)
     assert res.counts["last_output_cycle"] == int(res.out_cycle.max())
+    # out_cycle is an index; the compute cycles are the last cycle's index through the one convention
     if last_fold_full:
-        assert int(res.out_cycle.max()) == res.cycles
+        assert cycle_count(int(res.out_cycle.max()), timing) == res.cycles
     else:
-        assert int(res.out_cycle.max()) <= res.cycles
+        assert cycle_count(int(res.out_cycle.max()), timing) <= res.cycles
+    # never fewer cycles than MACs / PEs, except SCALE-Sim's 1x1 os array (F*K - 1 cycles for F*K MACs)
+    if (R, C, dataflow, timing) == (1, 1, "os", "scalesim"):
+        assert res.cycles == M * N * K - 1
+    else:
+        assert res.cycles * R * C >= M * N * K
     # fold psums: one per fold, in fold order, summing to the output
     assert [fp[0] for fp in res.fold_psums] == list(range(counts.folds))
     total = np.zeros((M, N), dtype=np.int64)
@@ -207,19 +214,21 @@ B22 = np.array([[1, -1], [2, 3]])
         # ws, R=C=2, M=3, K=2, N=2: one fold, T = 2R + C + M - 2 = 7, total F*T - 1 = 6.
         # Output (m, c) leaves at 2R - 1 + m + c = 3 + m + c.
         ("ws", "scalesim", 6, [[3, 4], [4, 5], [5, 6]]),
-        # double-buffered: T' = M + R + C - 2 = 5, total R + F*T' - 1 = 6; leave R + (R-1) + m + c = 3 + m + c.
-        ("ws", "double-buffered", 6, [[3, 4], [4, 5], [5, 6]]),
+        # double-buffered: T' = M + R + C - 2 = 5, last cycle R + F*T' - 1 = 6, counted: 7 cycles;
+        # leave R + (R-1) + m + c = 3 + m + c.
+        ("ws", "double-buffered", 7, [[3, 4], [4, 5], [5, 6]]),
         # os: mf = 2 row folds (rows {0,1} and {2}), nf = 1, T = R + C + K - 2 = 4, total 2*4 - 1 = 7.
         # fold 0 (s=0): (r, c) final at K - 1 + r + c = 1 + r + c; fold 1 (s=4): row 2 -> r=0: 4 + 1 + c.
         ("os", "scalesim", 7, [[1, 2], [2, 3], [5, 6]]),
-        # os double-buffered: fold f final at f*K + K - 1 + r + c; fold 1: 2 + 1 + c. Total F*K + R + C - 3 = 5.
-        ("os", "double-buffered", 5, [[1, 2], [2, 3], [3, 4]]),
+        # os double-buffered: fold f final at f*K + K - 1 + r + c; fold 1: 2 + 1 + c. Last cycle
+        # F*K + R + C - 3 = 5, counted: 6 cycles.
+        ("os", "double-buffered", 6, [[1, 2], [2, 3], [3, 4]]),
         # is: spatial rows K=2, cols M=3 -> 2 M-folds, stream over N=2; T = 2R + C + N - 2 = 6, total 11.
         # output (j*C + c, n) leaves at s_f + 2R - 1 + n + c: fold 0 -> 3 + n + c; fold 1 (m=2, c=0) -> 6 + 3 + n.
         ("is", "scalesim", 11, [[3, 4], [4, 5], [9, 10]]),
         # is double-buffered: T' = N + R + C - 2 = 4, leave R + f*T' + R - 1 + n + c: fold 1 -> 2 + 4 + 1 + n.
-        # Total R + F*T' - 1 = 9.
-        ("is", "double-buffered", 9, [[3, 4], [4, 5], [7, 8]]),
+        # Last cycle R + F*T' - 1 = 9, counted: 10 cycles.
+        ("is", "double-buffered", 10, [[3, 4], [4, 5], [7, 8]]),
     ],
 )
 def test_hand_computed_2x2(dataflow, timing, cycles, expected):
@@ -227,6 +236,28 @@ def test_hand_computed_2x2(dataflow, timing, cycles, expected):
     assert res.cycles == cycles
     np.testing.assert_array_equal(res.out_cycle, np.array(expected))
     np.testing.assert_array_equal(res.out, A32 @ B22)
+
+
+def test_cycle_count_convention():
+    # scalesim: SCALE-Sim's convention, the last cycle's index; double-buffered: a count (index + 1)
+    assert cycle_count(6, "scalesim") == 6 and cycle_count(6, "double-buffered") == 7
+    with pytest.raises(ConfigError, match="unknown timing mode 'fast'"):
+        cycle_count(6, "fast")
+
+
+@pytest.mark.parametrize("timing, cycles", [("scalesim", 7 * 3 * 5 - 1), ("double-buffered", 7 * 3 * 5)])
+def test_1x1_output_stationary_array(timing, cycles):
+    # every cycle of a 1x1 os array is a MAC (21 folds of K = 5); double-buffered hides every drain, so the
+    # compute cycles are exactly the MACs; scalesim keeps SCALE-Sim's count, one fewer. The cycle model,
+    # its contract and the analytical model give the same number.
+    rng = np.random.default_rng(5)
+    A, B = _rand(rng, (7, 5), 8), _rand(rng, (5, 3), 8)
+    res = run_gemm(A, B, 1, 1, "os", timing=timing)
+    arch = Arch(rows=1, cols=1, dataflow="os", timing=timing, mapping="fixed")
+    assert res.cycles == cycles == contract_cycles(7, 3, 5, 1, 1, "os", timing)
+    assert res.cycles == map_layer(Layer("x", 7, 3, 5), arch).compute_cycles
+    assert int(res.out_cycle.max()) == 7 * 3 * 5 - 1  # the last output leaves in the last cycle (an index)
+    np.testing.assert_array_equal(res.out, A @ B)
 
 
 def test_hand_computed_k_folds():

@@ -22,6 +22,7 @@ from npukit.cli import main
 from npukit.rtl._cases import CASE_NAMES, FOLD_CASES, fold_dims, quant_stats, standard_cases, suite_dims
 from npukit.rtl._config import DESIGN_FILES, RtlConfig, source_paths
 from npukit.rtl._runner import GemmCase, run_gemm_suite, run_quant_suite
+from npukit.sim import Arch, Layer, map_layer
 from npukit.sim.cycle import run_gemm
 from npukit.sim.errors import ConfigError
 
@@ -90,6 +91,12 @@ def test_gemm_double_buffered_bit_and_cycle_exact(build_root, rows, cols, datafl
         *x, rows, cols, dataflow=dataflow).cycles
 
 
+def _analytical_cycles(m, n, k, rows, cols, dataflow, timing):
+    """``npukit sim``'s compute cycles of one GEMM under SCALE-Sim's (fixed) mapping, the RTL's fold order."""
+    arch = Arch(rows=rows, cols=cols, dataflow=dataflow, timing=timing, mapping="fixed")
+    return map_layer(Layer("g", m, n, k), arch).compute_cycles
+
+
 def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
     cfg = _cfg(rows, cols, dataflow, overflow, p, b, timing=timing)
     cases = standard_cases(cfg, SEED)
@@ -103,6 +110,9 @@ def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
                        quant=x.quant, timing=timing)
         assert c["passed"], f"seed {SEED}, {cfg.tag()}: {c['first_mismatch']} ({c['mismatches']} problems)"
         assert c["outputs"] == ref.out.size and c["rtl_cycles"] == ref.cycles == c["model_cycles"]
+        # one cycle count everywhere: the RTL's, the cycle model's and the analytical simulator's
+        assert c["rtl_cycles"] == _analytical_cycles(x.a.shape[0], x.b.shape[1], x.a.shape[1], rows, cols, dataflow,
+                                                     timing)
     if p <= 16:  # the edge cases really overflow P bits: exact sums leave the P-bit range
         for name in ("edges", "extremes"):
             case = by_name[name]
@@ -236,6 +246,15 @@ def test_shortest_folds(build_root, rows, cols, dataflow, timing, dims, fold):
     res = run_gemm_suite(cfg, cases, build_root, stall_prob=0.3)
     assert res.passed, f"seed {SEED}: {[c['first_mismatch'] for c in res.cases]}"
     assert cfg.fold_cycles(m, n, k) == fold
+    # the RTL, the cycle model and the analytical simulator report the same compute cycles; on a 1x1
+    # array they are the MACs (double-buffered ws: the one fill and drain add R + R + C - 2 = 1 cycle),
+    # except scalesim os, SCALE-Sim's count: one fewer than the MACs
+    want = _analytical_cycles(m, n, k, rows, cols, dataflow, timing)
+    assert [c["rtl_cycles"] for c in res.cases] == [c["model_cycles"] for c in res.cases] == [want, want]
+    if (rows, cols, dataflow) == (1, 1, "os"):
+        assert want == m * n * k - 1
+    elif (rows, cols) == (1, 1):
+        assert want == m * n * k + 1
 
 
 def test_bad_gemm_for_build_is_a_config_error(build_root):
