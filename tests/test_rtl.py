@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from npukit.cli import main
-from npukit.rtl._cases import CASE_NAMES, FOLD_CASES, fold_dims, quant_stats, standard_cases, suite_dims
+from npukit.rtl._cases import CASE_NAMES, FOLD_CASES, MIN_TIES, fold_dims, quant_stats, standard_cases, suite_dims
 from npukit.rtl._config import DESIGN_FILES, RtlConfig, source_paths
 from npukit.rtl._runner import GemmCase, run_gemm_suite, run_quant_suite
 from npukit.sim import Arch, Layer, map_layer
@@ -131,7 +131,7 @@ def _check_suite(build_root, rows, cols, dataflow, overflow, p, b, timing):
         assert st["distinct"] >= st["psums"] // 4 and st["max_abs"] >= qmax // 32, st
         assert st["saturated"] <= st["psums"] // 8, st
     st = quant_stats(cfg, by_name["many_folds"])
-    assert st["ties_even"] >= 3 and st["ties_odd"] >= 3, st
+    assert st["ties_even"] >= MIN_TIES and st["ties_odd"] >= MIN_TIES, st
 
 
 @pytest.mark.parametrize("rows,cols,dataflow,overflow,p,timing", [(4, 4, "ws", "saturate", 16, "scalesim"),
