@@ -12,6 +12,7 @@ from pathlib import Path
 
 from npukit.rtl import DEFAULT_ARRAY, MAX_BUFFER_WORDS, MAX_GEMM_DIM, MAX_PES, MAX_QUANT_SAMPLES, SIMULATORS
 from npukit.sim import format_table
+from npukit.sim.datapath import DATAFLOWS, OVERFLOW_MODES, TIMING_MODES
 
 _DIR = {"input": "in", "output": "out", "inout": "inout"}
 _LIMITS = (f"Input limits (checked before anything is built or allocated): rows x cols <= {MAX_PES:,} PEs, "
@@ -29,10 +30,10 @@ def _add_config_args(p: argparse.ArgumentParser, rows: int) -> None:
     p.add_argument("--psum-buffer-bits", type=int,
                    help="width B of the running psums between K-folds in bits, 2-62 (default P; at most P + "
                    "ceil(log2(K-folds)); --acc-bits is its deprecated name)")
-    p.add_argument("--dataflow", choices=("ws", "os", "is"), default="ws",
+    p.add_argument("--dataflow", choices=DATAFLOWS, default="ws",
                    help="ws, os, or is (run on the ws hardware with A and B swapped); default ws")
-    p.add_argument("--overflow", choices=("saturate", "wrap"), default="saturate", help="PE/accumulator overflow mode")
-    p.add_argument("--timing", choices=("scalesim", "double-buffered"), default="scalesim",
+    p.add_argument("--overflow", choices=OVERFLOW_MODES, default="saturate", help="PE/accumulator overflow mode")
+    p.add_argument("--timing", choices=TIMING_MODES, default="scalesim",
                    help="cycle-contract timing the RTL is built for: scalesim (default) or double-buffered "
                    "(ws and is: two weight banks per PE; checked against the cycle model's double-buffered mode)")
 

@@ -14,6 +14,7 @@ from npukit.sim import (
     write_csv,
     write_text,
 )
+from npukit.sim.datapath import DATAFLOWS, TIMING_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,12 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--input-shape", help="example input shape for a PyTorch model, e.g. 1,3,224,224; for a model.onnx "
                    "its input's shape or dynamic dims by name (batch_size=1,sequence_length=128)")
-    p.add_argument("--dataflow", choices=("ws", "os", "is"), help="override the arch's dataflow")
+    p.add_argument("--dataflow", choices=DATAFLOWS, help="override the arch's dataflow")
     p.add_argument("--psum-buffer-bits", type=int, help="override bits.psum_buffer, the width of the running psums "
                    "between K-folds (bits; at most bits.pe_psum; --psum-bits is its deprecated name)")
     p.add_argument("--pe-psum-bits", type=int,
                    help="override bits.pe_psum, the accumulator width inside the array (bits; at least bits.psum_buffer)")
-    p.add_argument("--timing", choices=("scalesim", "double-buffered"), help="override the timing mode")
+    p.add_argument("--timing", choices=TIMING_MODES, help="override the timing mode")
     p.add_argument("--memory", choices=("npukit", "scalesim"),
                    help="DRAM/SRAM accounting: npukit's unique-data model or SCALE-Sim v3's own (needs --mapping fixed)")
     p.add_argument("--mapping", choices=("search", "fixed"),
