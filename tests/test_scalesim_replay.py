@@ -428,3 +428,24 @@ def test_big_os_array_small_ofmap_sram_runs_as_scalesim(tmp_path: Path) -> None:
     assert main(["sim", "--arch", str(cfg), "--workload", str(topo), "--format", "scalesim", "--out", str(out), "--quiet"]) == 0
     texts = {n: (out / n).read_text() for n in (COMPUTE_REPORT, BANDWIDTH_REPORT, DETAILED_ACCESS_REPORT)}
     assert _values(texts) == [float(g) for g in BIG_OS[1]]
+
+
+def test_replay_shared_by_layers_of_one_shape_and_never_aliased() -> None:
+    from dataclasses import replace
+
+    from npukit.sim import Arch, conv_layer
+    from npukit.sim._scalesim_replay import _MEMO, replay_layer
+
+    arch = Arch(rows=8, cols=8, dataflow="ws", memory="scalesim", mapping="fixed")
+    a = conv_layer("a", 14, 14, 3, 3, 8, 16, 1)
+    b = replace(a, name="b")
+    _MEMO.clear()
+    ra = replay_layer(a, arch)
+    ra["total_cycles"] = -1  # the caller's copy: the shared result is untouched
+    rb = replay_layer(b, arch)
+    assert len(_MEMO) == 1 and rb["total_cycles"] > 0
+    _MEMO.clear()
+    assert rb == replay_layer(b, arch)  # equal to a replay from scratch
+    # another array is another entry
+    replay_layer(a, replace(arch, rows=4))
+    assert len(_MEMO) == 2
