@@ -45,6 +45,8 @@ class Part:
     vector_busy: float = 0.0
     folds: int = 1  # one GEMM's folds (for re-pricing the stalls at another DRAM bandwidth)
     batch: int = 1
+    write_bytes: float = 0.0  # final outputs written to DRAM (bytes, all of the batch)
+    k_folds: int = 1  # folds whose partial sums make one output final (ws/is: the K folds; os: 1)
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -165,8 +167,30 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     moved = link_bytes + recv_bits / 8
     link_cyc = moved / link_bw + link_latency if moved else 0.0
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
+    kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
     return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
-                folds=c.folds, batch=n)
+                folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf))
+
+
+def write_epilogue(parts: list[Part], bandwidth: float) -> None:
+    """Raise each part's stall to what the shared DRAM port needs at the two ends of the split (cycles).
+
+    An output is final only after the last of the folds that accumulate it (``k_folds``: ws and is sum a column
+    fold's K folds in the psum buffer, column folds outermost), so the outputs of every core's last such group
+    (``write_bytes`` over its groups, the last batch element's) can leave only once that group computes: they
+    overlap its last fold and nothing before it. Before the first fold, its operands come in. Every core's share
+    of both goes through the one port of ``bandwidth`` bytes/cycle, so a part lasts at least the first folds'
+    reads + its compute + the last groups' writes less its last fold. This is the bound on top of the per-fold
+    stall model (:func:`npukit.sim._mapping.stall_cycles`), which spreads every byte evenly over the folds and
+    so lets a write overlap folds that have produced no final output yet."""
+    if bandwidth <= 0:
+        return
+    first = sum((p.dram_bytes - p.write_bytes) / (p.batch * p.folds) for p in parts if p.macs) / bandwidth
+    last = sum(p.write_bytes / (p.batch * max(1, p.folds // p.k_folds)) for p in parts if p.macs) / bandwidth
+    for p in parts:
+        if p.macs and p.write_bytes:
+            t_fold = p.compute / (p.batch * p.folds)
+            p.stall = max(p.stall, math.ceil(first + max(0.0, last - t_fold)))
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,

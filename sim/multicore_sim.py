@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part
+from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part, write_epilogue
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -184,6 +184,8 @@ class _Run:
             bw = min(a.dram_bandwidth_bytes_per_cycle, self.m.dram.total_bandwidth * p.dram_bytes / total)
             if bw > 0:
                 p.restall(a.with_(dram_bandwidth_bytes_per_cycle=bw))
+        ports = sum(self.m.cores[p.core].arch.dram_bandwidth_bytes_per_cycle for p in parts)
+        write_epilogue(parts, min(self.m.dram.total_bandwidth, ports))
         return parts
 
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
