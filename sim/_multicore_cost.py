@@ -98,15 +98,39 @@ def _conv_band(layer: Layer, c: int, i: int) -> Layer | None:
     return replace(layer, M=(hi - lo) * ow, conv=(rows_in, w, fh, fw, cin, cout, s) + tuple(layer.conv[7:]))
 
 
+def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:
+    """Elements of fused conv ``cons``'s input that core ``i`` of a ``c``-way row-band split (both convs split on
+    their output image rows, :func:`_conv_band`) needs but a neighbour computed: the rows of its band's input that
+    lie outside the producer's band on this core and inside the producer's output, each as wide as that output (the
+    rest is the consumer's zero padding, made on chip). 0 for a split on the batch or when either is not a conv."""
+    if prod.conv is None or cons.conv is None or c < 2 or cons.batch % c == 0:
+        return 0
+    h, _, fh, _, cin, _, s = cons.conv[:7]
+    ph, pw, pfh, pfw, _, _, ps = prod.conv[:7]
+    oh, poh, pow_ = (h - fh) // s + 1, (ph - pfh) // ps + 1, (pw - pfw) // ps + 1
+    pad = max(0, (h - poh) // 2)  # the producer's output sits inside the consumer's padded input
+    step, pstep = math.ceil(oh / c), math.ceil(poh / c)
+    lo, hi = i * step, min(oh, (i + 1) * step)
+    if hi <= lo:
+        return 0
+    need = range(lo * s, (hi - 1) * s + fh)
+    own = range(pad + i * pstep, pad + min(poh, (i + 1) * pstep))
+    rows = sum(1 for r in need if pad <= r < pad + poh and r not in own)
+    return rows * pow_ * cin
+
+
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
-              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "") -> Part:
+              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
+              halo: int = 0) -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
     that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
-    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM."""
+    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
+    elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
+    their buffers over the interconnect."""
     key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
     c = memo.get(key)
     if c is None:
@@ -126,6 +150,9 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         if fused_in == "shared":
             _add(recs, (shared, "sram_read", (b.input,)), ifmap)
             link_bits += ifmap * b.input
+        elif halo:
+            _add(recs, ("ofmap_sram", "sram_read", (b.input,)), n * halo)
+            link_bits += n * halo * b.input
     fills = n // layer.shared * c.filter_dram
     if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)

@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part, write_epilogue
+from ._multicore_cost import (
+    LINK,
+    SHARED,
+    Part,
+    gemm_part,
+    halo_elements,
+    sub_layer,
+    vector_part,
+    write_epilogue,
+)
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -150,15 +159,20 @@ class _Run:
         bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
         return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
 
-    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "") -> list[Part]:
-        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once)."""
+    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
+                   prod: Layer | None = None) -> list[Part]:
+        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once); ``prod``: the
+        conv whose row bands this conv's row bands read on chip (their halo rows cross the interconnect)."""
+        halo = prod.conv if prod is not None and fin == "local" and dim == "M" else None
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
-               dim, fin, fout, ffil)
+               dim, fin, fout, ffil, halo)
         if key not in self.memo:
-            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil))
+            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
+                                                               prod if halo else None))
         return self.memo[key]
 
-    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str) -> list[Part]:
+    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
+                    prod: Layer | None) -> list[Part]:
         ways = len(cores)
         parts = []
         hops = self.ic.hops(len(self.m.cores))
@@ -170,7 +184,8 @@ class _Run:
                                    reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else ""))
+                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else "",
+                                   halo=halo_elements(prod, layer, ways, i) if prod is not None else 0))
         return parts
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:
@@ -386,7 +401,8 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "")
+            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "",
+                                 prev if src == "local" and not flat else None)
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
                 best = (val, dim, parts)
