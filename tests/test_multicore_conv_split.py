@@ -49,9 +49,8 @@ def test_flattened_conv_map_feeds_the_head_gemm() -> None:
 
 
 def test_fused_conv_bands_exchange_their_halo_rows() -> None:
-    from npukit.sim import Workload
+    from npukit.sim import Workload, load_arch
     from npukit.sim._multicore_cost import halo_elements
-    from npukit.sim import load_arch
     from npukit.sim.multicore import homogeneous
     from npukit.sim.multicore_sim import simulate_multicore
 
