@@ -127,6 +127,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
     that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
+    ``fused_filter`` may also be ``"bands"``: the operand lies in row bands over the ``ways`` cores of the split (its
+    producer split on rows kept them), so this core reads the ``ways - 1`` bands it lacks over the interconnect;
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
     split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
     elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
@@ -157,9 +159,9 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
         traffic["dram_filter_read_bytes"] = 0.0
-        if fused_filter == "shared":
+        if fused_filter in ("shared", "bands"):  # bands: 1 / ways of it is this core's own
             _add(recs, (shared, "sram_read", (b.weight,)), fills)
-            link_bits += fills * b.weight
+            link_bits += fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
     if multicast == "ifmap" and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0

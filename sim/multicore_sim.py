@@ -355,15 +355,15 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
                            r.link_bytes, r.link_exposed, workload.macs)
 
 
-def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[bool]]:
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
     """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
-    a later one, whether it reads the same input as the previous GEMM (already on chip), and whether its right
-    operand (attention keys or values) comes from an earlier GEMM of the group."""
+    a later one, whether it reads the same input as the previous GEMM (already on chip), and which earlier GEMM of
+    the group makes its right operand (attention keys or values; -1: none)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     fin = [False] * len(group)
     fout = [False] * len(group)
     sib = [False] * len(group)
-    ffil = [False] * len(group)
+    ffil = [-1] * len(group)
     used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
     for k, b in enumerate(gemm_idx):
         earlier = [a for a in gemm_idx[:k] if a not in used]
@@ -375,7 +375,8 @@ def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[
             sib[b] = True
         fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
         if fsrc is not None:
-            fout[fsrc] = ffil[b] = True
+            fout[fsrc] = True
+            ffil[b] = fsrc
             used.add(fsrc)
     return fin, fout, sib, ffil
 
@@ -383,15 +384,20 @@ def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[
 def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
-    through the shared memory (every core reading the part it needs over the interconnect)."""
+    through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
+    keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
+    bands it lacks (``bands``), its own stays."""
     fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
     prev: Layer | None = None
-    for op, i_in, i_out, i_sib, i_fil in zip(group, fin, fout, sib, ffil, strict=True):
+    dims: dict[int, str] = {}
+    for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):
             r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
             continue
         flat = i_in and prev is not None and flattens(prev, op)
+        fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
+            "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
         best = None
         for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
@@ -401,13 +407,12 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "",
-                                 prev if src == "local" and not flat else None)
+            parts = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
                 best = (val, dim, parts)
         assert best is not None
-        prev_dim, prev = best[1], op
+        prev_dim, prev, dims[k] = best[1], op, best[1]
         r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
 
 
