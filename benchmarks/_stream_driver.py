@@ -82,11 +82,43 @@ def _workload(case: str) -> str:
     raise SystemExit(f"unknown case {case}")
 
 
+def _slot_trace() -> list:
+    """Record each fused group's solved steady state as Stream's allocation stage returns it: its latency terms
+    (``total = iterations x per_iteration - (iterations - 1) x overlap + fill``) and per slot its latency, the nodes
+    in it (active cycles per iteration) and the transfers (their path cycles and what they add per iteration).
+    Wraps ``AllocationIR.from_internal`` in the fusion-group loop; returns the list it appends to."""
+    import stream.stages.generation.fusion_group_iteration as fgi
+
+    groups: list = []
+    base = getattr(fgi.AllocationIR, "_npukit_base", fgi.AllocationIR)
+
+    class Traced:
+        _npukit_base = base
+
+        @staticmethod
+        def from_internal(allocation):  # noqa: ANN001, ANN205 - Stream's own types
+            sol = allocation.solution
+            slots = []
+            for sl in (sol.slot_latency_breakdown or {}).get("slots", []):
+                if not sl["compute_contributors"] and not sl["transfer_contributors"]:
+                    continue
+                slots.append({"cycles": sl["slot_latency_cycles"],
+                              "nodes": {c["node"]: c["active_latency_cycles"] for c in sl["compute_contributors"]},
+                              "transfers": {t["transfer"]: [t["path_cycles"], t["latency_contribution_cycles"]]
+                                            for t in sl["transfer_contributors"]}})
+            groups.append({"latency": vars(sol.latency), "slots": slots})
+            return base.from_internal(allocation)
+
+    fgi.AllocationIR = Traced
+    return groups
+
+
 def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
     from stream.api import SolveOptions, evaluate_mapping
 
     opts = SolveOptions(artifacts=False, time_limit_s=60,
                         stage_options={} if fused else {"fusion_cut_points": "per-layer"})
+    slots = _slot_trace()
     t0 = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -107,7 +139,7 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
                         "mac_spatial_utilization": v.get("mac_spatial_utilization")}
     return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
             "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
-            "macs": est.context.get("total_mac_ops")}
+            "macs": est.context.get("total_mac_ops"), "slots": slots}
 
 
 def main() -> int:

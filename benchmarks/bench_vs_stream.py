@@ -118,6 +118,26 @@ def node_round_trip_bytes(op, bits: int) -> float:
     return 6 * n if op.op == "softmax" else (op.inputs + 1) * n
 
 
+def stream_terms(run: dict) -> dict:
+    """Stream's latency of one run by its terms, summed over its fusion groups (``slots`` of ``_stream_driver``):
+    each group's ``total = iterations x per_iteration - (iterations - 1) x overlap + fill``, a slot lasting as long
+    as the slowest node or transfer in it. Returns the groups, iterations (the largest of any group), cycles of the
+    slots that hold a node (``node_slot_cycles``) and of those that hold only transfers, overlap and fill."""
+    out = {"groups": 0, "iterations": 0, "node_slot_cycles": 0.0, "transfer_slot_cycles": 0.0, "overlap": 0.0,
+           "fill": 0.0}
+    for g in run.get("slots") or []:
+        lat = g["latency"]
+        step = lat["per_iteration"] - lat["overlap"]
+        its = round((lat["total"] - lat["fill"] - lat["per_iteration"]) / step) + 1 if step > 0 else 1
+        out["groups"] += 1
+        out["iterations"] = max(out["iterations"], its)
+        for sl in g["slots"]:
+            out["node_slot_cycles" if sl["nodes"] else "transfer_slot_cycles"] += sl["cycles"]
+        out["overlap"] += lat["overlap"]
+        out["fill"] += lat["fill"]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_stream")
@@ -196,6 +216,14 @@ def main() -> int:
                          r.get("energy_ratio", ""), r.get("per_node_cycles_ratio", ""),
                          r.get("per_node_energy_ratio", ""), r.get("stream_s", ""), r.get("npukit_s", ""), r.get("speedup", "")]
                         for r in rows]))
+    terms = [(r, stream_terms(r)) for r in data["runs"] if r.get("slots")]
+    if terms:
+        print("Stream's latency by its terms (per group: iterations x slots - (iterations - 1) x overlap + fill; "
+              "slots summed over groups, for one iteration)")
+        print(format_table(["case", "fused", "groups", "iterations", "node slot cycles", "transfer-only slot cycles",
+                            "overlap", "fill"],
+                           [[r["case"], r["fused"], t["groups"], t["iterations"], t["node_slot_cycles"],
+                             t["transfer_slot_cycles"], t["overlap"], t["fill"]] for r, t in terms]))
     print(f"wrote {write_csv(Path(out) / 'bench_vs_stream.csv', rows)}")
     return 0
 
