@@ -130,7 +130,9 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
     energy = 0.0
     transfer = 0.0
     nodes: dict = {}
+    tiling = []
     for ga in est.context.get("group_allocations").values():
+        tiling += [[list(t) for t in g.get("intra_core_tiling") or []] for g in ga.get("fused_groups") or []]
         e = ga.get("energy") or (ga.get("performance") or {}).get("energy") or {}
         energy += float(e.get("total_pj", 0.0))
         transfer += float(e.get("transfer_pj_per_iteration", 0.0))
@@ -139,7 +141,8 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
                         "mac_spatial_utilization": v.get("mac_spatial_utilization")}
     return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
             "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
-            "macs": est.context.get("total_mac_ops"), "slots": slots}
+            "macs": est.context.get("total_mac_ops"), "slots": slots,
+            "intra_core_tiling": tiling}
 
 
 def main() -> int:
