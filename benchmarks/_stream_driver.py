@@ -85,7 +85,8 @@ def _workload(case: str) -> str:
 def _slot_trace() -> list:
     """Record each fused group's solved steady state as Stream's allocation stage returns it: its latency terms
     (``total = iterations x per_iteration - (iterations - 1) x overlap + fill``) and per slot its latency, the nodes
-    in it (active cycles per iteration) and the transfers (their path cycles and what they add per iteration).
+    in it (active cycles per iteration) and the transfers (their path cycles and what they add per iteration), and
+    each transfer's route (source and target core ids).
     Wraps ``AllocationIR.from_internal`` in the fusion-group loop; returns the list it appends to."""
     import stream.stages.generation.fusion_group_iteration as fgi
 
@@ -106,7 +107,9 @@ def _slot_trace() -> list:
                               "nodes": {c["node"]: c["active_latency_cycles"] for c in sl["compute_contributors"]},
                               "transfers": {t["transfer"]: [t["path_cycles"], t["latency_contribution_cycles"]]
                                             for t in sl["transfer_contributors"]}})
-            groups.append({"latency": vars(sol.latency), "slots": slots})
+            routes = {tr.name: [[c.id for c in plan.sources], [c.id for c in plan.targets]]
+                      for tr, plan in sol.transfer_routes.items()}
+            groups.append({"latency": vars(sol.latency), "slots": slots, "routes": routes})
             return base.from_internal(allocation)
 
     fgi.AllocationIR = Traced
