@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402 - 
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE.parent / ".peers" / "stream"
+# npukit's per-layer rows kept in npukit_layers.csv
 LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycles", "stall_cycles",
-                 "interconnect_cycles", "dram_bytes", "interconnect_bytes")  # npukit's per-layer rows kept in the CSV
+                 "interconnect_cycles", "dram_bytes", "interconnect_bytes", "core_mapping")
 
 
 def stream_table(hw: dict) -> dict:

@@ -47,6 +47,7 @@ class Part:
     batch: int = 1
     write_bytes: float = 0.0  # final outputs written to DRAM (bytes, all of the batch)
     k_folds: int = 1  # folds whose partial sums make one output final (ws/is: the K folds; os: 1)
+    mapping: str = ""  # the single-core mapping of this share (loop order and tiles, e.g. ``NMK Mt=128 (x2)``)
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -198,7 +199,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
     kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
     return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
-                folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf))
+                folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
+                mapping=c.mapping.label(arch.dataflow) if c.mapping is not None else "")
 
 
 def write_epilogue(parts: list[Part], bandwidth: float) -> None:

@@ -287,7 +287,7 @@ class _Run:
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
-               **extra}
+               "core_mapping": crit.mapping, **extra}
         for comp, e in sorted(energy.items()):
             row[f"energy_{comp}_pj"] = e
         row["energy_total_pj"] = sum(energy.values())
