@@ -48,6 +48,8 @@ class Part:
     write_bytes: float = 0.0  # final outputs written to DRAM (bytes, all of the batch)
     k_folds: int = 1  # folds whose partial sums make one output final (ws/is: the K folds; os: 1)
     mapping: str = ""  # the single-core mapping of this share (loop order and tiles, e.g. ``NMK Mt=128 (x2)``)
+    filter_link_cycles: float = 0.0  # of link_cycles: receiving a fused right operand made by an earlier GEMM
+    filter_buffer_cycles: float = 0.0  # link cycles that fill the core's filter buffer (the most it can take ahead)
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -157,12 +159,14 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
             _add(recs, ("ofmap_sram", "sram_read", (b.input,)), n * halo)
             link_bits += n * halo * b.input
     fills = n // layer.shared * c.filter_dram
+    fil_bits = 0.0
     if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
         traffic["dram_filter_read_bytes"] = 0.0
         if fused_filter in ("shared", "bands"):  # bands: 1 / ways of it is this core's own
             _add(recs, (shared, "sram_read", (b.weight,)), fills)
-            link_bits += fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
+            fil_bits = fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
+            link_bits += fil_bits
     if multicast == "ifmap" and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
@@ -200,7 +204,22 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
     return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
                 folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
-                mapping=c.mapping.label(arch.dataflow) if c.mapping is not None else "")
+                mapping=c.mapping.label(arch.dataflow) if c.mapping is not None else "",
+                filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw)
+
+
+def prefetched(parts: list[Part], window: float) -> list[Part]:
+    """Copies of ``parts`` whose fused right operand (``filter_link_cycles``) crossed the links up to ``window``
+    cycles ahead: while the steps between its producer and this GEMM ran and the links were free. The links move
+    data beside the DRAM port and the arrays, so a core receives keys or values it will need during a step that
+    waits on the port, as much as its filter buffer holds (``filter_buffer_cycles``); the rest stays on this step."""
+    if window <= 0 or not any(p.filter_link_cycles for p in parts):
+        return parts
+    out = []
+    for p in parts:
+        ahead = min(window, p.filter_link_cycles, p.filter_buffer_cycles)
+        out.append(replace(p, link_cycles=p.link_cycles - ahead, filter_link_cycles=p.filter_link_cycles - ahead))
+    return out
 
 
 def write_epilogue(parts: list[Part], bandwidth: float) -> None:

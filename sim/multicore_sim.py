@@ -25,6 +25,7 @@ from ._multicore_cost import (
     Part,
     gemm_part,
     halo_elements,
+    prefetched,
     sub_layer,
     vector_part,
     write_epilogue,
@@ -386,15 +387,21 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
     keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
-    bands it lacks (``bands``), its own stays."""
+    bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
+    are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
     fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
+    made: dict[int, float] = {}  # end cycle of each GEMM of the group
+    links_free = r.t  # the cycle from which the links are idle
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):
-            r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
+            vparts = r.vector_parts(op, macs)
+            links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
+            r.t += r.commit(op, vparts, r.t, 1.0, {"step": "fused", "split": "-"})
             continue
+        ahead = max(0.0, r.t - max(made[i_fil], links_free)) if i_fil >= 0 else 0.0
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
@@ -407,13 +414,24 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            parts = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            parts = prefetched(raw, ahead)
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
-                best = (val, dim, parts)
+                sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
+                best = (val, dim, parts, sent)
         assert best is not None
         prev_dim, prev, dims[k] = best[1], op, best[1]
+        if ahead:  # the links carried the prefetched part first, from when its producer finished
+            links_free = max(made[i_fil], links_free) + best[3]
+        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in best[2]))
         r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+        made[k] = r.t
+
+
+def _links_after(free: float, start: float, cycles: float) -> float:
+    """The cycle the links are idle from after a step starting at ``start`` uses them ``cycles`` (0: unchanged)."""
+    return max(free, start) + cycles if cycles else free
 
 
 def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:

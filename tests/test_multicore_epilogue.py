@@ -41,3 +41,35 @@ def test_gemm_part_k_folds_and_writes() -> None:
     assert p.write_bytes == 64 * 32 * arch.bits.output / 8
     fused = gemm_part(Layer("g", 64, 32, 1024), 0, arch, tab, {}, fused_out="local")
     assert fused.write_bytes == 0
+
+
+def test_keys_cross_the_links_ahead_as_far_as_window_and_buffer_allow() -> None:
+    from dataclasses import replace
+
+    from npukit.sim._multicore_cost import prefetched
+
+    p = replace(_part(0, 50.0, 0.0, 0.0, 0.0, 1, 1), link_cycles=110.0, filter_link_cycles=100.0,
+                filter_buffer_cycles=1000.0)
+    assert prefetched([p], 60.0)[0].link_cycles == 50.0  # 60 of the 100 crossed during the earlier steps
+    assert prefetched([p], 500.0)[0].link_cycles == 10.0  # all of it: the link latency stays
+    assert prefetched([replace(p, filter_buffer_cycles=30.0)], 500.0)[0].link_cycles == 80.0  # a full buffer stops it
+    assert prefetched([p], 0.0)[0] is p and p.link_cycles == 110.0  # nothing ahead; the cached part is untouched
+
+
+def test_fused_attention_receives_its_keys_while_v_is_projected() -> None:
+    from npukit.sim import VectorOp, Workload
+    from npukit.sim.interconnect import Interconnect
+    from npukit.sim.multicore import homogeneous
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    wl = Workload("head", [Layer("q", 128, 64, 512), Layer("k", 128, 64, 512), Layer("v", 128, 64, 512),
+                           Layer("scores", 128, 128, 64, kind="attention"),
+                           VectorOp("softmax", "softmax", 128 * 128, reduce=128),
+                           Layer("context", 128, 64, 128, kind="attention")])
+    slow = homogeneous(load_arch("npu128"), 4, Interconnect(4.0, 0.0, 0.0, "mesh"))  # 4 B/cycle links
+    rows = {r["name"]: r for r in simulate_multicore(wl, slow, "chain/split").rows()}
+    keys = rows["scores"]["interconnect_bytes"] / 4 / 4  # one core's three key bands over its link
+    assert rows["scores"]["split"] == "M" and keys > rows["scores"]["compute_cycles"]  # the links would be exposed
+    assert rows["v"]["cycles"] > keys  # but the v projection lasts longer than the key bands take to cross
+    assert rows["scores"]["interconnect_cycles"] == 0
+    assert rows["scores"]["cycles"] == rows["scores"]["compute_cycles"] + rows["scores"]["stall_cycles"]
