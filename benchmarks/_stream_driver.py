@@ -82,11 +82,46 @@ def _workload(case: str) -> str:
     raise SystemExit(f"unknown case {case}")
 
 
+def _slot_trace() -> list:
+    """Record each fused group's solved steady state as Stream's allocation stage returns it: its latency terms
+    (``total = iterations x per_iteration - (iterations - 1) x overlap + fill``) and per slot its latency, the nodes
+    in it (active cycles per iteration) and the transfers (their path cycles and what they add per iteration), and
+    each transfer's route (source and target core ids).
+    Wraps ``AllocationIR.from_internal`` in the fusion-group loop; returns the list it appends to."""
+    import stream.stages.generation.fusion_group_iteration as fgi
+
+    groups: list = []
+    base = getattr(fgi.AllocationIR, "_npukit_base", fgi.AllocationIR)
+
+    class Traced:
+        _npukit_base = base
+
+        @staticmethod
+        def from_internal(allocation):  # noqa: ANN001, ANN205 - Stream's own types
+            sol = allocation.solution
+            slots = []
+            for sl in (sol.slot_latency_breakdown or {}).get("slots", []):
+                if not sl["compute_contributors"] and not sl["transfer_contributors"]:
+                    continue
+                slots.append({"cycles": sl["slot_latency_cycles"],
+                              "nodes": {c["node"]: c["active_latency_cycles"] for c in sl["compute_contributors"]},
+                              "transfers": {t["transfer"]: [t["path_cycles"], t["latency_contribution_cycles"]]
+                                            for t in sl["transfer_contributors"]}})
+            routes = {tr.name: [[c.id for c in plan.sources], [c.id for c in plan.targets]]
+                      for tr, plan in sol.transfer_routes.items()}
+            groups.append({"latency": vars(sol.latency), "slots": slots, "routes": routes})
+            return base.from_internal(allocation)
+
+    fgi.AllocationIR = Traced
+    return groups
+
+
 def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
     from stream.api import SolveOptions, evaluate_mapping
 
     opts = SolveOptions(artifacts=False, time_limit_s=60,
                         stage_options={} if fused else {"fusion_cut_points": "per-layer"})
+    slots = _slot_trace()
     t0 = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -98,7 +133,9 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
     energy = 0.0
     transfer = 0.0
     nodes: dict = {}
+    tiling = []
     for ga in est.context.get("group_allocations").values():
+        tiling += [[list(t) for t in g.get("intra_core_tiling") or []] for g in ga.get("fused_groups") or []]
         e = ga.get("energy") or (ga.get("performance") or {}).get("energy") or {}
         energy += float(e.get("total_pj", 0.0))
         transfer += float(e.get("transfer_pj_per_iteration", 0.0))
@@ -107,7 +144,8 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
                         "mac_spatial_utilization": v.get("mac_spatial_utilization")}
     return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
             "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
-            "macs": est.context.get("total_mac_ops")}
+            "macs": est.context.get("total_mac_ops"), "slots": slots,
+            "intra_core_tiling": tiling}
 
 
 def main() -> int:

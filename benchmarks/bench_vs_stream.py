@@ -6,8 +6,9 @@ test workloads on ``tpu_like_quad_core`` layer by layer (Stream's ``fusion_cut_p
 (Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`: four 32x32 MAC cores,
 the 2 MB core SRAM, the 64-bit off-chip port, the 32-bit links and 128-bit bus) and prices it with an energy table
 made of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
-(``chain/split``). Prints a table (latency and energy per pair, their ratio, wall times) and writes CSV; skips
-cleanly (exit 0) when Stream is absent. See docs/multicore.md for what differs and why.
+(``chain/split``). Prints a table (latency and energy per pair, their ratio, wall times) and Stream's latency by
+its terms, and writes CSV (``npukit_layers.csv``: npukit's per-layer rows); skips cleanly (exit 0) when Stream is
+absent. See docs/multicore.md for what differs and why.
 
     python benchmarks/bench_vs_stream.py [--out out/bench_stream] [--install] [--stream-python PATH]
 """
@@ -25,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402 - 
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE.parent / ".peers" / "stream"
+# npukit's per-layer rows kept in npukit_layers.csv
+LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycles", "stall_cycles",
+                 "interconnect_cycles", "dram_bytes", "interconnect_bytes", "core_mapping")
 
 
 def stream_table(hw: dict) -> dict:
@@ -118,6 +122,26 @@ def node_round_trip_bytes(op, bits: int) -> float:
     return 6 * n if op.op == "softmax" else (op.inputs + 1) * n
 
 
+def stream_terms(run: dict) -> dict:
+    """Stream's latency of one run by its terms, summed over its fusion groups (``slots`` of ``_stream_driver``):
+    each group's ``total = iterations x per_iteration - (iterations - 1) x overlap + fill``, a slot lasting as long
+    as the slowest node or transfer in it. Returns the groups, iterations (the largest of any group), cycles of the
+    slots that hold a node (``node_slot_cycles``) and of those that hold only transfers, overlap and fill."""
+    out = {"groups": 0, "iterations": 0, "node_slot_cycles": 0.0, "transfer_slot_cycles": 0.0, "overlap": 0.0,
+           "fill": 0.0}
+    for g in run.get("slots") or []:
+        lat = g["latency"]
+        step = lat["per_iteration"] - lat["overlap"]
+        its = round((lat["total"] - lat["fill"] - lat["per_iteration"]) / step) + 1 if step > 0 else 1
+        out["groups"] += 1
+        out["iterations"] = max(out["iterations"], its)
+        for sl in g["slots"]:
+            out["node_slot_cycles" if sl["nodes"] else "transfer_slot_cycles"] += sl["cycles"]
+        out["overlap"] += lat["overlap"]
+        out["fill"] += lat["fill"]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_stream")
@@ -165,7 +189,7 @@ def main() -> int:
                         "bus bits/cycle", "link pJ/bit"], hw_rows))
     hw = next(h for h in data["hardware"] if h["name"] == "tpu_like_quad_core")
     table = EnergyTable.from_dict(stream_table(hw), origin="stream tpu_like")
-    rows = []
+    rows, layer_rows = [], []
     for run in data["runs"]:
         if "error" in run:
             rows.append({"case": run["case"], "fused": run["fused"], "error": run["error"]})
@@ -178,6 +202,8 @@ def main() -> int:
             res = simulate_multicore(wl, march, "chain/split" if run["fused"] else "none/split", table=table)
             walls.append(time.perf_counter() - t1)
         wall = min(walls)
+        layer_rows += [{"case": run["case"], "fused": run["fused"], **{k: v for k, v in lr.items()
+                        if k in LAYER_COLUMNS}} for lr in res.rows()]
         trip = 0.0 if run["fused"] else sum(node_round_trip_bytes(op, bits) for op in wl.layers if op.kind == "vector")
         dram = march.cores[0].arch.dram_bandwidth_bytes_per_cycle
         node_cycles = res.total_cycles + trip / dram
@@ -196,7 +222,16 @@ def main() -> int:
                          r.get("energy_ratio", ""), r.get("per_node_cycles_ratio", ""),
                          r.get("per_node_energy_ratio", ""), r.get("stream_s", ""), r.get("npukit_s", ""), r.get("speedup", "")]
                         for r in rows]))
+    terms = [(r, stream_terms(r)) for r in data["runs"] if r.get("slots")]
+    if terms:
+        print("Stream's latency by its terms (per group: iterations x slots - (iterations - 1) x overlap + fill; "
+              "slots summed over groups, for one iteration)")
+        print(format_table(["case", "fused", "groups", "iterations", "node slot cycles", "transfer-only slot cycles",
+                            "overlap", "fill"],
+                           [[r["case"], r["fused"], t["groups"], t["iterations"], t["node_slot_cycles"],
+                             t["transfer_slot_cycles"], t["overlap"], t["fill"]] for r, t in terms]))
     print(f"wrote {write_csv(Path(out) / 'bench_vs_stream.csv', rows)}")
+    print(f"wrote {write_csv(Path(out) / 'npukit_layers.csv', layer_rows)}")
     return 0
 
 

@@ -45,6 +45,11 @@ class Part:
     vector_busy: float = 0.0
     folds: int = 1  # one GEMM's folds (for re-pricing the stalls at another DRAM bandwidth)
     batch: int = 1
+    write_bytes: float = 0.0  # final outputs written to DRAM (bytes, all of the batch)
+    k_folds: int = 1  # folds whose partial sums make one output final (ws/is: the K folds; os: 1)
+    mapping: str = ""  # the single-core mapping of this share (loop order and tiles, e.g. ``NMK Mt=128 (x2)``)
+    filter_link_cycles: float = 0.0  # of link_cycles: receiving a fused right operand made by an earlier GEMM
+    filter_buffer_cycles: float = 0.0  # link cycles that fill the core's filter buffer (the most it can take ahead)
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -96,15 +101,41 @@ def _conv_band(layer: Layer, c: int, i: int) -> Layer | None:
     return replace(layer, M=(hi - lo) * ow, conv=(rows_in, w, fh, fw, cin, cout, s) + tuple(layer.conv[7:]))
 
 
+def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:
+    """Elements of fused conv ``cons``'s input that core ``i`` of a ``c``-way row-band split (both convs split on
+    their output image rows, :func:`_conv_band`) needs but a neighbour computed: the rows of its band's input that
+    lie outside the producer's band on this core and inside the producer's output, each as wide as that output (the
+    rest is the consumer's zero padding, made on chip). 0 for a split on the batch or when either is not a conv."""
+    if prod.conv is None or cons.conv is None or c < 2 or cons.batch % c == 0:
+        return 0
+    h, _, fh, _, cin, _, s = cons.conv[:7]
+    ph, pw, pfh, pfw, _, _, ps = prod.conv[:7]
+    oh, poh, pow_ = (h - fh) // s + 1, (ph - pfh) // ps + 1, (pw - pfw) // ps + 1
+    pad = max(0, (h - poh) // 2)  # the producer's output sits inside the consumer's padded input
+    step, pstep = math.ceil(oh / c), math.ceil(poh / c)
+    lo, hi = i * step, min(oh, (i + 1) * step)
+    if hi <= lo:
+        return 0
+    need = range(lo * s, (hi - 1) * s + fh)
+    own = range(pad + i * pstep, pad + min(poh, (i + 1) * pstep))
+    rows = sum(1 for r in need if pad <= r < pad + poh and r not in own)
+    return rows * pow_ * cin
+
+
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
-              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "") -> Part:
+              link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
+              halo: int = 0) -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
     that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
+    ``fused_filter`` may also be ``"bands"``: the operand lies in row bands over the ``ways`` cores of the split (its
+    producer split on rows kept them), so this core reads the ``ways - 1`` bands it lacks over the interconnect;
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
-    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM."""
+    split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
+    elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
+    their buffers over the interconnect."""
     key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
     c = memo.get(key)
     if c is None:
@@ -124,13 +155,18 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         if fused_in == "shared":
             _add(recs, (shared, "sram_read", (b.input,)), ifmap)
             link_bits += ifmap * b.input
+        elif halo:
+            _add(recs, ("ofmap_sram", "sram_read", (b.input,)), n * halo)
+            link_bits += n * halo * b.input
     fills = n // layer.shared * c.filter_dram
+    fil_bits = 0.0
     if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
         traffic["dram_filter_read_bytes"] = 0.0
-        if fused_filter == "shared":
+        if fused_filter in ("shared", "bands"):  # bands: 1 / ways of it is this core's own
             _add(recs, (shared, "sram_read", (b.weight,)), fills)
-            link_bits += fills * b.weight
+            fil_bits = fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
+            link_bits += fil_bits
     if multicast == "ifmap" and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
@@ -165,8 +201,46 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     moved = link_bytes + recv_bits / 8
     link_cyc = moved / link_bw + link_latency if moved else 0.0
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
+    kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
     return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
-                folds=c.folds, batch=n)
+                folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
+                mapping=c.mapping.label(arch.dataflow) if c.mapping is not None else "",
+                filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw)
+
+
+def prefetched(parts: list[Part], window: float) -> list[Part]:
+    """Copies of ``parts`` whose fused right operand (``filter_link_cycles``) crossed the links up to ``window``
+    cycles ahead: while the steps between its producer and this GEMM ran and the links were free. The links move
+    data beside the DRAM port and the arrays, so a core receives keys or values it will need during a step that
+    waits on the port, as much as its filter buffer holds (``filter_buffer_cycles``); the rest stays on this step."""
+    if window <= 0 or not any(p.filter_link_cycles for p in parts):
+        return parts
+    out = []
+    for p in parts:
+        ahead = min(window, p.filter_link_cycles, p.filter_buffer_cycles)
+        out.append(replace(p, link_cycles=p.link_cycles - ahead, filter_link_cycles=p.filter_link_cycles - ahead))
+    return out
+
+
+def write_epilogue(parts: list[Part], bandwidth: float) -> None:
+    """Raise each part's stall to what the shared DRAM port needs at the two ends of the split (cycles).
+
+    An output is final only after the last of the folds that accumulate it (``k_folds``: ws and is sum a column
+    fold's K folds in the psum buffer, column folds outermost), so the outputs of every core's last such group
+    (``write_bytes`` over its groups, the last batch element's) can leave only once that group computes: they
+    overlap its last fold and nothing before it. Before the first fold, its operands come in. Every core's share
+    of both goes through the one port of ``bandwidth`` bytes/cycle, so a part lasts at least the first folds'
+    reads + its compute + the last groups' writes less its last fold. This is the bound on top of the per-fold
+    stall model (:func:`npukit.sim._mapping.stall_cycles`), which spreads every byte evenly over the folds and
+    so lets a write overlap folds that have produced no final output yet."""
+    if bandwidth <= 0:
+        return
+    first = sum((p.dram_bytes - p.write_bytes) / (p.batch * p.folds) for p in parts if p.macs) / bandwidth
+    last = sum(p.write_bytes / (p.batch * max(1, p.folds // p.k_folds)) for p in parts if p.macs) / bandwidth
+    for p in parts:
+        if p.macs and p.write_bytes:
+            t_fold = p.compute / (p.batch * p.folds)
+            p.stall = max(p.stall, math.ceil(first + max(0.0, last - t_fold)))
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,

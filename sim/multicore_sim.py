@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_cost import LINK, SHARED, Part, gemm_part, sub_layer, vector_part
+from ._multicore_cost import (
+    LINK,
+    SHARED,
+    Part,
+    gemm_part,
+    halo_elements,
+    prefetched,
+    sub_layer,
+    vector_part,
+    write_epilogue,
+)
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -150,15 +160,20 @@ class _Run:
         bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
         return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
 
-    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "") -> list[Part]:
-        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once)."""
+    def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
+                   prod: Layer | None = None) -> list[Part]:
+        """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once); ``prod``: the
+        conv whose row bands this conv's row bands read on chip (their halo rows cross the interconnect)."""
+        halo = prod.conv if prod is not None and fin == "local" and dim == "M" else None
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
-               dim, fin, fout, ffil)
+               dim, fin, fout, ffil, halo)
         if key not in self.memo:
-            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil))
+            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
+                                                               prod if halo else None))
         return self.memo[key]
 
-    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str) -> list[Part]:
+    def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
+                    prod: Layer | None) -> list[Part]:
         ways = len(cores)
         parts = []
         hops = self.ic.hops(len(self.m.cores))
@@ -170,7 +185,8 @@ class _Run:
                                    reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else ""))
+                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else "",
+                                   halo=halo_elements(prod, layer, ways, i) if prod is not None else 0))
         return parts
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:
@@ -184,6 +200,8 @@ class _Run:
             bw = min(a.dram_bandwidth_bytes_per_cycle, self.m.dram.total_bandwidth * p.dram_bytes / total)
             if bw > 0:
                 p.restall(a.with_(dram_bandwidth_bytes_per_cycle=bw))
+        ports = sum(self.m.cores[p.core].arch.dram_bandwidth_bytes_per_cycle for p in parts)
+        write_epilogue(parts, min(self.m.dram.total_bandwidth, ports))
         return parts
 
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
@@ -270,7 +288,7 @@ class _Run:
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
-               **extra}
+               "core_mapping": crit.mapping, **extra}
         for comp, e in sorted(energy.items()):
             row[f"energy_{comp}_pj"] = e
         row["energy_total_pj"] = sum(energy.values())
@@ -338,15 +356,15 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
                            r.link_bytes, r.link_exposed, workload.macs)
 
 
-def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[bool]]:
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
     """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
-    a later one, whether it reads the same input as the previous GEMM (already on chip), and whether its right
-    operand (attention keys or values) comes from an earlier GEMM of the group."""
+    a later one, whether it reads the same input as the previous GEMM (already on chip), and which earlier GEMM of
+    the group makes its right operand (attention keys or values; -1: none)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     fin = [False] * len(group)
     fout = [False] * len(group)
     sib = [False] * len(group)
-    ffil = [False] * len(group)
+    ffil = [-1] * len(group)
     used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
     for k, b in enumerate(gemm_idx):
         earlier = [a for a in gemm_idx[:k] if a not in used]
@@ -358,7 +376,8 @@ def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[
             sib[b] = True
         fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
         if fsrc is not None:
-            fout[fsrc] = ffil[b] = True
+            fout[fsrc] = True
+            ffil[b] = fsrc
             used.add(fsrc)
     return fin, fout, sib, ffil
 
@@ -366,15 +385,26 @@ def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[
 def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
-    through the shared memory (every core reading the part it needs over the interconnect)."""
+    through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
+    keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
+    bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
+    are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
     fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
     prev: Layer | None = None
-    for op, i_in, i_out, i_sib, i_fil in zip(group, fin, fout, sib, ffil, strict=True):
+    dims: dict[int, str] = {}
+    made: dict[int, float] = {}  # end cycle of each GEMM of the group
+    links_free = r.t  # the cycle from which the links are idle
+    for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):
-            r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "fused", "split": "-"})
+            vparts = r.vector_parts(op, macs)
+            links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
+            r.t += r.commit(op, vparts, r.t, 1.0, {"step": "fused", "split": "-"})
             continue
+        ahead = max(0.0, r.t - max(made[i_fil], links_free)) if i_fil >= 0 else 0.0
         flat = i_in and prev is not None and flattens(prev, op)
+        fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
+            "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
         best = None
         for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
@@ -384,13 +414,24 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            parts = r.gemm_parts(op, macs, dim, src, dst, ("shared" if len(macs) > 1 else "local") if i_fil else "")
+            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            parts = prefetched(raw, ahead)
             val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
-                best = (val, dim, parts)
+                sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
+                best = (val, dim, parts, sent)
         assert best is not None
-        prev_dim, prev = best[1], op
+        prev_dim, prev, dims[k] = best[1], op, best[1]
+        if ahead:  # the links carried the prefetched part first, from when its producer finished
+            links_free = max(made[i_fil], links_free) + best[3]
+        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in best[2]))
         r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+        made[k] = r.t
+
+
+def _links_after(free: float, start: float, cycles: float) -> float:
+    """The cycle the links are idle from after a step starting at ``start`` uses them ``cycles`` (0: unchanged)."""
+    return max(free, start) + cycles if cycles else free
 
 
 def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:

@@ -176,3 +176,16 @@ def test_fused_attention_keeps_q_k_v_and_scores_on_chip() -> None:
     assert plain["k"] - fused["k"] == out + 128 * 512  # k's output stays, and its input is q's (on chip)
     assert fused["scores"] == 0  # reads q (input) and k (keys) on chip, its output stays for context
     assert plain["context"] - fused["context"] == 128 * 128 + out  # probabilities and values on chip
+
+
+def test_fused_keys_in_row_bands_cross_only_from_the_other_cores() -> None:
+    from npukit.sim import VectorOp
+
+    wl = Workload("head", [Layer("q", 128, 64, 512), Layer("k", 128, 64, 512), Layer("v", 128, 64, 512),
+                           Layer("scores", 128, 128, 64, kind="attention"),
+                           VectorOp("softmax", "softmax", 128 * 128, reduce=128),
+                           Layer("context", 128, 64, 128, kind="attention")])
+    rows = {r["name"]: r for r in simulate_multicore(wl, homogeneous(load_arch("npu128"), 4), "chain/split").rows()}
+    assert rows["k"]["split"] == rows["scores"]["split"] == "M"
+    # every core reads all 128 keys (64 wide, 8-bit); a quarter of them it made itself
+    assert rows["scores"]["interconnect_bytes"] == 4 * 128 * 64 * 3 / 4

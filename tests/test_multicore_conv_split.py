@@ -46,3 +46,20 @@ def test_flattened_conv_map_feeds_the_head_gemm() -> None:
     inter = 16 * 16 * 16 * mc.cores[0].arch.bits.output / 8
     assert plain["conv"] - fused["conv"] == inter  # the map is not written out
     assert plain["fc"] - fused["fc"] == inter  # nor read back
+
+
+def test_fused_conv_bands_exchange_their_halo_rows() -> None:
+    from npukit.sim import Workload, load_arch
+    from npukit.sim._multicore_cost import halo_elements
+    from npukit.sim.multicore import homogeneous
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    a = conv_layer("a", 34, 34, 3, 3, 32, 32, 1)  # 32 x 32 x 32 out
+    b = conv_layer("b", 34, 34, 3, 3, 32, 32, 1)  # reads a's output, zero-padded by 1
+    # 4 bands of 8 rows: core 0 reads rows 0..9 of b's padded input = padding, its 8 rows, core 1's first row
+    assert [halo_elements(a, b, 4, i) for i in range(4)] == [32 * 32, 2 * 32 * 32, 2 * 32 * 32, 32 * 32]
+    assert halo_elements(a, b, 1, 0) == 0
+    fused = simulate_multicore(Workload("two", [a, b]), homogeneous(load_arch("npu32"), 4), "chain/split")
+    ra, rb = (next(r for r in fused.rows() if r["name"] == n) for n in "ab")
+    assert ra["split"] == rb["split"] == "M"  # both on row bands: the 6 halo rows cross, nothing else
+    assert rb["interconnect_bytes"] == 6 * 32 * 32

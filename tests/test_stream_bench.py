@@ -3,7 +3,7 @@ round trips of Stream's per-layer mode."""
 
 from __future__ import annotations
 
-from npukit.benchmarks.bench_vs_stream import node_round_trip_bytes, npukit_arch, npukit_workload
+from npukit.benchmarks.bench_vs_stream import node_round_trip_bytes, npukit_arch, npukit_workload, stream_terms
 from npukit.sim import VectorOp
 
 
@@ -32,3 +32,16 @@ def test_round_trips_of_vector_nodes() -> None:
     assert node_round_trip_bytes(VectorOp("s", "softmax", 128 * 128, reduce=128), 16) == 6 * 128 * 128 * 2
     wl, bits = npukit_workload("resnet_subgraph")
     assert bits == 16 and [op.kind for op in wl.layers] == ["conv", "vector", "conv", "vector"]
+
+
+def test_stream_terms_add_up_to_its_latency() -> None:
+    # Stream's fused attention head: 8 iterations of 6,489 cycles, the next starting 4,736 cycles after (overlap
+    # 1,753), plus 1,334 of fill: 8 x 6,489 - 7 x 1,753 + 1,334 = 40,975
+    slots = [{"cycles": 2048, "nodes": {}, "transfers": {"Transfer(I)": [1024, 1024]}},
+             {"cycles": 4441, "nodes": {"Op1": 320.0}, "transfers": {}}]
+    run = {"slots": [{"latency": {"total": 40975, "per_iteration": 6489, "overlap": 1753, "fill": 1334},
+                      "slots": slots}]}
+    t = stream_terms(run)
+    assert t["iterations"] == 8 and t["groups"] == 1
+    assert (t["node_slot_cycles"], t["transfer_slot_cycles"]) == (4441, 2048)
+    assert stream_terms({"slots": []})["iterations"] == 0
