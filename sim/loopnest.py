@@ -176,7 +176,7 @@ def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
     ctx = _CTX.get(key)
     if ctx is None:
         esm = effective_spatial(layer, sm)
-        ctx = {"sm": esm, "memo": {}}
+        ctx = {"sm": esm, "memo": {}, "raw": {}}
         for op in ("W", "I", "O"):
             L = len(hw.levels(op))
             su = spatial_per_level(hw, op, esm)
@@ -198,13 +198,19 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     ports: dict[tuple[str, str], float] = {}
     memo = ctx["memo"]
+    raw = ctx["raw"]
     for op in ("W", "I", "O"):
-        tms = stationary(op, tm[op])
-        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-        key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
-        part = memo.get(key)
+        # The same operand mapping recurs across loop orders: looked up before the merge-down
+        rkey = (op, total_cycle, tuple(map(tuple, tm[op])))
+        part = raw.get(rkey)
         if part is None:
-            part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
+            tms = stationary(op, tm[op])
+            # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+            key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
+            part = memo.get(key)
+            if part is None:
+                part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
+            raw[rkey] = part
         accs, ens, oports, load = part
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():

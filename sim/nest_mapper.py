@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import ConfigError
-from .hardware import Hardware
+from .hardware import Hardware, MemLevel
 from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _pr, effective_spatial, evaluate, r_size, spatial_per_level
 
 LPF_LIMIT = 6
@@ -133,97 +133,134 @@ def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], or
     """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
     is set to how many loops of the order the allocation looked at (it depends on no later one); ``su``:
     the spatial loops per level of each operand (computed when not given); ``memo``: a dict kept across
-    the orders of one layer and unrolling (the whole tensors, which every order shares)."""
+    the orders of one layer and unrolling (the whole tensors, which every order shares, and each memory's
+    decision keyed by the loops it read: see :func:`_decide`)."""
     ops = ("W", "I", "O")
-    mem_to_op = {hw.links[o]: o for o in ops}
     if su is None:
         su = {o: spatial_per_level(hw, o, sm) for o in ops}
     if memo is None:
         memo = {}
+    ctx = memo.get("ctx")
+    if ctx is None:
+        mem_to_op = {hw.links[o]: o for o in ops}
+        ctx = memo["ctx"] = {"tops": {o: hw.levels(o)[-1].name for o in ops}, "dec": {},
+                             "mops": [[mem_to_op[m] for m in mem.operands if m in mem_to_op] for mem in hw.memories]}
+    dec = ctx["dec"]
+    n = len(order)
+    key_order = tuple(order)
     allocated = {o: list(su[o][0]) for o in ops}
     unalloc = {o: list(order) for o in ops}
     level = dict.fromkeys(ops, 0)
     tm: dict[str, list[list[Loop]]] = {o: [] for o in ops}
-    tops = memo.get("tops")
-    if tops is None:
-        tops = memo["tops"] = {o: hw.levels(o)[-1].name for o in ops}
-    ir_o = IR_DIMS["O"]
-    for mem in hw.memories:
-        mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
+    for mi, mem in enumerate(hw.memories):
+        mops = ctx["mops"][mi]
         if not mops:
             continue
-        sizes = {}
-        for o in mops:
-            un = unalloc[o]
-            prec = hw.bits[o]
-            if o == "O":
-                psum = any(d in ir_o for d, _ in un) or any(d in ir_o for lv in su[o][level[o] + 1:] for d, _ in lv)
-                prec = hw.bits["O"] if psum else hw.bits["O_final"]
-            # The whole tensor (every loop, allocated or not) is the same for every order: computed once.
-            wkey = ("whole", o, level[o])
-            whole_el = memo.get(wkey)
-            if whole_el is None:
-                whole_el = memo[wkey] = _tensor(layer, o, allocated[o] + un)
-            if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
-                whole = whole_el * prec
-                if whole > mem.size_bits:
-                    return None
-                sizes[o] = [whole]
-                continue
-            full = whole_el * prec if mem.double_buffered else 0.0
-            sz = _tile_sizes(layer, o, allocated[o], un, prec, full if mem.double_buffered else None, mem.size_bits)
-            if sz is None:
-                return None
-            sizes[o] = sz
-            if reach is not None:
-                reach[0] = max(reach[0], min(len(order), len(order) - len(un) + len(sz)))
-        choices = []
-        for o in mops:
-            if mem.name == tops[o]:
-                choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
-            else:
-                un = unalloc[o]
-                suf = [1.0] * (len(un) + 1)
-                for i in range(len(un) - 1, -1, -1):
-                    suf[i] = suf[i + 1] * un[i][1]
-                choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
-        best, best_acc, cap = None, math.inf, mem.size_bits
-        if len(choices) == 1:
-            for c in choices[0]:
-                if c[1] <= cap and c[2] <= best_acc:
-                    best, best_acc = (c,), c[2]
-        elif len(choices) == 2:
-            for a in choices[0]:
-                for b in choices[1]:
-                    if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
-                        best, best_acc = (a, b), a[2] + b[2]
-        elif len(choices) == 3:  # the same combinations in the same order as itertools.product, pruned
-            for a in choices[0]:
-                if a[1] > cap or a[2] > best_acc:
-                    continue
-                for b in choices[1]:
-                    sab, cab = a[1] + b[1], a[2] + b[2]
-                    if sab > cap or cab > best_acc:
-                        continue
-                    for c in choices[2]:
-                        if sab + c[1] <= cap and cab + c[2] <= best_acc:
-                            best, best_acc = (a, b, c), cab + c[2]
-        else:
-            for combo in itertools.product(*choices):
-                if sum(c[1] for c in combo) > cap:
-                    continue
-                acc = sum(c[2] for c in combo)
-                if acc <= best_acc:
-                    best, best_acc = combo, acc
-        if best is None:
+        # The decision at this memory depends only on how many loops each operand has allocated below
+        # (``state``) and the order's first ``read`` loops: orders sharing them share it (a prefix tree).
+        state = (mi, tuple(n - len(unalloc[o]) for o in mops))
+        slot = dec.get(state)
+        hit = None
+        if slot is not None:
+            for read, table in slot.items():
+                hit = table.get(key_order[:read])
+                if hit is not None:
+                    break
+        if hit is None:
+            hit = _decide(hw, layer, mem, mops, ctx["tops"], memo, su, n, allocated, unalloc, level)
+            dec.setdefault(state, {}).setdefault(hit[1], {})[key_order[:hit[1]]] = hit
+        takes, _, seen = hit
+        if reach is not None and seen > reach[0]:
+            reach[0] = seen
+        if takes is None:
             return None
-        for o, (i, _, _) in zip(mops, best, strict=True):
+        for o, i in zip(mops, takes, strict=True):
             tm[o].append(unalloc[o][:i])
             allocated[o] += unalloc[o][:i]
             del unalloc[o][:i]
             level[o] += 1
             allocated[o] += su[o][level[o]]
     return tm
+
+
+def _decide(hw: Hardware, layer: NestLayer, mem: MemLevel, mops: list[str], tops: dict[str, str], memo: dict,
+            su: dict, n: int, allocated: dict[str, list[Loop]], unalloc: dict[str, list[Loop]],
+            level: dict[str, int]) -> tuple[tuple[int, ...] | None, int, int]:
+    """LOMA's choice at one memory: how many of the next unallocated loops each operand it holds keeps
+    there (the split that fits and moves the least to the level above; ties go to the last). Returns
+    (loops kept per operand or None if nothing fits, loops of the order read, the ``reach`` they
+    imply). The suffix products ``suf`` use only the multiset of the unread loops (integers, exact)."""
+    ir_o = IR_DIMS["O"]
+    read, seen = 0, 0
+    sizes = {}
+    for o in mops:
+        un = unalloc[o]
+        prec = hw.bits[o]
+        if o == "O":
+            psum = any(d in ir_o for d, _ in un) or any(d in ir_o for lv in su[o][level[o] + 1:] for d, _ in lv)
+            prec = hw.bits["O"] if psum else hw.bits["O_final"]
+        # The whole tensor (every loop, allocated or not) is the same for every order: computed once.
+        wkey = ("whole", o, level[o])
+        whole_el = memo.get(wkey)
+        if whole_el is None:
+            whole_el = memo[wkey] = _tensor(layer, o, allocated[o] + un)
+        done_o = n - len(un)
+        read = max(read, done_o)
+        if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
+            whole = whole_el * prec
+            if whole > mem.size_bits:
+                return None, read, seen
+            sizes[o] = [whole]
+            continue
+        full = whole_el * prec if mem.double_buffered else 0.0
+        sz = _tile_sizes(layer, o, allocated[o], un, prec, full if mem.double_buffered else None, mem.size_bits)
+        if sz is None:
+            return None, read, seen
+        sizes[o] = sz
+        ext = min(n, done_o + len(sz))
+        read = max(read, ext)
+        seen = max(seen, ext)
+    choices = []
+    for o in mops:
+        if mem.name == tops[o]:
+            choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
+        else:
+            un = unalloc[o]
+            suf = [1.0] * (len(un) + 1)
+            for i in range(len(un) - 1, -1, -1):
+                suf[i] = suf[i + 1] * un[i][1]
+            choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
+    best, best_acc, cap = None, math.inf, mem.size_bits
+    if len(choices) == 1:
+        for c in choices[0]:
+            if c[1] <= cap and c[2] <= best_acc:
+                best, best_acc = (c,), c[2]
+    elif len(choices) == 2:
+        for a in choices[0]:
+            for b in choices[1]:
+                if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
+                    best, best_acc = (a, b), a[2] + b[2]
+    elif len(choices) == 3:  # the same combinations in the same order as itertools.product, pruned
+        for a in choices[0]:
+            if a[1] > cap or a[2] > best_acc:
+                continue
+            for b in choices[1]:
+                sab, cab = a[1] + b[1], a[2] + b[2]
+                if sab > cap or cab > best_acc:
+                    continue
+                for c in choices[2]:
+                    if sab + c[1] <= cap and cab + c[2] <= best_acc:
+                        best, best_acc = (a, b, c), cab + c[2]
+    else:
+        for combo in itertools.product(*choices):
+            if sum(c[1] for c in combo) > cap:
+                continue
+            acc = sum(c[2] for c in combo)
+            if acc <= best_acc:
+                best, best_acc = combo, acc
+    if best is None:
+        return None, read, seen
+    return tuple(c[0] for c in best), read, seen
 
 
 def _tile_sizes(layer: NestLayer, o: str, allocated: list[Loop], un: list[Loop], prec: int,

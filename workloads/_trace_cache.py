@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ..sim import check_size, load_json, write_text
+from ..sim.disk_cache import cache_dir as cache_dir  # the one cache folder (real_models uses it)
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 
 FORMAT = 2  # bump when the entry layout changes (2: a sha256 checksum of the content)
 _LAYER_EXTRAS = ("shared",)  # optional Layer fields, written only when not 1
-
-
-def cache_dir() -> Path:
-    """The folder holding cached traces: ``$NPUKIT_CACHE_DIR`` or ``~/.cache/npukit/traces``."""
-    env = os.environ.get("NPUKIT_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "npukit" / "traces"
 
 
 def workload_to_dict(wl: Workload) -> dict[str, Any]:
