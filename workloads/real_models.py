@@ -48,7 +48,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +277,8 @@ def _safe(name: str) -> str:
 
 
 def _version(dist: str) -> str:
+    from importlib import metadata  # here, not at the top: 13 ms that `npukit sim` on a file never needs
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
