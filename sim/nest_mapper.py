@@ -127,6 +127,15 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
         yield list(perm)
 
 
+def _distinct_orders(lpfs: list[Loop]):
+    """Every distinct order of the loop prime factors (no pruning)."""
+    seen = set()
+    for perm in itertools.permutations(lpfs):
+        if perm not in seen:
+            seen.add(perm)
+            yield list(perm)
+
+
 def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
              reach: list[int] | None = None, su: dict | None = None,
              memo: dict | None = None) -> dict[str, list[list[Loop]]] | None:
@@ -396,11 +405,13 @@ _CACHE: dict[tuple, NestMapping] = {}
 
 
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
-              objective: str = "energy", lpf_limit: int = LPF_LIMIT) -> NestMapping:
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
-    fixes the unrolling (a ZigZag mapping file's), else it is searched."""
+    fixes the unrolling (a ZigZag mapping file's), else it is searched. ``exhaustive``: allocate and cost
+    every distinct order of the loop prime factors, without the pruning, the shared allocation decisions
+    or the cache (slow; the reference the fast search must equal)."""
     ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
-    hit = _CACHE.get(ckey)
+    hit = None if exhaustive else _CACHE.get(ckey)
     if hit is not None:
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
@@ -417,6 +428,16 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         memo: dict = {}
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
+        if exhaustive:
+            for order in _distinct_orders(lpfs):
+                tm = allocate(hw, layer, esm, order, None, su, None)
+                if tm is not None:
+                    c = evaluate(hw, layer, sm, tm)
+                    if best is None or _score(c, objective) < _score(best.cost, objective):
+                        best = NestMapping(layer, sm, tm, c)
+                    fits = True
+            feasible += fits
+            continue
         for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
@@ -447,5 +468,6 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
-    _CACHE[ckey] = best
+    if not exhaustive:
+        _CACHE[ckey] = best
     return best

@@ -1,6 +1,6 @@
 """On-disk cache of lowered ONNX files, so that a second run on the same file never imports ``onnx``.
 
-An entry is ``<cache dir>/onnx-<stem>-<key>.json`` in npukit's cache folder (``$NPUKIT_CACHE_DIR``, see
+An entry is ``<cache dir>/onnx-<key>.json`` in npukit's cache folder (``$NPUKIT_CACHE_DIR``, see
 :mod:`npukit.sim.disk_cache`, which also gives the integrity rules: a checksummed entry, a corrupt, edited
 or foreign one is ignored and the file lowered again, an unwritable folder is skipped silently). The key
 hashes the file's bytes (sha256), the input-shape and dim overrides, the source of npukit's ONNX lowering
@@ -44,8 +44,7 @@ def entry_path(path: Path, overrides: Any, lowering_file: str) -> Path:
     files = (lowering_file, _onnx_graph.__file__, _onnx_lower.__file__, _onnx_gemm.__file__, _trace_cache.__file__)
     key = hashlib.sha256("\n".join([h.hexdigest(), repr(overrides), source_digest(*files), _onnx_stamp(),
                                     str(_trace_cache.FORMAT)]).encode()).hexdigest()
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in path.stem)[:40]
-    return cache_dir() / f"onnx-{stem}-{key[:32]}.json"
+    return cache_dir() / f"onnx-{key[:40]}.json"  # no name in it: a copy of the file is a hit
 
 
 def load(entry: Path) -> Workload | None:
