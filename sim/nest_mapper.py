@@ -427,6 +427,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         done: set = set()
         memo: dict = {}
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
+        lengths: list[int] = []
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
         if exhaustive:
             for order in _distinct_orders(lpfs):
@@ -442,8 +443,9 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
-            for n in range(1, len(order) + 1):
-                if (pre := tuple(order[:n])) in groups:
+            t_order = tuple(order)
+            for n in lengths:  # the prefix lengths in ``groups``, shortest first: the first match is the shortest
+                if (pre := t_order[:n]) in groups:
                     cuts = groups[pre]
                     if cuts is None:
                         key = "skip"
@@ -454,7 +456,9 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                 continue
             reach = [0]
             tm = allocate(hw, layer, esm, order, reach, su, memo)
-            pre = tuple(order[:max(reach[0], 1)])
+            pre = t_order[:max(reach[0], 1)]
+            if len(pre) not in lengths:
+                lengths = sorted({*lengths, len(pre)})
             if tm is None:
                 groups[pre] = None
                 continue
