@@ -170,7 +170,7 @@ def effective_spatial(layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[s
 _CTX: dict[tuple, dict] = {}
 
 
-def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
+def spatial_context(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
     """Per operand (spatial loops per level, bandwidth boost per level, instances per level), cached."""
     key = (id(hw), hw.name, layer.key(), repr(sm))
     ctx = _CTX.get(key)
@@ -184,17 +184,22 @@ def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
             boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
             tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
             ctx[op] = (su, boost, tot_sp)
+        ctx["fixed"] = (hw.array.unit_energy_pj * layer.macs,
+                        sum(max(math.ceil(math.prod(esm.get(d, {}).values())) - 1, 0) for d in hw.array.systolic))
         if len(_CTX) > 4096:
             _CTX.clear()
         _CTX[key] = ctx
     return ctx
 
 
-def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]]) -> NestCost:
+def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+             ctx: dict | None = None) -> NestCost:
     """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
-    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``."""
+    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``;
+    ``ctx``: :func:`spatial_context` of the same (hw, layer, sm), when the caller holds it."""
     cost = NestCost()
-    ctx = _spatial_ctx(hw, layer, sm)
+    if ctx is None:
+        ctx = spatial_context(hw, layer, sm)
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     ports: dict[tuple[str, str], float] = {}
     memo = ctx["memo"]
@@ -219,10 +224,9 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
             cost.offload_cycles = load
         else:
             cost.onload_cycles = max(cost.onload_cycles, load)
-    cost.mac_pj = hw.array.unit_energy_pj * layer.macs
+    cost.mac_pj, cost.drain_cycles = ctx["fixed"]
     cost.temporal_cycles = total_cycle
     cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
-    cost.drain_cycles = sum(max(math.ceil(math.prod(ctx["sm"].get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
     return cost
 
 

@@ -19,7 +19,19 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .hardware import Hardware, MemLevel
-from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _pr, effective_spatial, evaluate, r_size, spatial_per_level
+from .loopnest import (
+    IR_DIMS,
+    R_DIMS,
+    Loop,
+    NestCost,
+    NestLayer,
+    _pr,
+    effective_spatial,
+    evaluate,
+    r_size,
+    spatial_context,
+    spatial_per_level,
+)
 
 LPF_LIMIT = 6
 SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
@@ -416,6 +428,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
     best: NestMapping | None = None
+    best_score = math.inf
     feasible = 0
     for sm in cands:
         if spatial is None and feasible >= SPATIAL_KEEP:
@@ -429,6 +442,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
         lengths: list[int] = []
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
+        ctx = spatial_context(hw, layer, sm)
         if exhaustive:
             for order in _distinct_orders(lpfs):
                 tm = allocate(hw, layer, esm, order, None, su, None)
@@ -465,9 +479,10 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             cuts = [sum(len(lv) for lv in tm[o][:-1]) for o in ("W", "I", "O")]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
-            c = evaluate(hw, layer, sm, tm)
-            if best is None or _score(c, objective) < _score(best.cost, objective):
-                best = NestMapping(layer, sm, tm, c)
+            c = evaluate(hw, layer, sm, tm, ctx)
+            score = _score(c, objective)
+            if best is None or score < best_score:
+                best, best_score = NestMapping(layer, sm, tm, c), score
             fits = True
         feasible += fits
     if best is None:
