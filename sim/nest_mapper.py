@@ -32,8 +32,10 @@ from .loopnest import (
     spatial_context,
     spatial_per_level,
 )
+from .nest_batch import allocate_all
 
 LPF_LIMIT = 6
+BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
 SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
 
 
@@ -453,7 +455,10 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                     fits = True
             feasible += fits
             continue
-        for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
+        order_list = list(_orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []))
+        # every order allocated at once (numpy) where that is exact, else one at a time below
+        batch = allocate_all(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
+        for k, order in enumerate(order_list):
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
@@ -468,8 +473,12 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                     break
             if key == "skip" or key in done:
                 continue
-            reach = [0]
-            tm = allocate(hw, layer, esm, order, reach, su, memo)
+            if batch is not None:
+                tm, r = batch[k]
+                reach = [r]
+            else:
+                reach = [0]
+                tm = allocate(hw, layer, esm, order, reach, su, memo)
             pre = t_order[:max(reach[0], 1)]
             if len(pre) not in lengths:
                 lengths = sorted({*lengths, len(pre)})
