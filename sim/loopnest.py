@@ -103,6 +103,30 @@ def stationary(layer_op: str, tm: list[list[Loop]]) -> list[list[Loop]]:
         prev = cur
 
 
+def _stationary_key(op: str, tm: list[list[Loop]]) -> tuple[tuple, int]:
+    """(each level's sorted loops, product of the ir run at the very bottom) after :func:`stationary`, in
+    one pass from the top: a level's leading ir run (with what came from above, appended at its end)
+    moves to the end of the level below, which is where the fixed point of the merge-down puts it."""
+    ir = IR_DIMS[op]
+    out: list[tuple] = [()] * len(tm)
+    carry: list[Loop] = []
+    for m in range(len(tm) - 1, 0, -1):
+        lv = tm[m] + carry if carry else tm[m]
+        i = 0
+        while i < len(lv) and lv[i][0] in ir:
+            i += 1
+        carry = lv[:i]
+        out[m] = tuple(sorted(lv[i:]))
+    lv = tm[0] + carry if carry else tm[0]
+    out[0] = tuple(sorted(lv))
+    st = 1
+    for d, s in lv:
+        if d not in ir:
+            break
+        st *= s
+    return tuple(out), st
+
+
 def spatial_per_level(hw: Hardware, op: str, sm: dict[str, dict[str, int]]) -> list[list[Loop]]:
     """Spatial loops per arch level of ``op``: level m holds those of the dims its memory m serves first;
     the last entry those no level serves."""
@@ -176,7 +200,7 @@ def spatial_context(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]
     ctx = _CTX.get(key)
     if ctx is None:
         esm = effective_spatial(layer, sm)
-        ctx = {"sm": esm, "memo": {}, "raw": {}}
+        ctx = {"sm": esm, "memo": {}}
         for op in ("W", "I", "O"):
             L = len(hw.levels(op))
             su = spatial_per_level(hw, op, esm)
@@ -203,19 +227,12 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     ports: dict[tuple[str, str], float] = {}
     memo = ctx["memo"]
-    raw = ctx["raw"]
     for op in ("W", "I", "O"):
-        # The same operand mapping recurs across loop orders: looked up before the merge-down
-        rkey = (op, total_cycle, tuple(map(tuple, tm[op])))
-        part = raw.get(rkey)
+        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+        key = (op, total_cycle, *_stationary_key(op, tm[op]))
+        part = memo.get(key)
         if part is None:
-            tms = stationary(op, tm[op])
-            # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-            key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
-            part = memo.get(key)
-            if part is None:
-                part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
-            raw[rkey] = part
+            part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
         accs, ens, oports, load = part
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():
