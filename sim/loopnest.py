@@ -221,19 +221,41 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
     """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
     ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``;
     ``ctx``: :func:`spatial_context` of the same (hw, layer, sm), when the caller holds it."""
-    cost = NestCost()
     if ctx is None:
         ctx = spatial_context(hw, layer, sm)
+    parts = operand_parts(hw, layer, tm, ctx)
+    assert parts is not None
+    return cost_of(ctx, *parts)
+
+
+def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
+                  energy_bound: float = math.inf) -> tuple[int, list[tuple]] | None:
+    """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
+    cycles)) of ``tm``; None as soon as the MAC energy plus the operands' energy so far exceeds
+    ``energy_bound`` (pJ; every term is >= 0, so the whole cannot be below it)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
-    ports: dict[tuple[str, str], float] = {}
     memo = ctx["memo"]
+    mac = ctx["fixed"][0]
+    parts = []
+    so_far = 0
     for op in ("W", "I", "O"):
         # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
         key = (op, total_cycle, *_stationary_key(op, tm[op]))
         part = memo.get(key)
         if part is None:
             part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
-        accs, ens, oports, load = part
+        parts.append(part)
+        so_far += part[4]
+        if mac + so_far > energy_bound:
+            return None
+    return total_cycle, parts
+
+
+def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:
+    """The :class:`NestCost` of :func:`operand_parts`' result."""
+    cost = NestCost()
+    ports: dict[tuple[str, str], float] = {}
+    for op, (accs, ens, oports, load, _) in zip(("W", "I", "O"), parts, strict=True):
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():
             ports[k] = ports.get(k, 0.0) + v
@@ -311,4 +333,4 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     if op == "O" and L >= 2:
         top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
         load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
-    return accs, ens, ports, load
+    return accs, ens, ports, load, sum(ens)

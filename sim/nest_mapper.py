@@ -26,8 +26,10 @@ from .loopnest import (
     NestCost,
     NestLayer,
     _pr,
+    cost_of,
     effective_spatial,
     evaluate,
+    operand_parts,
     r_size,
     spatial_context,
     spatial_per_level,
@@ -488,11 +490,21 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             cuts = [sum(len(lv) for lv in tm[o][:-1]) for o in ("W", "I", "O")]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
-            c = evaluate(hw, layer, sm, tm, ctx)
+            fits = True
+            # Bound: an order whose MAC energy plus the energy of its first operands already exceeds the
+            # best is cut before its other operands are costed (energies are >= 0)
+            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf)
+            if parts is None:
+                continue
+            if objective == "energy":  # NestCost.energy_pj's sum, without building the NestCost
+                score = ctx["fixed"][0] + sum([p[4] for p in parts[1]])
+                if score < best_score:
+                    best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
+                continue
+            c = cost_of(ctx, *parts)
             score = _score(c, objective)
             if best is None or score < best_score:
                 best, best_score = NestMapping(layer, sm, tm, c), score
-            fits = True
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
