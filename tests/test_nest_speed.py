@@ -169,3 +169,30 @@ def test_second_run_never_imports_onnx(tmp_path: Path) -> None:
             for _ in range(2)]
     assert [r.stdout.split() for r in runs] == [["16", "True"], ["16", "False"]]
 
+
+
+@pytest.mark.parametrize("arch", ["eyeriss_like", "ascend_like", "tpu_like"])
+def test_batch_allocation_equals_the_scalar_one(arch: str) -> None:
+    """Every order's temporal mapping and reach from the numpy batch equal the scalar allocation's, with
+    fractional unrollings too (eyeriss_like's 14 x 12 array on 64 channels: 12.8 and 10.67 per PE)."""
+    from npukit.sim import nest_mapper as nm
+    from npukit.sim.loopnest import effective_spatial, spatial_per_level
+    from npukit.sim.nest_batch import allocate_all
+
+    hw, sp = _hw(arch)
+    fractional = False
+    for layer in LAYERS:
+        entry = sp.get("Conv" if layer.dims["FY"] > 1 or layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
+        sm = nm.clip_spatial(hw, layer, entry)
+        esm = effective_spatial(layer, sm)
+        su = {o: spatial_per_level(hw, o, esm) for o in "WIO"}
+        orders = list(nm._distinct_orders(nm.temporal_lpfs(layer, sm)))
+        batch = allocate_all(hw, layer, esm, orders, su)
+        assert batch is not None and len(batch) == len(orders)
+        memo: dict = {}
+        for order, (tm, reach) in zip(orders, batch, strict=True):
+            r = [0]
+            assert nm.allocate(hw, layer, esm, order, r, su, memo) == tm
+            assert r[0] == reach
+        fractional = fractional or any(not float(f).is_integer() for lv in esm.values() for f in lv.values())
+    assert fractional or arch != "eyeriss_like"
