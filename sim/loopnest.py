@@ -229,26 +229,31 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
 
 
 def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
-                  energy_bound: float = math.inf) -> tuple[int, list[tuple]] | None:
+                  energy_bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2)) -> tuple[int, list[tuple]] | None:
     """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
-    cycles)) of ``tm``; None as soon as the MAC energy plus the operands' energy so far exceeds
-    ``energy_bound`` (pJ; every term is >= 0, so the whole cannot be below it)."""
+    cycles, energy) for W, I, O) of ``tm``; None as soon as the MAC energy plus the energy of the
+    operands costed so far (in the order ``first``, indices into W, I, O) exceeds ``energy_bound`` (pJ;
+    every term is >= 0 and float addition is monotone, so the whole cannot be below it)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     memo = ctx["memo"]
     mac = ctx["fixed"][0]
-    parts = []
+    parts: list = [None, None, None]
     so_far = 0
-    for op in ("W", "I", "O"):
+    for k in first:
+        op = _OPS[k]
         # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
         key = (op, total_cycle, *_stationary_key(op, tm[op]))
         part = memo.get(key)
         if part is None:
             part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
-        parts.append(part)
+        parts[k] = part
         so_far += part[4]
         if mac + so_far > energy_bound:
             return None
     return total_cycle, parts
+
+
+_OPS = ("W", "I", "O")
 
 
 def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:

@@ -433,6 +433,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
     best: NestMapping | None = None
     best_score = math.inf
+    first = (0, 1, 2)
     feasible = 0
     for sm in cands:
         if spatial is None and feasible >= SPATIAL_KEEP:
@@ -493,13 +494,15 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             fits = True
             # Bound: an order whose MAC energy plus the energy of its first operands already exceeds the
             # best is cut before its other operands are costed (energies are >= 0)
-            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf)
+            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf, first)
             if parts is None:
                 continue
             if objective == "energy":  # NestCost.energy_pj's sum, without building the NestCost
                 score = ctx["fixed"][0] + sum([p[4] for p in parts[1]])
                 if score < best_score:
                     best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
+                    # the operands costing most in the best so far are costed first (earlier cuts)
+                    first = tuple(sorted(range(3), key=lambda k: -parts[1][k][4]))
                 continue
             c = cost_of(ctx, *parts)
             score = _score(c, objective)
