@@ -284,6 +284,23 @@ def _ir_prefix(op: str, loops: list[Loop]) -> int:
     return st
 
 
+_PORTS: dict[tuple, list] = {}
+
+
+def _ports(hw: Hardware, op: str) -> list[tuple]:
+    """Per memory level of ``op``: port bandwidths and (memory, port) keys in direction order tl, fh, fl,
+    th, read and write cost (cached per hardware)."""
+    key = (id(hw), hw.name, op)
+    out = _PORTS.get(key)
+    if out is None or out[0] is not hw:
+        mem_op = hw.links[op]
+        levels = [(tuple(m.port_bw(mem_op, d) for d in ("tl", "fh", "fl", "th")),
+                   tuple((m.name, m.port_of(mem_op, d)) for d in ("tl", "fh", "fl", "th")), m.r_cost_pj, m.w_cost_pj)
+                  for m in hw.levels(op)]
+        out = _PORTS[key] = [hw, levels]
+    return out[1]
+
+
 def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
     """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles);
     ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
@@ -308,28 +325,27 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
         irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
         psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     bits = hw.bits[op]
+    pb, fb = hw.bits["O"], hw.bits["O_final"]
     accs, ens, ports = [], [], {}
-    for m, mem in enumerate(mems):
-        a: dict[str, float] = dict.fromkeys(("tl", "fh", "fl", "th"), 0.0)
+    for m, (bw, pkeys, r_cost, w_cost) in enumerate(_ports(hw, op)):
         units = tot_sp[m + 1]
         lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
         hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
+        tl = fh = fl = th = 0.0
         if op != "O":
-            a["tl"] = _acc(lo_amt, bits, mem.port_bw(mem_op, "tl"), lo_pc, units)
-            a["fh"] = _acc(hi_amt, bits, mem.port_bw(mem_op, "fh"), hi_pc, units)
+            tl = _acc(lo_amt, bits, bw[0], lo_pc, units)
+            fh = _acc(hi_amt, bits, bw[1], hi_pc, units)
         else:
-            pb, fb = hw.bits["O"], hw.bits["O_final"]
-            a["fl"] = _acc(lo_amt, pb if psum[m] else fb, mem.port_bw(mem_op, "fl"), lo_pc, units)
+            fl = _acc(lo_amt, pb if psum[m] else fb, bw[2], lo_pc, units)
             if psum[m]:
-                a["tl"] = _acc(lo_amt, pb, mem.port_bw(mem_op, "tl"), lo_pc, units)
-            a["th"] = _acc(hi_amt, pb if psum[m + 1] else fb, mem.port_bw(mem_op, "th"), hi_pc, units)
+                tl = _acc(lo_amt, pb, bw[0], lo_pc, units)
+            th = _acc(hi_amt, pb if psum[m + 1] else fb, bw[3], hi_pc, units)
             if psum[m + 1]:
-                a["fh"] = _acc(hi_amt, pb, mem.port_bw(mem_op, "fh"), hi_pc, units)
-        accs.append(a)
-        ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
-        for d, n in a.items():
+                fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
+        accs.append({"tl": tl, "fh": fh, "fl": fl, "th": th})
+        ens.append((tl + th) * r_cost + (fh + fl) * w_cost)
+        for key, n in zip(pkeys, (tl, fh, fl, th), strict=True):
             if n:
-                key = (mem.name, mem.port_of(mem_op, d))
                 ports[key] = ports.get(key, 0.0) + n / max(units, 1)
     load = 0.0
     if L >= 2 and op != "O":
