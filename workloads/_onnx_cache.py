@@ -12,7 +12,6 @@ name and ``meta['path']`` are the caller's, not the entry's.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -28,6 +27,8 @@ KIND = "onnx-workload"
 
 def _onnx_stamp() -> str:
     """The installed onnx package as path, size and mtime of its ``__init__.py`` ('' if absent)."""
+    import importlib.util
+
     spec = importlib.util.find_spec("onnx")
     if spec is None or not spec.origin:
         return ""

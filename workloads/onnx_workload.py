@@ -75,7 +75,6 @@ from typing import Any
 
 from npukit.sim import Layer, Workload, WorkloadError
 
-from . import _onnx_cache
 from ._onnx_graph import _apply_overrides, _first_line, _infer_and_fold, _load, _parse_overrides, _without_weights
 from ._onnx_lower import _Lowering
 
@@ -106,6 +105,8 @@ def onnx_workload(
     shapes_in, dims = _parse_overrides(input_shape, dims, batch)
     # A file lowered before (same bytes, overrides, lowering code and onnx) is read from the cache, without
     # importing onnx (its import alone costs about a second)
+    from . import _onnx_cache
+
     entry = _onnx_cache.entry_path(p, (shapes_in, dims), __file__)
     wl = _onnx_cache.load(entry)
     if wl is None:
