@@ -1,14 +1,17 @@
-"""LOMA's memory allocation (:func:`npukit.sim.nest_mapper.allocate`) of every loop order of a layer at once,
+"""LOMA's memory allocation (:func:`npukit.sim.nest_alloc.allocate`) of every loop order of a layer at once,
 with numpy: one array row per order, the memories walked bottom-up once for all of them.
 
 Per memory and operand it computes the tile sizes of every prefix of each order's unallocated loops (the
-running products of :func:`~npukit.sim.nest_mapper._tile_sizes`), where they stop fitting, the traffic
+running products of :func:`~npukit.sim.nest_alloc._tile_sizes`), where they stop fitting, the traffic
 to the level above (suffix product x tile size) and LOMA's choice (the split that fits and moves the
 least; ties go to the last, as the scalar loop's ``<=`` does), and ``reach`` (the loops each order's
-allocation read). It runs only when every quantity is an exact integer in float64 (every spatial
-unrolling divides its loop, every product below 2**53), so that the result cannot depend on the order
-of the float operations: then it equals the scalar allocation order for order (``tests/test_nest_speed.py``
-compares them); :func:`allocate_all` returns None otherwise and the caller allocates one order at a time.
+allocation read). Every float operation is the scalar code's, in the same order (per-dimension running
+products in allocation order, the inputs' ``B*C*G`` base times each B/C/G loop, the whole tensor from
+the first order to reach a memory, suffix products from 1.0 right to left, sums of the operands'
+traffic left to right), so a fractional unrolling (n / ceil(n / f) PEs) gives the same bits and the
+same ties; where the scalar code would hold an exact Python integer of 2**53 or more (a float64 cannot),
+:func:`allocate_all` returns None and the caller allocates one order at a time. The batch equals the
+scalar allocation order for order (``tests/test_nest_speed.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ _EXACT = 2.0**53
 def allocate_all(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, float]], orders: list[list[Loop]],
                  su: dict[str, list[list[Loop]]] | None = None) -> list[tuple[dict[str, list[list[Loop]]] | None, int]] | None:
     """``(temporal mapping or None, reach)`` of each order (as ``allocate(..., reach)`` gives them), or None
-    when the batch cannot be exact (a fractional unrolling or a product beyond 2**53)."""
+    when the batch cannot be exact (a tile of 2**53 bits or more)."""
     import numpy as np
 
     ops = ("W", "I", "O")
