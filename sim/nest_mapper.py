@@ -311,7 +311,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                 if score < best_score:
                     best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
                     # the operands costing most in the best so far are costed first (earlier cuts)
-                    first = tuple(sorted(range(3), key=lambda k: -parts[1][k][4]))
+                    first = tuple(sorted(range(3), key=lambda j: -parts[1][j][4]))
                 continue
             c = cost_of(ctx, *parts)
             score = _score(c, objective)
