@@ -19,7 +19,8 @@ saved as ``zigzag_resnet18.json`` in ``--out`` and ``--zigzag-json FILE`` reuses
     python benchmarks/bench_vs_zigzag.py [--install] [--zigzag-json out/bench/zigzag_resnet18.json]
 
 ``--all`` compares every bundled digital accelerator x resnet18, mobilenetv2 and alexnet instead, through
-npukit's ZigZag reader and loop-nest mapper (``benchmarks/_zigzag_all.py``).
+npukit's ZigZag reader and loop-nest mapper (``benchmarks/_zigzag_all.py``), timing npukit's whole process
+cold (an empty ``$NPUKIT_CACHE_DIR``) and warm (the same folder again), wall and CPU.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from .bounded import (
     parse_dim,
     short,
 )
-from .cache import cache_root, cache_subdir
+from .disk_cache import cache_root, cache_subdir
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
 from .interconnect import Dram, Interconnect, SharedMemory

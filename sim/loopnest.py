@@ -103,6 +103,30 @@ def stationary(layer_op: str, tm: list[list[Loop]]) -> list[list[Loop]]:
         prev = cur
 
 
+def _stationary_key(op: str, tm: list[list[Loop]]) -> tuple[tuple, int]:
+    """(each level's sorted loops, product of the ir run at the very bottom) after :func:`stationary`, in
+    one pass from the top: a level's leading ir run (with what came from above, appended at its end)
+    moves to the end of the level below, which is where the fixed point of the merge-down puts it."""
+    ir = IR_DIMS[op]
+    out: list[tuple] = [()] * len(tm)
+    carry: list[Loop] = []
+    for m in range(len(tm) - 1, 0, -1):
+        lv = tm[m] + carry if carry else tm[m]
+        i = 0
+        while i < len(lv) and lv[i][0] in ir:
+            i += 1
+        carry = lv[:i]
+        out[m] = tuple(sorted(lv[i:]))
+    lv = tm[0] + carry if carry else tm[0]
+    out[0] = tuple(sorted(lv))
+    st = 1
+    for d, s in lv:
+        if d not in ir:
+            break
+        st *= s
+    return tuple(out), st
+
+
 def spatial_per_level(hw: Hardware, op: str, sm: dict[str, dict[str, int]]) -> list[list[Loop]]:
     """Spatial loops per arch level of ``op``: level m holds those of the dims its memory m serves first;
     the last entry those no level serves."""
@@ -170,7 +194,7 @@ def effective_spatial(layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[s
 _CTX: dict[tuple, dict] = {}
 
 
-def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
+def spatial_context(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict:
     """Per operand (spatial loops per level, bandwidth boost per level, instances per level), cached."""
     key = (id(hw), hw.name, layer.key(), repr(sm))
     ctx = _CTX.get(key)
@@ -184,28 +208,59 @@ def _spatial_ctx(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
             boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
             tot_sp = [round(round(math.prod(s for lv in su[a:] for _, s in lv), 3)) for a in range(L + 1)]
             ctx[op] = (su, boost, tot_sp)
+        ctx["fixed"] = (hw.array.unit_energy_pj * layer.macs,
+                        sum(max(math.ceil(math.prod(esm.get(d, {}).values())) - 1, 0) for d in hw.array.systolic))
         if len(_CTX) > 4096:
             _CTX.clear()
         _CTX[key] = ctx
     return ctx
 
 
-def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]]) -> NestCost:
+def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+             ctx: dict | None = None) -> NestCost:
     """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
-    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``."""
-    cost = NestCost()
-    ctx = _spatial_ctx(hw, layer, sm)
+    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``;
+    ``ctx``: :func:`spatial_context` of the same (hw, layer, sm), when the caller holds it."""
+    if ctx is None:
+        ctx = spatial_context(hw, layer, sm)
+    parts = operand_parts(hw, layer, tm, ctx)
+    assert parts is not None
+    return cost_of(ctx, *parts)
+
+
+def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
+                  energy_bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2)) -> tuple[int, list[tuple]] | None:
+    """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
+    cycles, energy) for W, I, O) of ``tm``; None as soon as the MAC energy plus the energy of the
+    operands costed so far (in the order ``first``, indices into W, I, O) exceeds ``energy_bound`` (pJ;
+    every term is >= 0 and float addition is monotone, so the whole cannot be below it)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
-    ports: dict[tuple[str, str], float] = {}
     memo = ctx["memo"]
-    for op in ("W", "I", "O"):
-        tms = stationary(op, tm[op])
+    mac = ctx["fixed"][0]
+    parts: list = [None, None, None]
+    so_far = 0
+    for k in first:
+        op = _OPS[k]
         # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-        key = (op, total_cycle, tuple(tuple(sorted(lv)) for lv in tms), _ir_prefix(op, tms[0]))
+        key = (op, total_cycle, *_stationary_key(op, tm[op]))
         part = memo.get(key)
         if part is None:
-            part = memo[key] = _operand_cost(hw, layer, ctx, op, tms, total_cycle)
-        accs, ens, oports, load = part
+            part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+        parts[k] = part
+        so_far += part[4]
+        if mac + so_far > energy_bound:
+            return None
+    return total_cycle, parts
+
+
+_OPS = ("W", "I", "O")
+
+
+def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:
+    """The :class:`NestCost` of :func:`operand_parts`' result."""
+    cost = NestCost()
+    ports: dict[tuple[str, str], float] = {}
+    for op, (accs, ens, oports, load, _) in zip(("W", "I", "O"), parts, strict=True):
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():
             ports[k] = ports.get(k, 0.0) + v
@@ -213,10 +268,9 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
             cost.offload_cycles = load
         else:
             cost.onload_cycles = max(cost.onload_cycles, load)
-    cost.mac_pj = hw.array.unit_energy_pj * layer.macs
+    cost.mac_pj, cost.drain_cycles = ctx["fixed"]
     cost.temporal_cycles = total_cycle
     cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
-    cost.drain_cycles = sum(max(math.ceil(math.prod(ctx["sm"].get(d, {}).values())) - 1, 0) for d in hw.array.systolic)
     return cost
 
 
@@ -228,6 +282,23 @@ def _ir_prefix(op: str, loops: list[Loop]) -> int:
             break
         st *= s
     return st
+
+
+_PORTS: dict[tuple, list] = {}
+
+
+def _ports(hw: Hardware, op: str) -> list[tuple]:
+    """Per memory level of ``op``: port bandwidths and (memory, port) keys in direction order tl, fh, fl,
+    th, read and write cost (cached per hardware)."""
+    key = (id(hw), hw.name, op)
+    out = _PORTS.get(key)
+    if out is None or out[0] is not hw:
+        mem_op = hw.links[op]
+        levels = [(tuple(m.port_bw(mem_op, d) for d in ("tl", "fh", "fl", "th")),
+                   tuple((m.name, m.port_of(mem_op, d)) for d in ("tl", "fh", "fl", "th")), m.r_cost_pj, m.w_cost_pj)
+                  for m in hw.levels(op)]
+        out = _PORTS[key] = [hw, levels]
+    return out[1]
 
 
 def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
@@ -254,28 +325,27 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
         irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
         psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     bits = hw.bits[op]
+    pb, fb = hw.bits["O"], hw.bits["O_final"]
     accs, ens, ports = [], [], {}
-    for m, mem in enumerate(mems):
-        a: dict[str, float] = dict.fromkeys(("tl", "fh", "fl", "th"), 0.0)
+    for m, (bw, pkeys, r_cost, w_cost) in enumerate(_ports(hw, op)):
         units = tot_sp[m + 1]
         lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
         hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
+        tl = fh = fl = th = 0.0
         if op != "O":
-            a["tl"] = _acc(lo_amt, bits, mem.port_bw(mem_op, "tl"), lo_pc, units)
-            a["fh"] = _acc(hi_amt, bits, mem.port_bw(mem_op, "fh"), hi_pc, units)
+            tl = _acc(lo_amt, bits, bw[0], lo_pc, units)
+            fh = _acc(hi_amt, bits, bw[1], hi_pc, units)
         else:
-            pb, fb = hw.bits["O"], hw.bits["O_final"]
-            a["fl"] = _acc(lo_amt, pb if psum[m] else fb, mem.port_bw(mem_op, "fl"), lo_pc, units)
+            fl = _acc(lo_amt, pb if psum[m] else fb, bw[2], lo_pc, units)
             if psum[m]:
-                a["tl"] = _acc(lo_amt, pb, mem.port_bw(mem_op, "tl"), lo_pc, units)
-            a["th"] = _acc(hi_amt, pb if psum[m + 1] else fb, mem.port_bw(mem_op, "th"), hi_pc, units)
+                tl = _acc(lo_amt, pb, bw[0], lo_pc, units)
+            th = _acc(hi_amt, pb if psum[m + 1] else fb, bw[3], hi_pc, units)
             if psum[m + 1]:
-                a["fh"] = _acc(hi_amt, pb, mem.port_bw(mem_op, "fh"), hi_pc, units)
-        accs.append(a)
-        ens.append((a["tl"] + a["th"]) * mem.r_cost_pj + (a["fh"] + a["fl"]) * mem.w_cost_pj)
-        for d, n in a.items():
+                fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
+        accs.append({"tl": tl, "fh": fh, "fl": fl, "th": th})
+        ens.append((tl + th) * r_cost + (fh + fl) * w_cost)
+        for key, n in zip(pkeys, (tl, fh, fl, th), strict=True):
             if n:
-                key = (mem.name, mem.port_of(mem_op, d))
                 ports[key] = ports.get(key, 0.0) + n / max(units, 1)
     load = 0.0
     if L >= 2 and op != "O":
@@ -284,4 +354,4 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     if op == "O" and L >= 2:
         top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
         load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
-    return accs, ens, ports, load
+    return accs, ens, ports, load, sum(ens)

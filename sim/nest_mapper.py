@@ -9,6 +9,14 @@ is allocated bottom-up to the memories: at each memory, for the operands it hold
 remaining loops that fits its capacity and minimises the traffic to the level above (remaining
 iterations x tile size). Each order is costed in closed form (:func:`npukit.sim.loopnest.evaluate`);
 identical layer shapes are mapped once (cache).
+
+Speed without changing the result: a layer's orders are allocated all at once with numpy
+(:mod:`npukit.sim.nest_batch`, the same float operations in the same order as the scalar
+:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy plus its operands costed so far
+exceed the best energy found (bound pruning: every term is >= 0); orders whose allocation prefix and
+bottom-of-top-level ir loops match one already costed are skipped (same cost); on a square layer only one
+of two X/Y-mirrored orders is tried. ``map_layer(..., exhaustive=True)`` is the reference without any of
+them (``tests/test_nest_speed.py`` checks both find the same best).
 """
 
 from __future__ import annotations
@@ -19,9 +27,23 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .hardware import Hardware
-from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _pr, effective_spatial, evaluate, r_size, spatial_per_level
+from .loopnest import (
+    IR_DIMS,
+    Loop,
+    NestCost,
+    NestLayer,
+    cost_of,
+    effective_spatial,
+    evaluate,
+    operand_parts,
+    spatial_context,
+    spatial_per_level,
+)
+from .nest_alloc import _tensor, allocate
+from .nest_batch import allocate_all
 
 LPF_LIMIT = 6
+BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
 SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
 
 
@@ -127,157 +149,13 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
         yield list(perm)
 
 
-def allocate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, float]], order: list[Loop],
-             reach: list[int] | None = None, su: dict | None = None,
-             memo: dict | None = None) -> dict[str, list[list[Loop]]] | None:
-    """LOMA's memory allocation of one loop order (innermost first); None if it does not fit. ``reach[0]``
-    is set to how many loops of the order the allocation looked at (it depends on no later one); ``su``:
-    the spatial loops per level of each operand (computed when not given); ``memo``: a dict kept across
-    the orders of one layer and unrolling (the whole tensors, which every order shares)."""
-    ops = ("W", "I", "O")
-    mem_to_op = {hw.links[o]: o for o in ops}
-    if su is None:
-        su = {o: spatial_per_level(hw, o, sm) for o in ops}
-    if memo is None:
-        memo = {}
-    allocated = {o: list(su[o][0]) for o in ops}
-    unalloc = {o: list(order) for o in ops}
-    level = dict.fromkeys(ops, 0)
-    tm: dict[str, list[list[Loop]]] = {o: [] for o in ops}
-    tops = memo.get("tops")
-    if tops is None:
-        tops = memo["tops"] = {o: hw.levels(o)[-1].name for o in ops}
-    ir_o = IR_DIMS["O"]
-    for mem in hw.memories:
-        mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
-        if not mops:
-            continue
-        sizes = {}
-        for o in mops:
-            un = unalloc[o]
-            prec = hw.bits[o]
-            if o == "O":
-                psum = any(d in ir_o for d, _ in un) or any(d in ir_o for lv in su[o][level[o] + 1:] for d, _ in lv)
-                prec = hw.bits["O"] if psum else hw.bits["O_final"]
-            # The whole tensor (every loop, allocated or not) is the same for every order: computed once.
-            wkey = ("whole", o, level[o])
-            whole_el = memo.get(wkey)
-            if whole_el is None:
-                whole_el = memo[wkey] = _tensor(layer, o, allocated[o] + un)
-            if mem.name == tops[o]:  # the top level takes every remaining loop: only the whole must fit
-                whole = whole_el * prec
-                if whole > mem.size_bits:
-                    return None
-                sizes[o] = [whole]
-                continue
-            full = whole_el * prec if mem.double_buffered else 0.0
-            sz = _tile_sizes(layer, o, allocated[o], un, prec, full if mem.double_buffered else None, mem.size_bits)
-            if sz is None:
-                return None
-            sizes[o] = sz
-            if reach is not None:
-                reach[0] = max(reach[0], min(len(order), len(order) - len(un) + len(sz)))
-        choices = []
-        for o in mops:
-            if mem.name == tops[o]:
-                choices.append([(len(unalloc[o]), sizes[o][0], 0.0)])
-            else:
-                un = unalloc[o]
-                suf = [1.0] * (len(un) + 1)
-                for i in range(len(un) - 1, -1, -1):
-                    suf[i] = suf[i + 1] * un[i][1]
-                choices.append([(i, s, suf[i] * s) for i, s in enumerate(sizes[o])])
-        best, best_acc, cap = None, math.inf, mem.size_bits
-        if len(choices) == 1:
-            for c in choices[0]:
-                if c[1] <= cap and c[2] <= best_acc:
-                    best, best_acc = (c,), c[2]
-        elif len(choices) == 2:
-            for a in choices[0]:
-                for b in choices[1]:
-                    if a[1] + b[1] <= cap and a[2] + b[2] <= best_acc:
-                        best, best_acc = (a, b), a[2] + b[2]
-        elif len(choices) == 3:  # the same combinations in the same order as itertools.product, pruned
-            for a in choices[0]:
-                if a[1] > cap or a[2] > best_acc:
-                    continue
-                for b in choices[1]:
-                    sab, cab = a[1] + b[1], a[2] + b[2]
-                    if sab > cap or cab > best_acc:
-                        continue
-                    for c in choices[2]:
-                        if sab + c[1] <= cap and cab + c[2] <= best_acc:
-                            best, best_acc = (a, b, c), cab + c[2]
-        else:
-            for combo in itertools.product(*choices):
-                if sum(c[1] for c in combo) > cap:
-                    continue
-                acc = sum(c[2] for c in combo)
-                if acc <= best_acc:
-                    best, best_acc = combo, acc
-        if best is None:
-            return None
-        for o, (i, _, _) in zip(mops, best, strict=True):
-            tm[o].append(unalloc[o][:i])
-            allocated[o] += unalloc[o][:i]
-            del unalloc[o][:i]
-            level[o] += 1
-            allocated[o] += su[o][level[o]]
-    return tm
-
-
-def _tile_sizes(layer: NestLayer, o: str, allocated: list[Loop], un: list[Loop], prec: int,
-                full: float | None, cap: float) -> list[float] | None:
-    """Bits of operand ``o``'s tile at one memory holding the allocated loops plus the first i unallocated
-    ones, for i = 0, 1, ... while it fits ``cap`` (doubled when double-buffered and smaller than the
-    ``full`` tensor); None if even i = 0 does not fit. W and O tiles grow by a running product of their
-    relevant loops, I tiles through their pr sizes (closed form, no per-step dict of every dimension)."""
-    cum: dict[str, float] = {}
-    for d, f in allocated:
-        cum[d] = cum.get(d, 1) * f
-    n = len(un)
-    sz: list[float] = []
-    if o == "I":
-        sy, sx = layer.stride
-        ey, ex = layer.in_extent
-        g = cum.get
-        base = g("B", 1) * g("C", 1) * g("G", 1)
-        oy, fy, ox, fx = g("OY", 1), g("FY", 1), g("OX", 1), g("FX", 1)
-        for i in range(n + 1):
-            if i:
-                d, f = un[i - 1]
-                if d == "OY":
-                    oy *= f
-                elif d == "FY":
-                    fy *= f
-                elif d == "OX":
-                    ox *= f
-                elif d == "FX":
-                    fx *= f
-                elif d in ("B", "C", "G"):
-                    base *= f
-            s = base * _pr(int(oy), int(fy), sy, ey) * _pr(int(ox), int(fx), sx, ex) * prec
-            if full is not None and i < n and s < full:
-                s *= 2
-            if s > cap:
-                return None if i == 0 else sz
-            sz.append(s)
-        return sz
-    rel = R_DIMS[o]
-    s_el = r_size(layer, o, cum)
-    for i in range(n + 1):
-        if i:
-            d, f = un[i - 1]
-            if d in rel:
-                cum[d] = cum.get(d, 1) * f
-                s_el = r_size(layer, o, cum)
-        s = s_el * prec
-        if full is not None and i < n and s < full:
-            s *= 2
-        if s > cap:
-            return None if i == 0 else sz
-        sz.append(s)
-    return sz
+def _distinct_orders(lpfs: list[Loop]):
+    """Every distinct order of the loop prime factors (no pruning)."""
+    seen = set()
+    for perm in itertools.permutations(lpfs):
+        if perm not in seen:
+            seen.add(perm)
+            yield list(perm)
 
 
 def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
@@ -287,13 +165,6 @@ def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
             break
         run.append((d, f))
     return tuple(sorted(run))
-
-
-def _tensor(layer: NestLayer, op: str, loops: list[tuple[str, float]]) -> float:
-    cum: dict[str, float] = {}
-    for d, s in loops:
-        cum[d] = cum.get(d, 1) * s
-    return r_size(layer, op, cum)
 
 
 def _score(c: NestCost, objective: str) -> float:
@@ -359,15 +230,19 @@ _CACHE: dict[tuple, NestMapping] = {}
 
 
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
-              objective: str = "energy", lpf_limit: int = LPF_LIMIT) -> NestMapping:
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
-    fixes the unrolling (a ZigZag mapping file's), else it is searched."""
+    fixes the unrolling (a ZigZag mapping file's), else it is searched. ``exhaustive``: allocate and cost
+    every distinct order of the loop prime factors, without the pruning, the shared allocation decisions
+    or the cache (slow; the reference the fast search must equal)."""
     ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
-    hit = _CACHE.get(ckey)
+    hit = None if exhaustive else _CACHE.get(ckey)
     if hit is not None:
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
     best: NestMapping | None = None
+    best_score = math.inf
+    first = (0, 1, 2)
     feasible = 0
     for sm in cands:
         if spatial is None and feasible >= SPATIAL_KEEP:
@@ -379,13 +254,29 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         done: set = set()
         memo: dict = {}
         groups: dict[tuple, list[int] | None] = {}  # allocation prefix -> loops below each operand's top
+        lengths: list[int] = []
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
-        for order in _orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []):
+        ctx = spatial_context(hw, layer, sm)
+        if exhaustive:
+            for order in _distinct_orders(lpfs):
+                tm = allocate(hw, layer, esm, order, None, su, None)
+                if tm is not None:
+                    c = evaluate(hw, layer, sm, tm)
+                    if best is None or _score(c, objective) < _score(best.cost, objective):
+                        best = NestMapping(layer, sm, tm, c)
+                    fits = True
+            feasible += fits
+            continue
+        order_list = list(_orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []))
+        # every order allocated at once (numpy) where that is exact, else one at a time below
+        batch = allocate_all(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
+        for k, order in enumerate(order_list):
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
-            for n in range(1, len(order) + 1):
-                if (pre := tuple(order[:n])) in groups:
+            t_order = tuple(order)
+            for n in lengths:  # the prefix lengths in ``groups``, shortest first: the first match is the shortest
+                if (pre := t_order[:n]) in groups:
                     cuts = groups[pre]
                     if cuts is None:
                         key = "skip"
@@ -394,21 +285,41 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                     break
             if key == "skip" or key in done:
                 continue
-            reach = [0]
-            tm = allocate(hw, layer, esm, order, reach, su, memo)
-            pre = tuple(order[:max(reach[0], 1)])
+            if batch is not None:
+                tm, r = batch[k]
+                reach = [r]
+            else:
+                reach = [0]
+                tm = allocate(hw, layer, esm, order, reach, su, memo)
+            pre = t_order[:max(reach[0], 1)]
+            if len(pre) not in lengths:
+                lengths = sorted({*lengths, len(pre)})
             if tm is None:
                 groups[pre] = None
                 continue
             cuts = [sum(len(lv) for lv in tm[o][:-1]) for o in ("W", "I", "O")]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
-            c = evaluate(hw, layer, sm, tm)
-            if best is None or _score(c, objective) < _score(best.cost, objective):
-                best = NestMapping(layer, sm, tm, c)
             fits = True
+            # Bound: an order whose MAC energy plus the energy of its first operands already exceeds the
+            # best is cut before its other operands are costed (energies are >= 0)
+            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf, first)
+            if parts is None:
+                continue
+            if objective == "energy":  # NestCost.energy_pj's sum, without building the NestCost
+                score = ctx["fixed"][0] + sum([p[4] for p in parts[1]])
+                if score < best_score:
+                    best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
+                    # the operands costing most in the best so far are costed first (earlier cuts)
+                    first = tuple(sorted(range(3), key=lambda j: -parts[1][j][4]))
+                continue
+            c = cost_of(ctx, *parts)
+            score = _score(c, objective)
+            if best is None or score < best_score:
+                best, best_score = NestMapping(layer, sm, tm, c), score
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
-    _CACHE[ckey] = best
+    if not exhaustive:
+        _CACHE[ckey] = best
     return best

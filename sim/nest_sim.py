@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import nest_cache
 from .errors import ConfigError
 from .hardware import Hardware
 from .loopnest import NestLayer
@@ -131,15 +132,27 @@ def spatial_for(mappings: dict | None, layer: Layer) -> dict[str, dict[str, int]
     return mappings.get(op) or mappings.get("default")
 
 
-def simulate_nest(workload: Workload, hw: Hardware, spatial: dict | None = None, objective: str = "energy") -> NestResult:
-    """Map every conv/GEMM layer of ``workload`` on ``hw`` (``spatial``: a ZigZag mapping file's entries)."""
+def simulate_nest(workload: Workload, hw: Hardware, spatial: dict | None = None, objective: str = "energy",
+                  cache: bool = True) -> NestResult:
+    """Map every conv/GEMM layer of ``workload`` on ``hw`` (``spatial``: a ZigZag mapping file's entries).
+    Identical layer shapes are mapped once; with ``cache`` the mappings are read from (and written to)
+    npukit's on-disk cache (:mod:`npukit.sim.nest_cache`), equal number for number to a fresh search."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     t0 = time.perf_counter()
     res = NestResult(workload.name, hw, objective)
-    for layer in workload.layers:
-        if not isinstance(layer, Layer):
-            continue
-        res.mappings.append(map_layer(hw, nest_layer(layer), spatial_for(spatial, layer), objective))
+    todo = [(nest_layer(ly), spatial_for(spatial, ly)) for ly in workload.layers if isinstance(ly, Layer)]
+    keys = [repr((nl.key(), sm)) for nl, sm in todo]
+    entry = nest_cache.entry_path(hw, keys, objective, __file__) if cache and todo else None
+    body = nest_cache.load(entry) if entry is not None else None
+    fresh: dict[str, NestMapping] = {}
+    for (nl, sm), key in zip(todo, keys, strict=True):
+        m = nest_cache.from_body(body, key, nl) if body is not None else None
+        if m is None:
+            m = map_layer(hw, nl, sm, objective)
+            fresh[key] = m
+        res.mappings.append(m)
+    if entry is not None and fresh:
+        nest_cache.store(entry, {k: m for k, m in zip(keys, res.mappings, strict=True)})
     res.wall_s = time.perf_counter() - t0
     return res

@@ -56,3 +56,13 @@ def psumquant_quick_run(tmp_path_factory):  # type: ignore[no-untyped-def]
         torch.set_num_threads(threads)
         mp.undo()
     return rc, out, cache
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Every test session gets its own empty ``$NPUKIT_CACHE_DIR`` (lowered ONNX files, loop-nest mappings):
+    a cache entry left by another run never answers for the code under test."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NPUKIT_CACHE_DIR", str(tmp_path_factory.mktemp("npukit-cache")))
+    yield
+    mp.undo()

@@ -63,7 +63,8 @@ Weights stored in external data files are never read (``meta['external_data']`` 
 be missing). Graph inputs must have static shapes: a dynamic dim is refused with a line naming the input
 and dim; fix it with ``dims={'batch_size': 1}`` (symbolic dim names), ``batch=N`` (dim 0 of every input
 whose dim 0 is dynamic) or ``input_shape`` (the whole shape). Every failure is a :class:`WorkloadError`
-of one line. This module imports ``onnx`` inside :func:`onnx_workload` only, and never torch.
+of one line. This module imports ``onnx`` inside :func:`onnx_workload` only, and never torch; a file lowered before is
+read from the on-disk cache (:mod:`npukit.workloads._onnx_cache`) without importing ``onnx``.
 """
 
 from __future__ import annotations
@@ -102,6 +103,19 @@ def onnx_workload(
     if not p.is_file():
         raise WorkloadError(f"ONNX model '{p}' does not exist")
     shapes_in, dims = _parse_overrides(input_shape, dims, batch)
+    # A file lowered before (same bytes, overrides, lowering code and onnx) is read from the cache, without
+    # importing onnx (its import alone costs about a second)
+    from . import _onnx_cache
+
+    entry = _onnx_cache.entry_path(p, (shapes_in, dims), __file__)
+    wl = _onnx_cache.load(entry)
+    if wl is None:
+        wl = _onnx_cache.store(entry, _lower(p, shapes_in, dims))
+    return Workload(name or p.stem, wl.layers, {**wl.meta, "path": str(p)})
+
+
+def _lower(p: Path, shapes_in: Any, dims: Any) -> Workload:
+    """The lowering itself (``onnx`` imported here)."""
     try:
         import onnx
     except ImportError:
@@ -136,4 +150,4 @@ def onnx_workload(
     }
     if dims:
         meta["dims"] = {k or "batch": v for k, v in dims.items()}
-    return Workload(name or p.stem, layers, meta)
+    return Workload(p.stem, layers, meta)

@@ -49,7 +49,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +278,8 @@ def _safe(name: str) -> str:
 
 
 def _version(dist: str) -> str:
+    from importlib import metadata  # here, not at the top: 13 ms that `npukit sim` on a file never needs
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -1,0 +1,228 @@
+"""LOMA's memory allocation (:func:`npukit.sim.nest_alloc.allocate`) of every loop order of a layer at once,
+with numpy: one array row per order, the memories walked bottom-up once for all of them.
+
+Per memory and operand it computes the tile sizes of every prefix of each order's unallocated loops (the
+running products of :func:`~npukit.sim.nest_alloc._tile_sizes`), where they stop fitting, the traffic
+to the level above (suffix product x tile size) and LOMA's choice (the split that fits and moves the
+least; ties go to the last, as the scalar loop's ``<=`` does), and ``reach`` (the loops each order's
+allocation read). Every float operation is the scalar code's, in the same order (per-dimension running
+products in allocation order, the inputs' ``B*C*G`` base times each B/C/G loop, the whole tensor from
+the first order to reach a memory, suffix products from 1.0 right to left, sums of the operands'
+traffic left to right), so a fractional unrolling (n / ceil(n / f) PEs) gives the same bits and the
+same ties; where the scalar code would hold an exact Python integer of 2**53 or more (a float64 cannot),
+:func:`allocate_all` returns None and the caller allocates one order at a time. The batch equals the
+scalar allocation order for order (``tests/test_nest_speed.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .hardware import Hardware
+from .loopnest import IR_DIMS, R_DIMS, Loop, NestLayer, r_size, spatial_per_level
+
+_EXACT = 2.0**53
+
+
+def allocate_all(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, float]], orders: list[list[Loop]],
+                 su: dict[str, list[list[Loop]]] | None = None) -> list[tuple[dict[str, list[list[Loop]]] | None, int]] | None:
+    """``(temporal mapping or None, reach)`` of each order (as ``allocate(..., reach)`` gives them), or None
+    when the batch cannot be exact (a tile of 2**53 bits or more)."""
+    import numpy as np
+
+    ops = ("W", "I", "O")
+    if not orders:
+        return []
+    if su is None:
+        su = {o: spatial_per_level(hw, o, esm) for o in ops}
+    n = len(orders[0])
+    N = len(orders)
+    dims = sorted({d for order in orders for d, _ in order} | {d for o in ops for lv in su[o] for d, _ in lv}
+                  | set(layer.dims))
+    di = {d: k for k, d in enumerate(dims)}
+    D = np.array([[di[d] for d, _ in order] for order in orders], dtype=np.int64).reshape(N, n)
+    F = np.array([[f for _, f in order] for order in orders], dtype=np.float64).reshape(N, n)
+    rows = np.arange(N)
+    # suffix products of each order, right to left from 1.0 (the scalar ``suf``)
+    SP = np.ones((N, n + 1))
+    for j in range(n - 1, -1, -1):
+        SP[:, j] = SP[:, j + 1] * F[:, j]
+    mem_to_op = {hw.links[o]: o for o in ops}
+    tops = {o: hw.levels(o)[-1].name for o in ops}
+    cum = {o: np.ones((len(dims), N)) for o in ops}
+    for o in ops:
+        for d, f in su[o][0]:
+            cum[o][di[d]] *= f
+    c = {o: np.zeros(N, dtype=np.int64) for o in ops}
+    cuts: dict[str, list[Any]] = {o: [] for o in ops}
+    level = dict.fromkeys(ops, 0)
+    alive = np.ones(N, dtype=bool)
+    reach = np.zeros(N, dtype=np.int64)
+    ir_o = [di[d] for d in IR_DIMS["O"] if d in di]
+    is_ir_o = np.isin(D, ir_o)
+    pos = np.arange(n)
+    sy, sx = layer.stride
+    ey, ex = layer.in_extent
+    for mem in hw.memories:
+        mops = [mem_to_op[m] for m in mem.operands if m in mem_to_op]
+        if not mops:
+            continue
+        ok = alive.copy()
+        choices = []  # per operand: (take counts (N, k), sizes (N, k), accs (N, k), valid (N, k))
+        for o in mops:
+            n_o = n - c[o]
+            prec = np.full(N, float(hw.bits[o]))
+            if o == "O":
+                psum_up = any(d in IR_DIMS["O"] for lv in su[o][level[o] + 1:] for d, _ in lv)
+                psum = (is_ir_o & (pos[None, :] >= c[o][:, None])).any(axis=1) | psum_up
+                prec = np.where(psum, float(hw.bits["O"]), float(hw.bits["O_final"]))
+            # the whole tensor as the scalar path computes it: from the first order that gets here (its
+            # float products in that order's sequence)
+            first = int(np.argmax(ok)) if ok.any() else 0
+            seq, prev = list(su[o][0]), 0
+            for lv_k, cc in enumerate(cuts[o]):
+                x = int(cc[first])
+                seq += orders[first][prev:x] + su[o][lv_k + 1]
+                prev = x
+            whole_el = _tensor(layer, o, seq + orders[first][prev:])
+            if whole_el * max(hw.bits.values()) >= _EXACT:
+                return None
+            if mem.name == tops[o]:
+                whole = whole_el * prec
+                ok &= ~(whole > mem.size_bits)
+                choices.append((n_o[:, None], whole[:, None], np.zeros((N, 1)), np.ones((N, 1), dtype=bool)))
+                continue
+            full = whole_el * prec if mem.double_buffered else None
+            S, V = _sizes(np, o, cum[o], di, D, F, c[o], n_o, prec, full, mem.size_bits, (sy, sx), (ey, ex), n)
+            ok &= V[:, 0]
+            ln = V.sum(axis=1)
+            ext = np.minimum(n, c[o] + ln)
+            reach = np.where(ok, np.maximum(reach, ext), reach)
+            take = np.broadcast_to(np.arange(n + 1), (N, n + 1))
+            sufs = SP[rows[:, None], np.minimum(c[o][:, None] + take, n)]
+            acc = np.where(V, sufs * S, np.inf)
+            if np.any(S[V] >= _EXACT):
+                return None
+            choices.append((take, np.where(V, S, np.inf), acc, V))
+        best = _choose(np, choices, mem.size_bits, N)
+        ok &= best[0]
+        alive = ok
+        for k, o in enumerate(mops):
+            t = np.where(alive, best[1][k], 0)
+            cuts[o].append(c[o] + t)
+            # the kept loops then the spatial loops of the next level join the allocated ones (in that order)
+            for j in range(n):
+                sel = alive & (j >= c[o]) & (j < c[o] + t)
+                if sel.any():
+                    idx = D[sel, j]
+                    cum[o][idx, np.nonzero(sel)[0]] *= F[sel, j]
+            c[o] = c[o] + t
+            level[o] += 1
+            for d, f in su[o][level[o]]:
+                cum[o][di[d]] *= f
+        if not alive.any():
+            break
+    out: list[tuple[dict[str, list[list[Loop]]] | None, int]] = []
+    cut_rows = {o: [[int(x) for x in col] for col in zip(*[cc.tolist() for cc in cuts[o]], strict=True)]
+                if cuts[o] else [[] for _ in range(N)] for o in ops}
+    for r, order in enumerate(orders):
+        if not alive[r]:
+            out.append((None, int(reach[r])))
+            continue
+        tm = {}
+        for o in ops:
+            lv, prev = [], 0
+            for x in cut_rows[o][r]:
+                lv.append(order[prev:x])
+                prev = x
+            tm[o] = lv
+        out.append((tm, int(reach[r])))
+    return out
+
+
+def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,
+           full: Any, cap: float, stride: tuple[int, int], extent: tuple[int, int], n: int) -> tuple[Any, Any]:
+    """Tile bits ``S`` (N, n + 1) of operand ``o`` keeping i = 0..n more loops, and ``V``: the sizes the scalar
+    list holds (i <= loops left, every size up to i fits ``cap``)."""
+    N = D.shape[0]
+    S = np.zeros((N, n + 1))
+    V = np.zeros((N, n + 1), dtype=bool)
+    rows = np.arange(N)
+    cur = cum.copy()
+    one = np.ones(N)
+
+    def g(d: str) -> Any:
+        return cur[di[d]] if d in di else one
+
+    still = np.ones(N, dtype=bool)
+    base = g("B") * g("C") * g("G")  # inputs: B*C*G once, then times each B/C/G loop (the scalar order)
+    bcg = [di[d] for d in ("B", "C", "G") if d in di]
+    for i in range(n + 1):
+        if i:
+            p = c + i - 1
+            step = p < n
+            pc = np.minimum(p, n - 1)
+            d_idx, f = D[rows, pc], F[rows, pc]
+            cur[d_idx[step], rows[step]] *= f[step]
+            if o == "I":
+                on = step & np.isin(d_idx, bcg)
+                base = np.where(on, base * f, base)
+        if o == "I":
+            py = _pr(np, g("OY"), g("FY"), stride[0], extent[0])
+            px = _pr(np, g("OX"), g("FX"), stride[1], extent[1])
+            s = base * py * px * prec
+        else:
+            el = one.copy()
+            for d in R_DIMS[o]:
+                el = el * g(d)
+            s = el * prec
+        if full is not None:
+            s = np.where((i < n_o) & (s < full), s * 2, s)
+        inside = i <= n_o
+        still = still & inside & (s <= cap)
+        V[:, i] = still
+        S[:, i] = s
+    return S, V
+
+
+def _pr(np: Any, a: Any, b: Any, s: int, cap: int) -> Any:
+    a, b = np.trunc(a), np.trunc(b)
+    v = a * b - np.maximum(0, b - s) * (a - 1)
+    return np.minimum(v, cap) if cap else v
+
+
+def _choose(np: Any, choices: list, cap: float, N: int) -> tuple[Any, list[Any]]:
+    """LOMA's split per order: the combination (one choice per operand, lexicographic as
+    ``itertools.product``) that fits ``cap`` with the least summed traffic, the last of equal ones.
+    Returns (found, take per operand)."""
+    takes = [ch[0] for ch in choices]
+    sizes = [ch[1] for ch in choices]
+    accs = [ch[2] for ch in choices]
+    valid = [ch[3] for ch in choices]
+    shape = [N] + [a.shape[1] for a in accs]
+    tot_s = np.zeros(shape)
+    tot_a = np.zeros(shape)
+    ok = np.ones(shape, dtype=bool)
+    k = len(choices)
+    for j in range(k):
+        idx = [slice(None)] + [None] * k
+        idx[j + 1] = slice(None)
+        tot_s = tot_s + sizes[j][tuple(idx)] if j else np.broadcast_to(sizes[j][tuple(idx)], shape).copy()
+        tot_a = tot_a + accs[j][tuple(idx)] if j else np.broadcast_to(accs[j][tuple(idx)], shape).copy()
+        ok = ok & valid[j][tuple(idx)]
+    ok = ok & (tot_s <= cap)
+    flat_a = np.where(ok, tot_a, np.inf).reshape(N, -1)
+    m = flat_a.min(axis=1)
+    found = np.isfinite(m)
+    hit = (flat_a == m[:, None]) & found[:, None]
+    last = flat_a.shape[1] - 1 - np.argmax(hit[:, ::-1], axis=1)
+    sub = np.unravel_index(last, shape[1:])
+    rows = np.arange(N)
+    return found, [takes[j][rows, np.minimum(sub[j], takes[j].shape[1] - 1)] for j in range(k)]
+
+
+def _tensor(layer: NestLayer, op: str, loops: list[Loop]) -> float:
+    cum: dict[str, float] = {}
+    for d, f in loops:
+        cum[d] = cum.get(d, 1) * f
+    return r_size(layer, op, cum)
