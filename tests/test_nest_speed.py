@@ -73,7 +73,7 @@ def test_mapping_cache_equals_a_fresh_search(monkeypatch: pytest.MonkeyPatch, tm
     fresh = simulate_nest(_workload(), hw, sp, cache=False)
     assert not (tmp_path / "cache").exists()
     first = simulate_nest(_workload(), hw, sp)
-    (entry,) = (tmp_path / "cache").glob("nest-*.json")
+    (entry,) = (tmp_path / "cache" / "entries").glob("nest-*.json")
 
     def no_search(*a, **k):
         raise AssertionError("searched although cached")
