@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 from .hardware import Hardware, MemLevel
 from .loopnest import IR_DIMS, R_DIMS, Loop, NestLayer, _pr, r_size, spatial_per_level
@@ -158,15 +159,27 @@ def _tile_sizes(layer: NestLayer, o: str, allocated: list[Loop], un: list[Loop],
     cum: dict[str, float] = {}
     for d, f in allocated:
         cum[d] = cum.get(d, 1) * f
-    n = len(un)
     sz: list[float] = []
+    for i, elements in enumerate(_tile_elements(layer, o, cum, un)):
+        s = elements * prec
+        if full is not None and i < len(un) and s < full:
+            s *= 2
+        if s > cap:
+            return None if i == 0 else sz
+        sz.append(s)
+    return sz
+
+
+def _tile_elements(layer: NestLayer, o: str, cum: dict[str, float], un: list[Loop]) -> Iterator[float]:
+    """Elements of operand ``o``'s tile holding the loops in ``cum`` plus the first i of ``un``, for
+    i = 0 .. len(un) (``cum`` is updated in place)."""
     if o == "I":
         sy, sx = layer.stride
         ey, ex = layer.in_extent
         g = cum.get
         base = g("B", 1) * g("C", 1) * g("G", 1)
         oy, fy, ox, fx = g("OY", 1), g("FY", 1), g("OX", 1), g("FX", 1)
-        for i in range(n + 1):
+        for i in range(len(un) + 1):
             if i:
                 d, f = un[i - 1]
                 if d == "OY":
@@ -179,28 +192,17 @@ def _tile_sizes(layer: NestLayer, o: str, allocated: list[Loop], un: list[Loop],
                     fx *= f
                 elif d in ("B", "C", "G"):
                     base *= f
-            s = base * _pr(int(oy), int(fy), sy, ey) * _pr(int(ox), int(fx), sx, ex) * prec
-            if full is not None and i < n and s < full:
-                s *= 2
-            if s > cap:
-                return None if i == 0 else sz
-            sz.append(s)
-        return sz
+            yield base * _pr(int(oy), int(fy), sy, ey) * _pr(int(ox), int(fx), sx, ex)
+        return
     rel = R_DIMS[o]
     s_el = r_size(layer, o, cum)
-    for i in range(n + 1):
+    for i in range(len(un) + 1):
         if i:
             d, f = un[i - 1]
             if d in rel:
                 cum[d] = cum.get(d, 1) * f
                 s_el = r_size(layer, o, cum)
-        s = s_el * prec
-        if full is not None and i < n and s < full:
-            s *= 2
-        if s > cap:
-            return None if i == 0 else sz
-        sz.append(s)
-    return sz
+        yield s_el
 
 
 def _tensor(layer: NestLayer, op: str, loops: list[tuple[str, float]]) -> float:
