@@ -77,7 +77,8 @@ def test_hand_edited_cache_entry_is_traced_again(edit, tmp_path, monkeypatch) ->
     calls, spec = _traced(monkeypatch, tmp_path)
     first = workload_from_spec(spec)
     (entry,) = (tmp_path / "cache" / "traces").glob("*.json")
-    d = json.loads(entry.read_text())
+    e = json.loads(entry.read_text())
+    d = e["body"]  # the workload inside the checksummed entry: edited, the checksum left as it was
     if edit == "K":
         d["layers"][0]["K"] = 9
     elif edit == "empty":
@@ -86,7 +87,7 @@ def test_hand_edited_cache_entry_is_traced_again(edit, tmp_path, monkeypatch) ->
         d["layers"][0]["M"] = 10**30
     else:
         d["layers"][1]["name"] = "other"
-    entry.write_text(json.dumps(d))
+    entry.write_text(json.dumps(e))
     assert tc.load(entry) is None
     again = workload_from_spec(spec)
     assert again == first and len(calls) == 2  # recomputed, not used as edited

@@ -12,14 +12,12 @@ name and ``meta['path']`` are the caller's, not the entry's.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from ..sim import Workload
-from ..sim.disk_cache import cache_dir, load_entry, source_digest, store_entry
-from ..sim.errors import WorkloadError
+from ..sim.disk_cache import cache_dir, source_digest
 from . import _onnx_gemm, _onnx_graph, _onnx_lower, _trace_cache
 
 KIND = "onnx-workload"
@@ -50,17 +48,9 @@ def entry_path(path: Path, overrides: Any, lowering_file: str) -> Path:
 
 def load(entry: Path) -> Workload | None:
     """The workload cached at ``entry``, or None (absent, corrupt, edited, foreign)."""
-    body = load_entry(entry, KIND)
-    if body is None:
-        return None
-    try:
-        return _trace_cache.workload_from_dict(body)
-    except WorkloadError:
-        return None
+    return _trace_cache.load(entry, KIND)
 
 
 def store(entry: Path, wl: Workload) -> Workload:
     """Cache ``wl`` at ``entry``; returns it as a cached read would (JSON values: lists for tuples)."""
-    body = json.loads(json.dumps(_trace_cache.workload_to_dict(wl)))
-    store_entry(entry, KIND, body)
-    return _trace_cache.workload_from_dict(body)
+    return _trace_cache.store(entry, wl, KIND)

@@ -3,23 +3,25 @@
 An entry is ``<cache dir>/<name>-<key>.json``; the cache dir is ``traces`` under npukit's cache root
 (``$NPUKIT_CACHE_DIR`` if set, else ``~/.cache/npukit``; never inside the repository). The key (see
 :func:`npukit.workloads.real_models.workload_from_spec`) hashes everything a trace depends on, so an entry is
-never stale, only unused. Each entry carries a sha256 of its content; an entry whose content does not match
-it (edited by hand), a corrupt or unreadable entry is ignored (the caller traces again and rewrites it);
-a cache folder that cannot be written is skipped silently. Imports nothing heavy (no torch).
+never stale, only unused. Entries are :mod:`npukit.sim.disk_cache` entries (a sha256 of the content): an entry
+whose content does not match it (edited by hand), a corrupt or unreadable entry is ignored (the caller traces
+again and rewrites it); a cache folder that cannot be written is skipped silently. The same layout stores the
+lowered ONNX files (:mod:`npukit.workloads._onnx_cache`, another entry kind). Imports nothing heavy (no torch).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from ..sim import cache_subdir, check_size, load_json, write_text
+from ..sim import cache_subdir
+from ..sim.disk_cache import load_entry, store_entry
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 
-FORMAT = 2  # bump when the entry layout changes (2: a sha256 checksum of the content)
+FORMAT = 3  # bump when the entry layout changes (3: in a disk_cache entry, which carries the checksum)
+KIND = "trace-workload"
 _LAYER_EXTRAS = ("shared",)  # optional Layer fields, written only when not 1
 
 
@@ -41,14 +43,7 @@ def workload_to_dict(wl: Workload) -> dict[str, Any]:
                    "kind": ly.kind, "conv": list(ly.conv) if ly.conv is not None else None}
             extra = {f: getattr(ly, f) for f in _LAYER_EXTRAS if getattr(ly, f, 1) != 1}
             layers.append({**row, **extra})
-    body = {"format": FORMAT, "name": wl.name, "meta": wl.meta, "layers": layers}
-    return {**body, "sha256": _checksum(body)}
-
-
-def _checksum(body: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of an entry's content (everything but the checksum itself)."""
-    content = {k: body[k] for k in ("format", "name", "meta", "layers")}
-    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return {"format": FORMAT, "name": wl.name, "meta": wl.meta, "layers": layers}
 
 
 def workload_from_dict(d: Any) -> Workload:
@@ -56,8 +51,6 @@ def workload_from_dict(d: Any) -> Workload:
     try:
         if d["format"] != FORMAT or not isinstance(d["meta"], dict) or not isinstance(d["name"], str):
             raise WorkloadError("not a trace cache entry of this version")
-        if d.get("sha256") != _checksum(d):
-            raise WorkloadError("trace cache entry does not match its checksum (edited or corrupt)")
         if not d["layers"]:
             raise WorkloadError("trace cache entry has no layers")
         layers: list[Layer | VectorOp] = []
@@ -75,19 +68,21 @@ def workload_from_dict(d: Any) -> Workload:
     return Workload(d["name"], layers, d["meta"])
 
 
-def load(path: Path) -> Workload | None:
-    """The workload cached at ``path``, or None if there is none, it is corrupt, too large or too deep, or its
-    content does not match its checksum (an entry edited by hand is traced again, never used)."""
+def load(path: Path, kind: str = KIND) -> Workload | None:
+    """The workload cached at ``path``, or None if there is none, it is corrupt, too large or too deep, of another
+    kind, or its content does not match its checksum (an entry edited by hand is traced again, never used)."""
+    body = load_entry(path, kind)
+    if body is None:
+        return None
     try:
-        check_size(path, "trace cache entry", WorkloadError)
-        return workload_from_dict(load_json(path.read_text(encoding="utf-8"), "trace cache entry", WorkloadError))
-    except (OSError, ValueError, WorkloadError):
+        return workload_from_dict(body)
+    except WorkloadError:
         return None
 
 
-def store(path: Path, wl: Workload) -> None:
-    """Write ``wl`` to ``path`` atomically (a temporary file, then a rename); errors are ignored."""
-    try:
-        write_text(path, json.dumps(workload_to_dict(wl), separators=(",", ":")))
-    except OSError:
-        pass  # a read-only or full cache folder: the trace is simply not cached
+def store(path: Path, wl: Workload, kind: str = KIND) -> Workload:
+    """Write ``wl`` to ``path`` atomically (errors ignored: an unwritable folder is simply not cached); returns
+    ``wl`` as a later :func:`load` gives it (JSON values: lists where ``meta`` had tuples)."""
+    body = json.loads(json.dumps(workload_to_dict(wl)))
+    store_entry(path, kind, body)
+    return workload_from_dict(body)

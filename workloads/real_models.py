@@ -259,8 +259,7 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
             "config_sha256": hashlib.sha256(raw).hexdigest(),
             "options": trace_opts,
         })
-        wl = _trace_cache.workload_from_dict(json.loads(json.dumps(_trace_cache.workload_to_dict(traced))))
-        _trace_cache.store(entry, wl)
+        wl = _trace_cache.store(entry, traced)
     return _with_steps(wl, steps) if family == "diffusion" else wl
 
 
