@@ -14,7 +14,9 @@ worker that joins later with another version fails the sweep instead of mixing r
 A worker that dies mid-task (killed, out of memory) is handled by the scheduler: its tasks are
 rerun on other workers (up to ``distributed.scheduler.allowed-failures`` times, default 3); a task
 completes once on the client, and the store's ``INSERT OR IGNORE`` on the point key makes a repeat
-harmless anyway.
+harmless anyway. If the cluster has no worker at all for ``lost_workers_timeout_s`` seconds while
+tasks wait (every worker gone and none restarted), or the scheduler stops answering, the run stops
+with one :class:`NpukitError` line instead of waiting forever; the results stored so far are kept.
 
 Security (:mod:`npukit.sim._dask_security`): a LocalCluster npukit starts listens on 127.0.0.1 with TLS and a
 certificate made for the run, so no other process can connect and submit code. With ``--scheduler``, the workers
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import platform
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError
@@ -42,6 +45,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_LOST_WORKERS_TIMEOUT_S = 60.0
+_POLL_S = 0.05  # seconds between checks for finished tasks
+_WATCH_S = 1.0  # seconds between asks to the scheduler for its workers while nothing finishes
 _CHECKED_PACKAGES = ("dask", "distributed", "cloudpickle", "msgpack")
 _ADDRESS = re.compile(r"^(?:(tcp|tls|ws|wss|inproc|ucx)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})$")
 
@@ -109,6 +115,8 @@ class DaskExecutor(Executor):
 
     ``connect_timeout_s``: seconds to wait for the scheduler and for its first worker.
     ``inflight``: chunks in flight per worker thread (so a huge sweep is not queued up front).
+    ``lost_workers_timeout_s``: seconds the cluster may have no worker at all while tasks wait before
+    :meth:`map_unordered` gives up (a LocalCluster restarts a killed worker well within it).
     ``workers`` is the total number of worker threads (used to size chunks).
     """
 
@@ -119,6 +127,7 @@ class DaskExecutor(Executor):
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         inflight: int = 3,
         security: Any = None,
+        lost_workers_timeout_s: float = DEFAULT_LOST_WORKERS_TIMEOUT_S,
     ) -> None:
         if (scheduler is None) == (local_workers is None):
             raise ConfigError("pass either a scheduler address (--scheduler tcp://HOST:PORT) or --dask-local N, not both")
@@ -127,8 +136,11 @@ class DaskExecutor(Executor):
             raise ConfigError(f"--dask-local must be a positive number of worker processes, got {local_workers!r}")
         if not isinstance(connect_timeout_s, int | float) or not connect_timeout_s > 0:
             raise ConfigError(f"--connect-timeout must be a positive number of seconds, got {connect_timeout_s!r}")
+        if not isinstance(lost_workers_timeout_s, int | float) or not lost_workers_timeout_s > 0:
+            raise ConfigError(f"lost_workers_timeout_s must be a positive number of seconds, got {lost_workers_timeout_s!r}")
         address = normalize_address(scheduler) if scheduler is not None else None
         self.inflight = max(1, inflight)
+        self.lost_workers_timeout_s = float(lost_workers_timeout_s)
         self.address = address or "LocalCluster"
         self._cluster: Any = None
         self._client: Any = None
@@ -215,7 +227,14 @@ class DaskExecutor(Executor):
                 ac.add(submit(i, item))
                 if len(pending) >= self.workers * self.inflight:
                     break
-            for fut in ac:
+            watch = _WorkerWatch(self)
+            while not ac.is_empty():
+                if not ac.has_ready():
+                    watch.check()
+                    time.sleep(_POLL_S)
+                    continue
+                fut = next(ac)
+                watch.reset()
                 pending.discard(fut)
                 try:
                     result = fut.result()
@@ -245,3 +264,41 @@ class DaskExecutor(Executor):
             client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _WorkerWatch:
+    """While no task finishes, asks the scheduler for its workers (every ``_WATCH_S`` s) and raises
+    :class:`NpukitError` once it has had none for ``lost_workers_timeout_s`` s or stops answering."""
+
+    def __init__(self, ex: DaskExecutor) -> None:
+        self.ex = ex
+        self.next_ask = time.monotonic() + _WATCH_S
+        self.none_since: float | None = None
+
+    def reset(self) -> None:
+        self.next_ask = time.monotonic() + _WATCH_S
+        self.none_since = None
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now < self.next_ask:
+            return
+        self.next_ask = now + _WATCH_S
+        try:
+            workers = self.ex.client.nthreads()
+        except (OSError, TimeoutError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise NpukitError(
+                f"lost the Dask scheduler at {self.ex.address} mid-run ({why}); results stored so far are kept, "
+                "rerun the same command to compute the missing ones"
+            ) from None
+        if workers:
+            self.none_since = None
+            return
+        if self.none_since is None:
+            self.none_since = now
+        elif now - self.none_since >= self.ex.lost_workers_timeout_s:
+            raise NpukitError(
+                f"the Dask cluster at {self.ex.address} has had no worker for {self.ex.lost_workers_timeout_s:g} s "
+                "while tasks wait; results stored so far are kept: start workers and rerun the same command"
+            )

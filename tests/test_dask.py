@@ -299,3 +299,38 @@ def test_scheduler_lost_mid_sweep_is_one_line_and_rerun_completes(cluster, tmp_p
     with DaskExecutor(scheduler=cluster.scheduler_address) as ex:
         s = run_sweep(spec, db, executor=ex)
     assert (s.present, s.computed) == (len(kept), len(expected) - len(kept))
+
+
+def _slow_square(x: int) -> int:
+    time.sleep(0.2)
+    return x * x
+
+
+def test_every_worker_gone_stops_with_one_line_instead_of_waiting(tmp_path):
+    """A cluster whose workers all leave (and are not restarted) while tasks wait: one NpukitError line
+    after ``lost_workers_timeout_s``, not an endless wait."""
+    from npukit.sim import NpukitError
+
+    lonely = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                                      dashboard_address=":0")
+    try:
+        with DaskExecutor(scheduler=lonely.scheduler_address, connect_timeout_s=5, lost_workers_timeout_s=1.0) as ex:
+            got = []
+            t0 = time.monotonic()
+            with pytest.raises(NpukitError) as exc:
+                for r in ex.map_unordered(_slow_square, range(8)):
+                    got.append(r)
+                    if len(got) == 1:
+                        lonely.scale(0)  # every worker leaves after the first result
+            waited = time.monotonic() - t0
+    finally:
+        lonely.close()
+    msg = str(exc.value)
+    assert "no worker for 1 s" in msg and "rerun" in msg and "\n" not in msg
+    assert 1 <= len(got) < 8
+    assert waited < 30
+
+
+def test_lost_workers_timeout_must_be_positive(cluster):
+    with pytest.raises(ConfigError, match="lost_workers_timeout_s"):
+        DaskExecutor(scheduler=cluster.scheduler_address, lost_workers_timeout_s=0)
