@@ -229,17 +229,17 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
 
 
 def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
-                  energy_bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2)) -> tuple[int, list[tuple]] | None:
+                  bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2),
+                  objective: str = "energy") -> tuple[int, list[tuple]] | None:
     """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
-    cycles, energy) for W, I, O) of ``tm``; None as soon as the MAC energy plus the energy of the
-    operands costed so far (in the order ``first``, indices into W, I, O) exceeds ``energy_bound`` (pJ;
-    every term is >= 0 and float addition is monotone, so the whole cannot be below it)."""
+    cycles, energy, busiest port) for W, I, O) of ``tm``, the operands costed in the order ``first``
+    (indices into W, I, O); None as soon as the first one or two of them prove the ``objective``'s score
+    (:func:`score_of`) exceeds ``bound`` (:func:`lower_bound`). The third is never cut here: the caller
+    compares its exact score."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     memo = ctx["memo"]
-    mac = ctx["fixed"][0]
     parts: list = [None, None, None]
-    so_far = 0
-    for k in first:
+    for n, k in enumerate(first):
         op = _OPS[k]
         # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
         key = (op, total_cycle, *_stationary_key(op, tm[op]))
@@ -247,8 +247,7 @@ def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]
         if part is None:
             part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
         parts[k] = part
-        so_far += part[4]
-        if mac + so_far > energy_bound:
+        if n < 2 and bound < math.inf and lower_bound(ctx, total_cycle, parts, objective) > bound:
             return None
     return total_cycle, parts
 
@@ -256,11 +255,56 @@ def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]
 _OPS = ("W", "I", "O")
 
 
+def lower_bound(ctx: dict, total_cycle: int, parts: list, objective: str) -> float:
+    """A lower bound on :func:`score_of` from the operands costed so far (``None`` in ``parts`` for the
+    others), never above the exact score in floating point either: every term is >= 0 and IEEE addition
+    and multiplication round monotonically, so a partial sum of one or two of the three operand energies
+    (in any order) is <= their sum, the busiest port of one operand is <= the busiest of the summed ports,
+    and each cycle term is bounded by its own partial value in the same sum order as
+    :attr:`NestCost.cycles`."""
+    if objective == "latency" or objective == "edp":
+        stall = onload = offload = 0.0
+        for k, part in enumerate(parts):
+            if part is not None:
+                stall = max(stall, part[5] - total_cycle)
+                if k == 2:
+                    offload = part[3]
+                else:
+                    onload = max(onload, part[3])
+        cycles = total_cycle + stall + onload + offload + ctx["fixed"][1]
+        if objective == "latency":
+            return cycles
+    so_far = 0
+    for part in parts:
+        if part is not None:
+            so_far += part[4]
+    energy = ctx["fixed"][0] + so_far
+    return energy if objective == "energy" else energy * cycles
+
+
+def score_of(ctx: dict, total_cycle: int, parts: list[tuple], objective: str) -> float:
+    """The ``objective``'s score (energy pJ, cycles, or their product) of :func:`operand_parts`' result:
+    exactly ``NestCost.energy_pj``/``cycles`` of :func:`cost_of`'s cost, without building it."""
+    energy = ctx["fixed"][0] + sum([p[4] for p in parts]) if objective != "latency" else 0.0
+    if objective == "energy":
+        return energy
+    ports: dict = {}
+    onload = 0.0
+    for op, part in zip(_OPS, parts, strict=True):
+        for k, v in part[2].items():
+            ports[k] = ports.get(k, 0.0) + v
+        if op != "O":
+            onload = max(onload, part[3])
+    stall = max(0.0, max(ports.values(), default=0.0) - total_cycle)
+    cycles = total_cycle + stall + onload + parts[2][3] + ctx["fixed"][1]
+    return cycles if objective == "latency" else energy * cycles
+
+
 def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:
     """The :class:`NestCost` of :func:`operand_parts`' result."""
     cost = NestCost()
     ports: dict[tuple[str, str], float] = {}
-    for op, (accs, ens, oports, load, _) in zip(("W", "I", "O"), parts, strict=True):
+    for op, (accs, ens, oports, load, *_) in zip(("W", "I", "O"), parts, strict=True):
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():
             ports[k] = ports.get(k, 0.0) + v
@@ -354,4 +398,4 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     if op == "O" and L >= 2:
         top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
         load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
-    return accs, ens, ports, load, sum(ens)
+    return accs, ens, ports, load, sum(ens), max(ports.values(), default=0.0)

@@ -12,11 +12,12 @@ identical layer shapes are mapped once (cache).
 
 Speed without changing the result: a layer's orders are allocated all at once with numpy
 (:mod:`npukit.sim.nest_batch`, the same float operations in the same order as the scalar
-:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy plus its operands costed so far
-exceed the best energy found (bound pruning: every term is >= 0); orders whose allocation prefix and
+:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy and cycles of its first operands
+prove its score (energy, latency or EDP) above the best found (bound pruning:
+:func:`npukit.sim.loopnest.lower_bound`, never above the exact score); orders whose allocation prefix and
 bottom-of-top-level ir loops match one already costed are skipped (same cost); on a square layer only one
 of two X/Y-mirrored orders is tried. ``map_layer(..., exhaustive=True)`` is the reference without any of
-them (``tests/test_nest_speed.py`` checks both find the same best).
+them (``tests/test_nest_speed.py`` checks both find the same best for every objective).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .loopnest import (
     effective_spatial,
     evaluate,
     operand_parts,
+    score_of,
     spatial_context,
     spatial_per_level,
 )
@@ -133,15 +135,15 @@ def symmetric_pairs(layer: NestLayer, lpfs: list[Loop]) -> list[tuple[str, str]]
 
 
 def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
-    """Distinct orders of the loop prime factors. Pruning: of two adjacent factors of one dimension only
-    the order with the smaller inside; of two orders that swapping the X and Y axes of a square layer
-    maps onto each other (same cost), only the smaller."""
+    """Distinct orders of the loop prime factors (ZigZag's multiset permutations). Pruning: of two orders
+    that swapping the X and Y axes of a square layer maps onto each other (same cost), only the smaller.
+    (Two adjacent factors of one dimension are not interchangeable: an allocation may cut between them.)"""
     seen = set()
     swap = {}
     for a, b in sym:
         swap[a], swap[b] = b, a
     for perm in itertools.permutations(lpfs):
-        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in itertools.pairwise(perm)):
+        if perm in seen:
             continue
         seen.add(perm)
         if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
@@ -173,6 +175,14 @@ def _score(c: NestCost, objective: str) -> float:
     if objective == "latency":
         return c.cycles
     return c.energy_pj * c.cycles
+
+
+def _first(parts: list[tuple], objective: str) -> tuple[int, ...]:
+    """W, I, O (indices) in the order to cost them: the heaviest in the best so far first (its energy, or
+    for latency its busiest port or on/off-loading cycles)."""
+    if objective == "latency":
+        return tuple(sorted(range(3), key=lambda j: -max(parts[j][5], parts[j][3])))
+    return tuple(sorted(range(3), key=lambda j: -parts[j][4]))
 
 
 def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
@@ -301,22 +311,16 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
             fits = True
-            # Bound: an order whose MAC energy plus the energy of its first operands already exceeds the
-            # best is cut before its other operands are costed (energies are >= 0)
-            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf, first)
+            # Bound: an order whose first one or two operands already prove its score above the best is
+            # cut before its other operands are costed (loopnest.lower_bound: never above the exact score)
+            parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective)
             if parts is None:
                 continue
-            if objective == "energy":  # NestCost.energy_pj's sum, without building the NestCost
-                score = ctx["fixed"][0] + sum([p[4] for p in parts[1]])
-                if score < best_score:
-                    best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
-                    # the operands costing most in the best so far are costed first (earlier cuts)
-                    first = tuple(sorted(range(3), key=lambda j: -parts[1][j][4]))
-                continue
-            c = cost_of(ctx, *parts)
-            score = _score(c, objective)
-            if best is None or score < best_score:
-                best, best_score = NestMapping(layer, sm, tm, c), score
+            score = score_of(ctx, *parts, objective)
+            if score < best_score:
+                best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
+                # the operands weighing most in the best so far are costed first (earlier cuts)
+                first = _first(parts[1], objective)
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
