@@ -42,7 +42,7 @@ from .loopnest import (
     spatial_per_level,
 )
 from .nest_alloc import _tensor, allocate
-from .nest_batch import allocate_all
+from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -239,6 +239,22 @@ def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
 _CACHE: dict[tuple, NestMapping] = {}
 
 
+def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+              ctx: dict, objective: str, best: NestMapping | None, best_score: float,
+              first: tuple[int, ...]) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+    """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
+    operands already prove its score above the best is cut before its other operands are costed
+    (loopnest.lower_bound: never above the exact score); the first of equal scores stays."""
+    parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective)
+    if parts is None:
+        return best, best_score, first
+    score = score_of(ctx, *parts, objective)
+    if score < best_score:
+        # the operands weighing most in the best so far are costed first (earlier cuts)
+        return NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score, _first(parts[1], objective)
+    return best, best_score, first
+
+
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
               objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
@@ -278,9 +294,17 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             feasible += fits
             continue
         order_list = list(_orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []))
-        # every order allocated at once (numpy) where that is exact, else one at a time below
-        batch = allocate_all(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
-        for k, order in enumerate(order_list):
+        # every order allocated at once (numpy) where that is exact, and only one order of each group of
+        # equal cost (same loops per level after the merge-down) costed; else one at a time below
+        batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
+        if batch is not None:
+            for k in stationary_groups(batch):
+                fits = True
+                tm = temporal_mapping(batch, k)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first)
+            feasible += fits
+            continue
+        for order in order_list:
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
@@ -295,12 +319,8 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                     break
             if key == "skip" or key in done:
                 continue
-            if batch is not None:
-                tm, r = batch[k]
-                reach = [r]
-            else:
-                reach = [0]
-                tm = allocate(hw, layer, esm, order, reach, su, memo)
+            reach = [0]
+            tm = allocate(hw, layer, esm, order, reach, su, memo)
             pre = t_order[:max(reach[0], 1)]
             if len(pre) not in lengths:
                 lengths = sorted({*lengths, len(pre)})
@@ -311,16 +331,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
             fits = True
-            # Bound: an order whose first one or two operands already prove its score above the best is
-            # cut before its other operands are costed (loopnest.lower_bound: never above the exact score)
-            parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective)
-            if parts is None:
-                continue
-            score = score_of(ctx, *parts, objective)
-            if score < best_score:
-                best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
-                # the operands weighing most in the best so far are costed first (earlier cuts)
-                first = _first(parts[1], objective)
+            best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first)
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
