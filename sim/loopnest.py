@@ -229,23 +229,28 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
 
 
 def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
-                  bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2),
-                  objective: str = "energy") -> tuple[int, list[tuple]] | None:
+                  bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2), objective: str = "energy",
+                  ids: tuple[int, ...] | None = None, local: dict | None = None) -> tuple[int, list[tuple]] | None:
     """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
     cycles, energy, busiest port) for W, I, O) of ``tm``, the operands costed in the order ``first``
     (indices into W, I, O); None as soon as the first one or two of them prove the ``objective``'s score
     (:func:`score_of`) exceeds ``bound`` (:func:`lower_bound`). The third is never cut here: the caller
-    compares its exact score."""
+    compares its exact score. ``ids``: an id per operand of its loops after the merge-down, the key of
+    the parts in the caller's ``local`` dict (:func:`npukit.sim.nest_batch.stationary_groups`)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     memo = ctx["memo"]
     parts: list = [None, None, None]
     for n, k in enumerate(first):
-        op = _OPS[k]
-        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-        key = (op, total_cycle, *_stationary_key(op, tm[op]))
-        part = memo.get(key)
+        part = local.get((k, ids[k])) if ids is not None else None
         if part is None:
-            part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+            op = _OPS[k]
+            # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+            key = (op, total_cycle, *_stationary_key(op, tm[op]))
+            part = memo.get(key)
+            if part is None:
+                part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+            if ids is not None:
+                local[(k, ids[k])] = part
         parts[k] = part
         if n < 2 and bound < math.inf and lower_bound(ctx, total_cycle, parts, objective) > bound:
             return None
@@ -346,32 +351,38 @@ def _ports(hw: Hardware, op: str) -> list[tuple]:
 
 
 def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
-    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles);
-    ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
-    mems = hw.levels(op)
-    L = len(mems)
-    mem_op = hw.links[op]
+    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles, energy,
+    busiest port); ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
     su, boost, tot_sp = ctx[op]
-    tms = tm_op
-    seed = [[]] + tms + [[]]
-    c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
-    elem = [round(r_size(layer, op, c)) for c in c2]
+    levels, load_bw = _ports(hw, op), _load_bw(hw, op)
+    L = len(levels)
+    # cumulative sizes up to each level: its temporal loops, then the spatial loops it serves
+    cur: dict[str, float] = {}
+    elem = [round(r_size(layer, op, cur))]
+    for a in range(L):
+        for d, s in tm_op[a]:
+            cur[d] = cur.get(d, 1) * s
+        for d, s in su[a]:
+            cur[d] = cur.get(d, 1) * s
+        elem.append(round(r_size(layer, op, cur)))
     # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
     # ``access_same_data_considered_as_no_access``): its read period spans them.
-    st = _ir_prefix(op, tms[0]) if op != "O" else 1
+    st = _ir_prefix(op, tm_op[0]) if op != "O" else 1
     cyc = [st]
     cyc_hi = 1
-    for lv in tms:
-        cyc_hi *= math.prod(s for _, s in lv)
+    for lv in tm_op:
+        for _, s in lv:
+            cyc_hi *= s
         cyc.append(cyc_hi)
-    psum = [False] * (L + 1)
-    if op == "O":
-        irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
-        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     bits = hw.bits[op]
     pb, fb = hw.bits["O"], hw.bits["O_final"]
+    psum = [False] * (L + 1)
+    if op == "O":
+        ir_o = IR_DIMS["O"]
+        irf = [any(d in ir_o and s > 1 for d, s in (tm_op[a - 1] if a else []) + su[a]) for a in range(L + 1)]
+        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     accs, ens, ports = [], [], {}
-    for m, (bw, pkeys, r_cost, w_cost) in enumerate(_ports(hw, op)):
+    for m, (bw, pkeys, r_cost, w_cost) in enumerate(levels):
         units = tot_sp[m + 1]
         lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
         hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
@@ -388,14 +399,25 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
                 fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
         accs.append({"tl": tl, "fh": fh, "fl": fl, "th": th})
         ens.append((tl + th) * r_cost + (fh + fl) * w_cost)
-        for key, n in zip(pkeys, (tl, fh, fl, th), strict=True):
-            if n:
-                ports[key] = ports.get(key, 0.0) + n / max(units, 1)
+        div = max(units, 1)
+        if tl:
+            ports[pkeys[0]] = ports.get(pkeys[0], 0.0) + tl / div
+        if fh:
+            ports[pkeys[1]] = ports.get(pkeys[1], 0.0) + fh / div
+        if fl:
+            ports[pkeys[2]] = ports.get(pkeys[2], 0.0) + fl / div
+        if th:
+            ports[pkeys[3]] = ports.get(pkeys[3], 0.0) + th / div
     load = 0.0
     if L >= 2 and op != "O":
-        top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
-        load = elem[1] * tot_sp[1] * bits / top[1]
+        load = elem[1] * tot_sp[1] * bits / load_bw
     if op == "O" and L >= 2:
-        top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
-        load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
+        load = math.ceil(elem[1] * tot_sp[1] * fb / load_bw)
     return accs, ens, ports, load, sum(ens), max(ports.values(), default=0.0)
+
+
+def _load_bw(hw: Hardware, op: str) -> int:
+    """The top level's max bandwidth on- (W, I: to lower) or off-loading (O: from lower) ``op`` (64 bits if
+    it has no such port)."""
+    mem_op = hw.links[op]
+    return (hw.levels(op)[-1].port_bw(mem_op, "fl" if op == "O" else "tl") or (64, 64))[1]

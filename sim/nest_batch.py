@@ -171,8 +171,9 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
     return Batch(orders, alive, reach, cut_arr, D, F, dims)
 
 
-def stationary_groups(b: Batch) -> list[int]:
-    """The orders that fit, one per group of equal cost, in order: an order is left out when an earlier
+def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
+    """The orders that fit, one per group of equal cost, in order, each with an id per operand (W, I, O) of
+    its loops after the merge-down (equal ids: equal loops): an order is left out when an earlier
     one has, for every operand, the same loops (as multisets) at every memory level after ZigZag's
     merge-down (:func:`npukit.sim.loopnest.stationary`) and the same product of ir loops at the bottom
     (what :func:`npukit.sim.loopnest.operand_parts` keys its cost on). The merge-down in closed form: level
@@ -211,9 +212,11 @@ def stationary_groups(b: Batch) -> list[int]:
         flat = (r[:, None] * (L * T) + lev * T + kind).ravel()
         counts = np.bincount(flat, minlength=N * L * T).reshape(N, L * T)
         st = CP[r, np.minimum(NN[:, 0], bp[:, 1])]  # product of the ir run at the very bottom
-        keys += [counts.astype(np.float64), st[:, None]]
+        keys.append(np.hstack([counts.astype(np.float64), st[:, None]]))
     _, first = np.unique(np.hstack(keys), axis=0, return_index=True)
-    return sorted(rows[first].tolist())
+    first.sort()
+    ids = [np.unique(k[first], axis=0, return_inverse=True)[1].reshape(-1).tolist() for k in keys]
+    return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
 
 
 def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,

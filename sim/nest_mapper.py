@@ -241,11 +241,12 @@ _CACHE: dict[tuple, NestMapping] = {}
 
 def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
               ctx: dict, objective: str, best: NestMapping | None, best_score: float,
-              first: tuple[int, ...]) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+              first: tuple[int, ...], ids: tuple[int, ...] | None = None,
+              local: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
     """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
     operands already prove its score above the best is cut before its other operands are costed
     (loopnest.lower_bound: never above the exact score); the first of equal scores stays."""
-    parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective)
+    parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective, ids, local)
     if parts is None:
         return best, best_score, first
     score = score_of(ctx, *parts, objective)
@@ -298,10 +299,11 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         # equal cost (same loops per level after the merge-down) costed; else one at a time below
         batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
         if batch is not None:
-            for k in stationary_groups(batch):
+            local: dict = {}
+            for k, ids in stationary_groups(batch):
                 fits = True
                 tm = temporal_mapping(batch, k)
-                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local)
             feasible += fits
             continue
         for order in order_list:
