@@ -12,6 +12,9 @@ traffic left to right), so a fractional unrolling (n / ceil(n / f) PEs) gives th
 same ties; where the scalar code would hold an exact Python integer of 2**53 or more (a float64 cannot),
 :func:`allocate_all` returns None and the caller allocates one order at a time. The batch equals the
 scalar allocation order for order (``tests/test_nest_speed.py``).
+
+:func:`stationary_groups` then groups the orders that fit by what their cost depends on (each operand's
+loops per level after the merge-down), so that the mapper costs one order per group.
 """
 
 from __future__ import annotations
@@ -212,11 +215,20 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
         flat = (r[:, None] * (L * T) + lev * T + kind).ravel()
         counts = np.bincount(flat, minlength=N * L * T).reshape(N, L * T)
         st = CP[r, np.minimum(NN[:, 0], bp[:, 1])]  # product of the ir run at the very bottom
-        keys.append(np.hstack([counts.astype(np.float64), st[:, None]]))
-    _, first = np.unique(np.hstack(keys), axis=0, return_index=True)
+        keys.append(np.hstack([counts, st.astype(np.int64)[:, None]]))
+    _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
-    ids = [np.unique(k[first], axis=0, return_inverse=True)[1].reshape(-1).tolist() for k in keys]
+    ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]
     return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
+
+
+def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
+    """(row id, equal rows sharing one, and the first row of each id) of an int64 matrix: its rows as
+    bytes (equal rows, equal bytes), sorted stably."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    v = a.view(np.dtype((np.void, a.shape[1] * 8))).reshape(-1)
+    _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first
 
 
 def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,

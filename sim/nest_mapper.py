@@ -15,7 +15,9 @@ Speed without changing the result: a layer's orders are allocated all at once wi
 :mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy and cycles of its first operands
 prove its score (energy, latency or EDP) above the best found (bound pruning:
 :func:`npukit.sim.loopnest.lower_bound`, never above the exact score); orders whose allocation prefix and
-bottom-of-top-level ir loops match one already costed are skipped (same cost); on a square layer only one
+bottom-of-top-level ir loops match one already costed (one at a time), or whose loops per level after the
+merge-down match one's (all at once: :func:`npukit.sim.nest_batch.stationary_groups`), are skipped (same
+cost; the first of equal ones is kept either way); on a square layer only one
 of two X/Y-mirrored orders is tried. ``map_layer(..., exhaustive=True)`` is the reference without any of
 them (``tests/test_nest_speed.py`` checks both find the same best for every objective).
 """

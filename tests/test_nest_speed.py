@@ -237,3 +237,37 @@ def test_batch_allocation_equals_the_scalar_one(arch: str) -> None:
             assert r[0] == reach
         fractional = fractional or any(not float(f).is_integer() for lv in esm.values() for f in lv.values())
     assert fractional or arch != "eyeriss_like"
+
+
+@pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", "gemm_l1_l3"])
+def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
+    """nest_batch.stationary_groups (numpy) keeps exactly the first order of each distinct tuple of
+    loopnest._stationary_key (Python) over W, I, O, and gives equal operand ids to equal operand keys."""
+    from npukit.sim import nest_mapper as nm
+    from npukit.sim.loopnest import _stationary_key, effective_spatial, spatial_per_level
+    from npukit.sim.nest_batch import allocate_batch, stationary_groups, temporal_mapping
+
+    hw, sp = _hw(arch)
+    merged = False
+    for layer in LAYERS:
+        entry = sp.get("Conv" if layer.dims["FY"] > 1 or layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
+        sm = nm.clip_spatial(hw, layer, entry)
+        esm = effective_spatial(layer, sm)
+        su = {o: spatial_per_level(hw, o, esm) for o in "WIO"}
+        orders = list(nm._distinct_orders(nm.temporal_lpfs(layer, sm)))
+        batch = allocate_batch(hw, layer, esm, orders, su)
+        firsts: dict = {}
+        for k in range(len(orders)):
+            tm = temporal_mapping(batch, k)
+            if tm is not None:
+                firsts.setdefault(tuple(_stationary_key(o, tm[o]) for o in "WIO"), k)
+        groups = stationary_groups(batch)
+        assert [k for k, _ in groups] == sorted(firsts.values())
+        keys = {k: key for key, k in firsts.items()}
+        for j in range(3):
+            by_id: dict = {}
+            for k, ids in groups:
+                assert by_id.setdefault(ids[j], keys[k][j]) == keys[k][j]
+            assert len(by_id) == len({keys[k][j] for k, _ in groups})
+        merged = merged or len(groups) < len(orders)
+    assert merged
