@@ -5,8 +5,8 @@ One entry per (hardware, layer shapes and spatial mappings, objective) in npukit
 (:mod:`npukit.sim.disk_cache`: ``$NPUKIT_CACHE_DIR``, checksummed entries; a corrupt, edited or foreign
 entry is ignored and the layers mapped again; an unwritable folder is skipped silently). The key also
 hashes the source of the mapper (its batch and scalar allocation too) and the cost model, so an entry
-is never stale. An entry holds each distinct layer shape's chosen spatial and temporal mapping and its cost, as floats that JSON
-round-trips exactly: a cached result equals a fresh one number for number.
+is never stale. An entry holds each distinct layer shape's chosen spatial and temporal mapping and its
+cost, as floats that JSON round-trips exactly: a cached result equals a fresh one number for number.
 """
 
 from __future__ import annotations
