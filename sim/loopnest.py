@@ -229,26 +229,30 @@ def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: 
 
 
 def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
-                  energy_bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2)) -> tuple[int, list[tuple]] | None:
+                  bound: float = math.inf, first: tuple[int, ...] = (0, 1, 2), objective: str = "energy",
+                  ids: tuple[int, ...] | None = None, local: dict | None = None) -> tuple[int, list[tuple]] | None:
     """(temporal cycles, each operand's (accesses, energy per level, port busy cycles, on/off-loading
-    cycles, energy) for W, I, O) of ``tm``; None as soon as the MAC energy plus the energy of the
-    operands costed so far (in the order ``first``, indices into W, I, O) exceeds ``energy_bound`` (pJ;
-    every term is >= 0 and float addition is monotone, so the whole cannot be below it)."""
+    cycles, energy, busiest port) for W, I, O) of ``tm``, the operands costed in the order ``first``
+    (indices into W, I, O); None as soon as the first one or two of them prove the ``objective``'s score
+    (:func:`score_of`) exceeds ``bound`` (:func:`lower_bound`). The third is never cut here: the caller
+    compares its exact score. ``ids``: an id per operand of its loops after the merge-down, the key of
+    the parts in the caller's ``local`` dict (:func:`npukit.sim.nest_batch.stationary_groups`)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
     memo = ctx["memo"]
-    mac = ctx["fixed"][0]
     parts: list = [None, None, None]
-    so_far = 0
-    for k in first:
-        op = _OPS[k]
-        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-        key = (op, total_cycle, *_stationary_key(op, tm[op]))
-        part = memo.get(key)
+    for n, k in enumerate(first):
+        part = local.get((k, ids[k])) if ids is not None else None
         if part is None:
-            part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+            op = _OPS[k]
+            # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+            key = (op, total_cycle, *_stationary_key(op, tm[op]))
+            part = memo.get(key)
+            if part is None:
+                part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+            if ids is not None:
+                local[(k, ids[k])] = part
         parts[k] = part
-        so_far += part[4]
-        if mac + so_far > energy_bound:
+        if n < 2 and bound < math.inf and lower_bound(ctx, total_cycle, parts, objective) > bound:
             return None
     return total_cycle, parts
 
@@ -256,11 +260,56 @@ def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]
 _OPS = ("W", "I", "O")
 
 
+def lower_bound(ctx: dict, total_cycle: int, parts: list, objective: str) -> float:
+    """A lower bound on :func:`score_of` from the operands costed so far (``None`` in ``parts`` for the
+    others), never above the exact score in floating point either: every term is >= 0 and IEEE addition
+    and multiplication round monotonically, so a partial sum of one or two of the three operand energies
+    (in any order) is <= their sum, the busiest port of one operand is <= the busiest of the summed ports,
+    and each cycle term is bounded by its own partial value in the same sum order as
+    :attr:`NestCost.cycles`."""
+    if objective == "latency" or objective == "edp":
+        stall = onload = offload = 0.0
+        for k, part in enumerate(parts):
+            if part is not None:
+                stall = max(stall, part[5] - total_cycle)
+                if k == 2:
+                    offload = part[3]
+                else:
+                    onload = max(onload, part[3])
+        cycles = total_cycle + stall + onload + offload + ctx["fixed"][1]
+        if objective == "latency":
+            return cycles
+    so_far = 0
+    for part in parts:
+        if part is not None:
+            so_far += part[4]
+    energy = ctx["fixed"][0] + so_far
+    return energy if objective == "energy" else energy * cycles
+
+
+def score_of(ctx: dict, total_cycle: int, parts: list[tuple], objective: str) -> float:
+    """The ``objective``'s score (energy pJ, cycles, or their product) of :func:`operand_parts`' result:
+    exactly ``NestCost.energy_pj``/``cycles`` of :func:`cost_of`'s cost, without building it."""
+    energy = ctx["fixed"][0] + sum([p[4] for p in parts]) if objective != "latency" else 0.0
+    if objective == "energy":
+        return energy
+    ports: dict = {}
+    onload = 0.0
+    for op, part in zip(_OPS, parts, strict=True):
+        for k, v in part[2].items():
+            ports[k] = ports.get(k, 0.0) + v
+        if op != "O":
+            onload = max(onload, part[3])
+    stall = max(0.0, max(ports.values(), default=0.0) - total_cycle)
+    cycles = total_cycle + stall + onload + parts[2][3] + ctx["fixed"][1]
+    return cycles if objective == "latency" else energy * cycles
+
+
 def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:
     """The :class:`NestCost` of :func:`operand_parts`' result."""
     cost = NestCost()
     ports: dict[tuple[str, str], float] = {}
-    for op, (accs, ens, oports, load, _) in zip(("W", "I", "O"), parts, strict=True):
+    for op, (accs, ens, oports, load, *_) in zip(("W", "I", "O"), parts, strict=True):
         cost.accesses[op], cost.energy[op] = accs, ens
         for k, v in oports.items():
             ports[k] = ports.get(k, 0.0) + v
@@ -302,32 +351,38 @@ def _ports(hw: Hardware, op: str) -> list[tuple]:
 
 
 def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: list[list[Loop]], total_cycle: int) -> tuple:
-    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles);
-    ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
-    mems = hw.levels(op)
-    L = len(mems)
-    mem_op = hw.links[op]
+    """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles, energy,
+    busiest port); ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
     su, boost, tot_sp = ctx[op]
-    tms = tm_op
-    seed = [[]] + tms + [[]]
-    c2 = _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])
-    elem = [round(r_size(layer, op, c)) for c in c2]
+    levels, load_bw = _ports(hw, op), _load_bw(hw, op)
+    L = len(levels)
+    # cumulative sizes up to each level: its temporal loops, then the spatial loops it serves
+    cur: dict[str, float] = {}
+    elem = [round(r_size(layer, op, cur))]
+    for a in range(L):
+        for d, s in tm_op[a]:
+            cur[d] = cur.get(d, 1) * s
+        for d, s in su[a]:
+            cur[d] = cur.get(d, 1) * s
+        elem.append(round(r_size(layer, op, cur)))
     # An input's innermost level is not re-read while the ir loops at its very bottom run (ZigZag's
     # ``access_same_data_considered_as_no_access``): its read period spans them.
-    st = _ir_prefix(op, tms[0]) if op != "O" else 1
+    st = _ir_prefix(op, tm_op[0]) if op != "O" else 1
     cyc = [st]
     cyc_hi = 1
-    for lv in tms:
-        cyc_hi *= math.prod(s for _, s in lv)
+    for lv in tm_op:
+        for _, s in lv:
+            cyc_hi *= s
         cyc.append(cyc_hi)
-    psum = [False] * (L + 1)
-    if op == "O":
-        irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
-        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     bits = hw.bits[op]
     pb, fb = hw.bits["O"], hw.bits["O_final"]
+    psum = [False] * (L + 1)
+    if op == "O":
+        ir_o = IR_DIMS["O"]
+        irf = [any(d in ir_o and s > 1 for d, s in (tm_op[a - 1] if a else []) + su[a]) for a in range(L + 1)]
+        psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     accs, ens, ports = [], [], {}
-    for m, (bw, pkeys, r_cost, w_cost) in enumerate(_ports(hw, op)):
+    for m, (bw, pkeys, r_cost, w_cost) in enumerate(levels):
         units = tot_sp[m + 1]
         lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
         hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
@@ -344,14 +399,25 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
                 fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
         accs.append({"tl": tl, "fh": fh, "fl": fl, "th": th})
         ens.append((tl + th) * r_cost + (fh + fl) * w_cost)
-        for key, n in zip(pkeys, (tl, fh, fl, th), strict=True):
-            if n:
-                ports[key] = ports.get(key, 0.0) + n / max(units, 1)
+        div = max(units, 1)
+        if tl:
+            ports[pkeys[0]] = ports.get(pkeys[0], 0.0) + tl / div
+        if fh:
+            ports[pkeys[1]] = ports.get(pkeys[1], 0.0) + fh / div
+        if fl:
+            ports[pkeys[2]] = ports.get(pkeys[2], 0.0) + fl / div
+        if th:
+            ports[pkeys[3]] = ports.get(pkeys[3], 0.0) + th / div
     load = 0.0
     if L >= 2 and op != "O":
-        top = mems[-1].port_bw(mem_op, "tl") or (64, 64)
-        load = elem[1] * tot_sp[1] * bits / top[1]
+        load = elem[1] * tot_sp[1] * bits / load_bw
     if op == "O" and L >= 2:
-        top = mems[-1].port_bw(mem_op, "fl") or (64, 64)
-        load = math.ceil(elem[1] * tot_sp[1] * hw.bits["O_final"] / top[1])
-    return accs, ens, ports, load, sum(ens)
+        load = math.ceil(elem[1] * tot_sp[1] * fb / load_bw)
+    return accs, ens, ports, load, sum(ens), max(ports.values(), default=0.0)
+
+
+def _load_bw(hw: Hardware, op: str) -> int:
+    """The top level's max bandwidth on- (W, I: to lower) or off-loading (O: from lower) ``op`` (64 bits if
+    it has no such port)."""
+    mem_op = hw.links[op]
+    return (hw.levels(op)[-1].port_bw(mem_op, "fl" if op == "O" else "tl") or (64, 64))[1]

@@ -12,10 +12,14 @@ traffic left to right), so a fractional unrolling (n / ceil(n / f) PEs) gives th
 same ties; where the scalar code would hold an exact Python integer of 2**53 or more (a float64 cannot),
 :func:`allocate_all` returns None and the caller allocates one order at a time. The batch equals the
 scalar allocation order for order (``tests/test_nest_speed.py``).
+
+:func:`stationary_groups` then groups the orders that fit by what their cost depends on (each operand's
+loops per level after the merge-down), so that the mapper costs one order per group.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .hardware import Hardware
@@ -28,11 +32,52 @@ def allocate_all(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, float]
                  su: dict[str, list[list[Loop]]] | None = None) -> list[tuple[dict[str, list[list[Loop]]] | None, int]] | None:
     """``(temporal mapping or None, reach)`` of each order (as ``allocate(..., reach)`` gives them), or None
     when the batch cannot be exact (a tile of 2**53 bits or more)."""
+    if not orders:
+        return []
+    b = allocate_batch(hw, layer, esm, orders, su)
+    if b is None:
+        return None
+    return [(temporal_mapping(b, r), int(b.reach[r])) for r in range(len(orders))]
+
+
+@dataclass
+class Batch:
+    """:func:`allocate_batch`'s result: the ``orders``, which of them fit (``alive``, bool (N,)), the loops
+    each read (``reach``, (N,)), per operand the end of each memory level's loops in the order (``cuts``,
+    (N, levels)), and each loop's dimension (index into ``dims``) and factor (``D``, ``F``, (N, loops))."""
+
+    orders: list[list[Loop]]
+    alive: Any
+    reach: Any
+    cuts: dict[str, Any]
+    D: Any
+    F: Any
+    dims: list[str]
+
+
+def temporal_mapping(b: Batch, r: int) -> dict[str, list[list[Loop]]] | None:
+    """Order ``r``'s temporal mapping ({operand: loops per memory level, innermost first}), None if it
+    does not fit."""
+    if not b.alive[r]:
+        return None
+    order = b.orders[r]
+    tm = {}
+    for o, cc in b.cuts.items():
+        lv, prev = [], 0
+        for x in cc[r].tolist():
+            lv.append(order[prev:x])
+            prev = x
+        tm[o] = lv
+    return tm
+
+
+def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, float]], orders: list[list[Loop]],
+                   su: dict[str, list[list[Loop]]] | None = None) -> Batch | None:
+    """Every order's allocation as arrays (:class:`Batch`), or None when the batch cannot be exact (a tile
+    of 2**53 bits or more)."""
     import numpy as np
 
     ops = ("W", "I", "O")
-    if not orders:
-        return []
     if su is None:
         su = {o: spatial_per_level(hw, o, esm) for o in ops}
     n = len(orders[0])
@@ -122,22 +167,68 @@ def allocate_all(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, float]
                 cum[o][di[d]] *= f
         if not alive.any():
             break
-    out: list[tuple[dict[str, list[list[Loop]]] | None, int]] = []
-    cut_rows = {o: [[int(x) for x in col] for col in zip(*[cc.tolist() for cc in cuts[o]], strict=True)]
-                if cuts[o] else [[] for _ in range(N)] for o in ops}
-    for r, order in enumerate(orders):
-        if not alive[r]:
-            out.append((None, int(reach[r])))
-            continue
-        tm = {}
-        for o in ops:
-            lv, prev = [], 0
-            for x in cut_rows[o][r]:
-                lv.append(order[prev:x])
-                prev = x
-            tm[o] = lv
-        out.append((tm, int(reach[r])))
-    return out
+    if not alive.any():
+        alive = np.zeros(N, dtype=bool)
+    cut_arr = {o: np.stack(cuts[o], axis=1) if len(cuts[o]) == len(hw.levels(o)) else np.zeros((N, 0), dtype=np.int64)
+               for o in ops}
+    return Batch(orders, alive, reach, cut_arr, D, F, dims)
+
+
+def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
+    """The orders that fit, one per group of equal cost, in order, each with an id per operand (W, I, O) of
+    its loops after the merge-down (equal ids: equal loops): an order is left out when an earlier
+    one has, for every operand, the same loops (as multisets) at every memory level after ZigZag's
+    merge-down (:func:`npukit.sim.loopnest.stationary`) and the same product of ir loops at the bottom
+    (what :func:`npukit.sim.loopnest.operand_parts` keys its cost on). The merge-down in closed form: level
+    m then starts at the first non-ir loop from its start on, or where level m + 1 now starts if earlier."""
+    import numpy as np
+
+    rows = np.nonzero(b.alive)[0]
+    if rows.size == 0:
+        return []
+    D, F = b.D[rows], b.F[rows]
+    N, n = D.shape
+    Fi = F.astype(np.int64)
+    _, kind = np.unique(D * (int(Fi.max()) + 1) + Fi, return_inverse=True)
+    kind = kind.reshape(N, n)
+    T = int(kind.max()) + 1
+    CP = np.ones((N, n + 1))
+    CP[:, 1:] = np.cumprod(F, axis=1)
+    r = np.arange(N)
+    pos = np.arange(n)
+    keys = []
+    for o, cc in b.cuts.items():
+        C = cc[rows]
+        L = C.shape[1]
+        ir_idx = [k for k, d in enumerate(b.dims) if d in IR_DIMS[o]]
+        isir = np.isin(D, ir_idx) if ir_idx else np.zeros((N, n), dtype=bool)
+        NN = np.full((N, n + 1), n, dtype=np.int64)  # first non-ir position from p on
+        for p in range(n - 1, -1, -1):
+            NN[:, p] = np.where(isir[:, p], NN[:, p + 1], p)
+        bp = np.zeros((N, L + 1), dtype=np.int64)
+        bp[:, L] = n
+        for m in range(L - 1, 0, -1):
+            bp[:, m] = np.minimum(NN[r, C[:, m - 1]], bp[:, m + 1])
+        lev = np.zeros((N, n), dtype=np.int64)
+        for m in range(1, L):
+            lev += pos[None, :] >= bp[:, m][:, None]
+        flat = (r[:, None] * (L * T) + lev * T + kind).ravel()
+        counts = np.bincount(flat, minlength=N * L * T).reshape(N, L * T)
+        st = CP[r, np.minimum(NN[:, 0], bp[:, 1])]  # product of the ir run at the very bottom
+        keys.append(np.hstack([counts, st.astype(np.int64)[:, None]]))
+    _, first = _unique_rows(np, np.hstack(keys))
+    first.sort()
+    ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]
+    return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
+
+
+def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
+    """(row id, equal rows sharing one, and the first row of each id) of an int64 matrix: its rows as
+    bytes (equal rows, equal bytes), sorted stably."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    v = a.view(np.dtype((np.void, a.shape[1] * 8))).reshape(-1)
+    _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first
 
 
 def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,

@@ -4,9 +4,9 @@ second run of the same workload shapes on the same hardware does not search agai
 One entry per (hardware, layer shapes and spatial mappings, objective) in npukit's cache folder
 (:mod:`npukit.sim.disk_cache`: ``$NPUKIT_CACHE_DIR``, checksummed entries; a corrupt, edited or foreign
 entry is ignored and the layers mapped again; an unwritable folder is skipped silently). The key also
-hashes the source of the mapper and the cost model, so an entry is never stale. An entry holds each
-distinct layer shape's chosen spatial and temporal mapping and its cost, as floats that JSON
-round-trips exactly: a cached result equals a fresh one number for number.
+hashes the source of the mapper (its batch and scalar allocation too) and the cost model, so an entry
+is never stale. An entry holds each distinct layer shape's chosen spatial and temporal mapping and its
+cost, as floats that JSON round-trips exactly: a cached result equals a fresh one number for number.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from . import hardware, loopnest, nest_mapper
+from . import hardware, loopnest, nest_alloc, nest_batch, nest_mapper
 from .disk_cache import cache_dir, load_entry, source_digest, store_entry
 from .loopnest import NestCost, NestLayer
 
@@ -26,7 +26,8 @@ _COST_FIELDS = ("mac_pj", "temporal_cycles", "stall_cycles", "onload_cycles", "o
 def entry_path(hw: hardware.Hardware, keys: list[tuple], objective: str, extra: str) -> Path:
     """The entry of mapping the layers ``keys`` ((layer shape key, spatial mapping) each) on ``hw``;
     ``extra``: the caller's own source file (its mapping rules)."""
-    digest = source_digest(nest_mapper.__file__, loopnest.__file__, hardware.__file__, extra)
+    digest = source_digest(nest_mapper.__file__, nest_batch.__file__, nest_alloc.__file__, loopnest.__file__,
+                           hardware.__file__, extra)
     text = "\n".join([repr(hw), repr(sorted(set(keys), key=repr)), objective, str(nest_mapper.LPF_LIMIT), digest])
     return cache_dir() / f"nest-{hashlib.sha256(text.encode()).hexdigest()[:40]}.json"
 

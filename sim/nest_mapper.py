@@ -12,11 +12,14 @@ identical layer shapes are mapped once (cache).
 
 Speed without changing the result: a layer's orders are allocated all at once with numpy
 (:mod:`npukit.sim.nest_batch`, the same float operations in the same order as the scalar
-:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy plus its operands costed so far
-exceed the best energy found (bound pruning: every term is >= 0); orders whose allocation prefix and
-bottom-of-top-level ir loops match one already costed are skipped (same cost); on a square layer only one
+:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy and cycles of its first operands
+prove its score (energy, latency or EDP) above the best found (bound pruning:
+:func:`npukit.sim.loopnest.lower_bound`, never above the exact score); orders whose allocation prefix and
+bottom-of-top-level ir loops match one already costed (one at a time), or whose loops per level after the
+merge-down match one's (all at once: :func:`npukit.sim.nest_batch.stationary_groups`), are skipped (same
+cost; the first of equal ones is kept either way); on a square layer only one
 of two X/Y-mirrored orders is tried. ``map_layer(..., exhaustive=True)`` is the reference without any of
-them (``tests/test_nest_speed.py`` checks both find the same best).
+them (``tests/test_nest_speed.py`` checks both find the same best for every objective).
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from .loopnest import (
     effective_spatial,
     evaluate,
     operand_parts,
+    score_of,
     spatial_context,
     spatial_per_level,
 )
 from .nest_alloc import _tensor, allocate
-from .nest_batch import allocate_all
+from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -133,15 +137,15 @@ def symmetric_pairs(layer: NestLayer, lpfs: list[Loop]) -> list[tuple[str, str]]
 
 
 def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
-    """Distinct orders of the loop prime factors. Pruning: of two adjacent factors of one dimension only
-    the order with the smaller inside; of two orders that swapping the X and Y axes of a square layer
-    maps onto each other (same cost), only the smaller."""
+    """Distinct orders of the loop prime factors (ZigZag's multiset permutations). Pruning: of two orders
+    that swapping the X and Y axes of a square layer maps onto each other (same cost), only the smaller.
+    (Two adjacent factors of one dimension are not interchangeable: an allocation may cut between them.)"""
     seen = set()
     swap = {}
     for a, b in sym:
         swap[a], swap[b] = b, a
     for perm in itertools.permutations(lpfs):
-        if perm in seen or any(a[0] == b[0] and a[1] > b[1] for a, b in itertools.pairwise(perm)):
+        if perm in seen:
             continue
         seen.add(perm)
         if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
@@ -173,6 +177,14 @@ def _score(c: NestCost, objective: str) -> float:
     if objective == "latency":
         return c.cycles
     return c.energy_pj * c.cycles
+
+
+def _first(parts: list[tuple], objective: str) -> tuple[int, ...]:
+    """W, I, O (indices) in the order to cost them: the heaviest in the best so far first (its energy, or
+    for latency its busiest port or on/off-loading cycles)."""
+    if objective == "latency":
+        return tuple(sorted(range(3), key=lambda j: -max(parts[j][5], parts[j][3])))
+    return tuple(sorted(range(3), key=lambda j: -parts[j][4]))
 
 
 def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
@@ -229,6 +241,23 @@ def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
 _CACHE: dict[tuple, NestMapping] = {}
 
 
+def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+              ctx: dict, objective: str, best: NestMapping | None, best_score: float,
+              first: tuple[int, ...], ids: tuple[int, ...] | None = None,
+              local: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+    """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
+    operands already prove its score above the best is cut before its other operands are costed
+    (loopnest.lower_bound: never above the exact score); the first of equal scores stays."""
+    parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective, ids, local)
+    if parts is None:
+        return best, best_score, first
+    score = score_of(ctx, *parts, objective)
+    if score < best_score:
+        # the operands weighing most in the best so far are costed first (earlier cuts)
+        return NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score, _first(parts[1], objective)
+    return best, best_score, first
+
+
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
               objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
@@ -268,9 +297,18 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             feasible += fits
             continue
         order_list = list(_orders(lpfs, symmetric_pairs(layer, lpfs) if _symmetric_spatial(sm) else []))
-        # every order allocated at once (numpy) where that is exact, else one at a time below
-        batch = allocate_all(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
-        for k, order in enumerate(order_list):
+        # every order allocated at once (numpy) where that is exact, and only one order of each group of
+        # equal cost (same loops per level after the merge-down) costed; else one at a time below
+        batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
+        if batch is not None:
+            local: dict = {}
+            for k, ids in stationary_groups(batch):
+                fits = True
+                tm = temporal_mapping(batch, k)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local)
+            feasible += fits
+            continue
+        for order in order_list:
             # Pruning: an order whose allocation prefix was seen allocates the same below the top levels;
             # it can only differ by which ir loops sit at the bottom of a top level (stationarity).
             key = None
@@ -285,12 +323,8 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
                     break
             if key == "skip" or key in done:
                 continue
-            if batch is not None:
-                tm, r = batch[k]
-                reach = [r]
-            else:
-                reach = [0]
-                tm = allocate(hw, layer, esm, order, reach, su, memo)
+            reach = [0]
+            tm = allocate(hw, layer, esm, order, reach, su, memo)
             pre = t_order[:max(reach[0], 1)]
             if len(pre) not in lengths:
                 lengths = sorted({*lengths, len(pre)})
@@ -301,22 +335,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
             fits = True
-            # Bound: an order whose MAC energy plus the energy of its first operands already exceeds the
-            # best is cut before its other operands are costed (energies are >= 0)
-            parts = operand_parts(hw, layer, tm, ctx, best_score if objective == "energy" else math.inf, first)
-            if parts is None:
-                continue
-            if objective == "energy":  # NestCost.energy_pj's sum, without building the NestCost
-                score = ctx["fixed"][0] + sum([p[4] for p in parts[1]])
-                if score < best_score:
-                    best, best_score = NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score
-                    # the operands costing most in the best so far are costed first (earlier cuts)
-                    first = tuple(sorted(range(3), key=lambda j: -parts[1][j][4]))
-                continue
-            c = cost_of(ctx, *parts)
-            score = _score(c, objective)
-            if best is None or score < best_score:
-                best, best_score = NestMapping(layer, sm, tm, c), score
+            best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first)
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")

@@ -236,3 +236,19 @@ def test_unmodelled_field_is_named_in_one_warning(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["warning: tpu_leak.yaml: memories.rf_128B.leakage is not modelled by npukit (ignored)"]
     assert hw.memories[0].size_bits == 1024
+
+
+def test_zigzag_sim_imports_numpy_only(tmp_path: Path) -> None:
+    """`npukit sim --arch zigzag:...` on a built-in workload imports numpy (the mapper's batch allocation)
+    and none of the other heavy libraries (ONNX reader, kernels' stack, plotting, model libraries)."""
+    import subprocess
+    import sys
+
+    heavy = ("torch", "triton", "scipy", "matplotlib", "numba", "onnx", "ml_dtypes", "transformers", "pandas")
+    arch = f"zigzag:{ZZ}/hardware/tpu_like.yaml,{ZZ}/mapping/tpu_like.yaml"
+    code = ("import sys; from npukit.cli import main;"
+            f"rc = main(['sim', '--arch', {arch!r}, '--workload', 'resnet18', '--out', {str(tmp_path)!r}, '--quiet']);"
+            f"print(rc, 'numpy' in sys.modules, [m for m in {heavy!r} if m in sys.modules])")
+    env = {"NPUKIT_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    assert out.split("\n")[-2] == "0 True []"
