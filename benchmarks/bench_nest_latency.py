@@ -1,5 +1,6 @@
-"""npukit's loop-nest latency (``npukit.sim.nest_latency``) and energy (``npukit.sim.loopnest``) on ZigZag's own
-mappings, layer by layer, against ZigZag 3.9.1's results for them.
+"""Loop-nest latency and energy on ZigZag's own mappings, layer by layer, against ZigZag 3.9.1's dumps.
+
+npukit's latency (``npukit.sim.nest_latency``) and energy (``npukit.sim.loopnest``) of the mapping ZigZag chose.
 
 Every ``*_complete.json`` dump under each ``--zigzag-dir`` (a folder of pair folders, as
 ``bench_vs_zigzag.py --all`` and ``bench_zigzag_variants.py`` keep them, or one pair folder) holds a layer,
@@ -43,8 +44,9 @@ def pair_folders(dirs: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def hardware_for(folder: Path, accelerator: str, hw_dirs: list[Path]):
-    """The pair's Hardware, or None when no hardware YAML is found."""
+def hardware_for(folder: Path, accelerator: str, hw_dirs: list[Path], cache: dict):
+    """The Hardware of a dump in ``folder`` whose accelerator is ``accelerator``, or None when no hardware
+    YAML is found (the folder's name, less a workload suffix, first; then the accelerator's)."""
     from npukit.sim.zigzag_io import load_zigzag_hardware
 
     name = folder.name
@@ -52,9 +54,12 @@ def hardware_for(folder: Path, accelerator: str, hw_dirs: list[Path]):
         name = name.removesuffix(w)
     for cand in dict.fromkeys((folder.name, name, accelerator)):
         for d in hw_dirs:
-            if (d / f"{cand}.yaml").is_file():
-                with contextlib.redirect_stderr(io.StringIO()):  # fields npukit does not model: irrelevant here
-                    return load_zigzag_hardware(d / f"{cand}.yaml")
+            path = d / f"{cand}.yaml"
+            if path.is_file():
+                if path not in cache:
+                    with contextlib.redirect_stderr(io.StringIO()):  # unmodelled fields: irrelevant here
+                        cache[path] = load_zigzag_hardware(path)
+                return cache[path]
     return None
 
 
@@ -68,14 +73,12 @@ def check_pair(folder: Path, hw_dirs: list[Path]) -> tuple[dict | None, list[dic
     from npukit.sim.nest_latency import nest_latency
     from npukit.sim.zigzag_dump import case_inputs, read_dump
 
-    files = sorted(glob.glob(str(folder / "*_complete.json")))
-    first = read_dump(files[0])
-    base = hardware_for(folder, first.accelerator, hw_dirs)
-    if base is None:
-        return None, []
-    rows = []
-    for f in files:
+    rows, cache = [], {}
+    for f in sorted(glob.glob(str(folder / "*_complete.json"))):
         case = read_dump(f)
+        base = hardware_for(folder, case.accelerator, hw_dirs, cache)
+        if base is None:
+            continue
         hw, layer = case_inputs(case, base)
         lat = nest_latency(hw, layer, case.spatial, case.temporal)
         ours = {"onloading": lat.onloading, "computation": lat.computation, "offloading": lat.offloading + lat.drain}
@@ -88,6 +91,8 @@ def check_pair(folder: Path, hw_dirs: list[Path]) -> tuple[dict | None, list[dic
                                    for k, zk in TERMS)
         row["energy_exact"] = _rel(row["energy_pj"], case.energy_pj) <= 1e-6
         rows.append(row)
+    if not rows:
+        return None, []
     summary = {
         "pair": folder.name, "layers": len(rows),
         "latency_exact": sum(r["latency_exact"] for r in rows),
