@@ -209,19 +209,42 @@ def _double_buffered(hw: Hardware, layer: NestLayer, sm_frac: dict, tm: dict[str
 
 def _window_union(acts: list[tuple]) -> int:
     """Cycles covered by the union of the links' updating windows (``__calc_mem_updating_window_union``):
-    each link (real, allowed, period, count) is busy the first ``allowed`` cycles of each period."""
+    each link (real, allowed, period, count) is busy the first ``allowed`` cycles of each period; the union
+    over the longest period, times that link's period count."""
     for _, allowed, period, count in acts:
         if period == allowed:
             return period * count
     big = max(acts, key=lambda a: a[2])  # the first with the longest period
-    covered = np.zeros(big[2], dtype=bool)
+    chain = sorted((p, min(a, p)) for _, a, p, _ in acts)
+    if all(q % p == 0 for (p, _), (q, _) in zip(chain, chain[1:], strict=False)):
+        return _nested_union(chain, big[2]) * big[3]
+    covered = np.zeros(big[2], dtype=bool)  # periods that do not nest: mark the cycles (as ZigZag does)
     for _, allowed, period, _ in acts:
-        if big[2] % period == 0:
-            covered.reshape(-1, period)[:, :allowed] = True
-        else:  # (ZigZag's reshape requires nested periods; cover the windows one by one)
-            for start in range(0, big[2], period):
-                covered[start:start + allowed] = True
+        for start in range(0, big[2], period):
+            covered[start:start + allowed] = True
     return int(covered.sum()) * big[3]
+
+
+def _nested_union(chain: list[tuple[int, int]], x: int) -> int:
+    """Cycles of [0, x) inside a window of any link of ``chain`` ((period, window), shortest period first,
+    each period dividing the next), in closed form: whole periods of the longest link, then the rest of one;
+    within one period, its window plus what the shorter links cover after it."""
+    memo: dict[tuple[int, int], int] = {}
+
+    def covered(j: int, x: int) -> int:
+        if j < 0 or x <= 0:
+            return 0
+        if (j, x) not in memo:
+            p, a = chain[j]
+            q, r = divmod(x, p)
+            memo[(j, x)] = q * first(j, p) + first(j, r)
+        return memo[(j, x)]
+
+    def first(j: int, r: int) -> int:
+        w = min(r, chain[j][1])
+        return w + max(0, covered(j - 1, r) - covered(j - 1, w))
+
+    return covered(len(chain) - 1, x)
 
 
 def _ports(hw: Hardware, ops: dict[str, str]) -> list[list[tuple[str, int, str]]]:

@@ -114,3 +114,24 @@ def test_bench_runs_on_the_test_dumps(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert f"all: {len(DUMPS)} layers in 1 pairs; latency exact on {len(DUMPS)}" in out
     assert (tmp_path / "o" / "nest_latency.csv").is_file()
+
+
+def test_window_union_closed_form_equals_marking_cycles() -> None:
+    """The nested-period closed form of the updating-window union equals marking every cycle (ZigZag's way)."""
+    import random
+
+    import numpy as np
+
+    from npukit.sim.nest_latency import _window_union
+
+    rng = random.Random(28)
+    for _ in range(300):
+        periods = [rng.choice((2, 3, 4, 5))]
+        for _ in range(rng.randint(1, 4)):
+            periods.append(periods[-1] * rng.choice((1, 2, 3, 7)))
+        acts = [(0, rng.randint(0, p - 1), p, rng.randint(2, 9)) for p in rng.sample(periods, len(periods))]
+        big = max(acts, key=lambda a: a[2])
+        marked = np.zeros(big[2], dtype=bool)
+        for _, a, p, _ in acts:
+            marked.reshape(-1, p)[:, :a] = True
+        assert _window_union(acts) == int(marked.sum()) * big[3], acts
