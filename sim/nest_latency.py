@@ -1,0 +1,375 @@
+"""ZigZag 3.9.1's latency model for one loop nest (a spatial unrolling and a temporal mapping per memory
+level, as :mod:`npukit.sim.loopnest` represents them) on a :class:`~npukit.sim.hardware.Hardware`.
+
+A re-implementation of ``zigzag/mapping/mapping.py`` (``calc_req_mem_bw_and_data_transfer_rate``: the
+periodic data-transfer pattern of each operand at each memory level), ``zigzag/cost_model/cost_model.py``
+(``calc_latency``: double-buffer flags, allowed vs real transfer cycles, port combination, on/off-loading,
+overall latency) and ``zigzag/cost_model/port_activity.py`` of ZigZag 3.9.1 (KU Leuven MICAS, MIT license,
+https://github.com/KULeuven-MICAS/zigzag). All counts are clock cycles. The mechanism, per operand and
+memory level m (``m`` counts only the memories holding that operand; arch level ``a`` = memory level
+``a - 1``, arch level 0 is the MAC array):
+
+* Each data-transfer link direction (``tl`` read to the level below, ``fh`` written from above, ``fl``
+  written from below, ``th`` read to above) moves ``amount`` elements of ``bits`` bits once per
+  ``period`` cycles (the temporal loops of the levels below), ``count = total / period`` times. Inputs:
+  ``tl`` moves the level's tile times the bandwidth boost (spatial fan-out), period = cycles of the
+  levels below (the innermost level's period spans the ir loops at its very bottom); ``fh`` moves the
+  tile of level m + 1's arch level. Outputs: ``fl``/``th`` likewise, and ``tl``/``fh`` only while the
+  data are partial sums. Traffic beyond the top memory is ignored. Latency uses the integer spatial
+  unrolling (an uneven unrolling's PEs truncated), energy and buffer occupancy the fractional one.
+* A link is *allowed* the whole period when the memory receiving its data is double-buffered (its
+  effective tile, the tile over its top relevant loops, fills at most half the memory, or fits the room
+  its sharers leave; ``calc_double_buffer_flag``), else ``period / top_ir`` (the window before the top
+  irrelevant loops reuse the tile). *Real* cycles = ``ceil(amount * bits / max_bw)``.
+* Stall (+) or slack (-) of a link = ``(real - allowed) * (count - 1)``; links sharing a physical port
+  add their stalls, and their slack only up to the union of their updating windows (the memory-updating
+  window union); the worst port sets the stall ``SS_comb`` (all ports work in parallel).
+* On-loading (before compute): per port, links that run once (count 1) cost their real cycles, less a
+  share of the port's spare bandwidth during compute (``reduce_ordered``); links that repeat cost their
+  real cycles. Per input operand and level pair the longer of the two link ends counts, summed per
+  operand; two operands overlap unless a port is shared by both. Off-loading: the outputs' ``th``/``fl``
+  pairs in series. The last results leave each systolic dimension one cycle per unit (drain).
+
+``total = temporal + stall_slack + onloading + offloading + drain`` is ZigZag's ``latency_total2``; its
+``*_complete.json`` dumps hold ``computation`` (temporal + stall_slack), ``data_onloading`` and
+``data_offloading`` (off-loading + drain). ``tests/test_nest_latency.py`` and
+``benchmarks/bench_nest_latency.py`` check every term against ZigZag's own dumps.
+
+Use: ``nest_latency(hw, layer, m.spatial, m.temporal)`` for a :class:`~npukit.sim.nest_mapper.NestMapping`
+``m`` (about 0.3 ms a call): ``.total`` is ZigZag's cycles for that mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hardware import Hardware
+from .loopnest import IR_DIMS, R_DIMS, Loop, NestLayer, _cum, r_size, spatial_per_level, stationary
+
+DIRS = ("tl", "fh", "fl", "th")
+_INPUT_MEM_OPS = ("I1", "I2")  # ZigZag's Constants.MEM_OP_1 / MEM_OP_2: the memory operands of layer inputs
+
+
+@dataclass(frozen=True)
+class NestLatency:
+    """ZigZag's latency terms of one mapping, in cycles: ``ideal`` (MACs / array units, rounded up),
+    ``temporal`` (temporal loop iterations), ``stall_slack`` (worst port's stall, >= 0), ``onloading``,
+    ``offloading`` and ``drain`` (systolic drain)."""
+
+    ideal: int
+    temporal: int
+    stall_slack: float
+    onloading: float
+    offloading: float
+    drain: int
+
+    @property
+    def computation(self) -> float:
+        """ZigZag's ``latency_total0``: temporal cycles plus stall."""
+        return self.temporal + self.stall_slack
+
+    @property
+    def total(self) -> float:
+        """ZigZag's ``latency_total2`` (cycles)."""
+        return self.computation + self.onloading + self.offloading + self.drain
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One direction of one operand's data-transfer link at one memory level (``DataMovePattern``)."""
+
+    amount: float  # elements per period
+    bits: int
+    period: int
+    count: int
+    req_bw: int  # average required bandwidth, bits per cycle
+    window: int  # instantaneous updating window (period / top ir loops)
+
+
+_IDLE = _Link(0, 0, 0, 0, 0, 0)
+
+
+def unrolling(layer: NestLayer, sm: dict[str, dict[str, float]], array: dict[str, int],
+              integer: bool) -> dict[str, dict[str, float]]:
+    """ZigZag's limited spatial unrolling (``SpatialMappingConversionStage``): each factor is clipped to
+    its array dimension and to the loop; on the first array dimension with the largest factor of a loop
+    that the array does not divide evenly, the factor becomes ``n / ceil(n / f) / (earlier factors)``,
+    truncated to an integer when ``integer`` (the one latency uses)."""
+    out: dict[str, dict[str, float]] = {}
+    for oa, loops in sm.items():
+        out[oa] = {}
+        for d, f in loops.items():
+            n = layer.dims.get(d, 1)
+            f = min(f, array.get(oa, f), n)
+            sizes = [lp.get(d, 0) for lp in sm.values()]
+            first_max = next(o for o, lp in sm.items() if lp.get(d, 0) == max(sizes))
+            if oa == first_max:
+                early = math.prod(out[o].get(d, 1) for o in out if o != oa)
+                f = n / math.ceil(n / (f * early)) / early
+                f = int(f) if integer else f
+            out[oa][d] = f
+    return out
+
+
+def _top_run(loops: list[Loop], dims: tuple[str, ...]) -> float:
+    """Product of the loops of ``dims`` at the top of ``loops`` (innermost first)."""
+    p = 1
+    for d, s in reversed(loops):
+        if d not in dims:
+            break
+        p *= s
+    return p
+
+
+def _tiles(hw: Hardware, layer: NestLayer, op: str, sm: dict, tms: list[list[Loop]]) -> tuple[list[int], list[int]]:
+    """(elements per unrolled instance at each arch level, bandwidth boost per memory level) of ``op``."""
+    su = spatial_per_level(hw, op, sm)
+    L = len(tms)
+    seed = [[]] + tms + [[]]
+    elem = [round(r_size(layer, op, c)) for c in _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])]
+    r_sp = [r_size(layer, op, c) for c in _cum(su)]
+    boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
+    return elem, boost
+
+
+def _psum_flags(op: str, sm: dict, hw: Hardware, tms: list[list[Loop]]) -> list[bool]:
+    """Per arch level: does it hold partial sums (an output-irrelevant loop above it)? Last entry False."""
+    L = len(tms)
+    if op != "O":
+        return [False] * (L + 1)
+    su = spatial_per_level(hw, op, sm)
+    seed = [[]] + tms + [[]]
+    irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
+    return [any(irf[m + 1:]) for m in range(L)] + [False]
+
+
+def _links(hw: Hardware, layer: NestLayer, op: str, sm_int: dict,
+           tms: list[list[Loop]]) -> tuple[list[dict[str, _Link]], int]:
+    """(per memory level of ``op``: its four links (``mapping.py``'s ``unit_mem_data_movement``), bits of
+    its arch level 1 tile)."""
+    L = len(tms)
+    elem, boost = _tiles(hw, layer, op, sm_int, tms)
+    boost = boost + [1]
+    cabl = [math.prod(s for lv in tms[:m + 1] for _, s in lv) for m in range(L)]
+    total = cabl[-1]
+    st = 1
+    if op != "O":  # the innermost level's period spans the ir loops at its very bottom
+        for d, s in tms[0]:
+            if d not in IR_DIMS[op]:
+                break
+            st *= s
+    cyc = [st] + cabl
+    top_ir = [1] + [_top_run(lv, IR_DIMS[op]) for lv in tms]
+    psum = _psum_flags(op, sm_int, hw, tms)
+    prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * (L + 1)
+    out = []
+    for m in range(L):
+        def link(a: int, amount: float, top: float, boosted: float = 1) -> _Link:
+            period = int(cyc[a])
+            return _Link(amount, prec[a], period, int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted),
+                         int(period / top))
+        low = link(m, elem[m] * boost[m] if op != "O" else int(elem[m] * boost[m]), top_ir[m], boost[m])
+        high = link(m + 1, elem[m + 1], top_ir[m + 1]) if m < L - 1 else _IDLE
+        if op != "O":
+            out.append({"tl": low, "fh": high, "fl": _IDLE, "th": _IDLE})
+        else:
+            out.append({"tl": low if psum[m] else _IDLE, "fh": high if psum[m + 1] else _IDLE, "fl": low, "th": high})
+    return out, elem[1] * prec[1]
+
+
+def _double_buffered(hw: Hardware, layer: NestLayer, sm_frac: dict, tm: dict[str, list[list[Loop]]],
+                     order: tuple[str, ...]) -> dict[str, list[bool]]:
+    """Per operand, [False (MAC level)] + per memory level: can it double-buffer (``calc_double_buffer_flag``)?"""
+    ind: dict[str, list[float]] = {}
+    for op in order:
+        elem, _ = _tiles(hw, layer, op, sm_frac, tm[op])
+        psum = _psum_flags(op, sm_frac, hw, tm[op])
+        prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * len(elem)
+        top_r = [1] + [_top_run(lv, R_DIMS[op]) for lv in tm[op]]
+        ind[op] = [(elem[m + 1] * prec[m + 1]) // top_r[m + 1] / mem.size_bits for m, mem in enumerate(hw.levels(op))]
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for op in order:
+        for m, mem in enumerate(hw.levels(op)):
+            groups.setdefault(mem.name, []).append((op, m))
+    shared = {op: [sum(ind[o][k] for o, k in groups[mem.name]) for mem in hw.levels(op)] for op in order}
+    flags: dict[str, list[bool]] = {}
+    for op in order:
+        flags[op] = [False]
+        for m, mem in enumerate(hw.levels(op)):
+            if shared[op][m] <= 0.5:
+                flags[op].append(True)
+            elif ind[op][m] <= 1 - shared[op][m]:
+                flags[op].append(True)
+                for o, k in groups[mem.name]:
+                    shared[o][k] += ind[op][m]
+            else:
+                flags[op].append(False)
+    return flags
+
+
+def _window_union(acts: list[tuple]) -> int:
+    """Cycles covered by the union of the links' updating windows (``__calc_mem_updating_window_union``):
+    each link (real, allowed, period, count) is busy the first ``allowed`` cycles of each period; the union
+    over the longest period, times that link's period count."""
+    for _, allowed, period, count in acts:
+        if period == allowed:
+            return period * count
+    big = max(acts, key=lambda a: a[2])  # the first with the longest period
+    chain = sorted((p, min(a, p)) for _, a, p, _ in acts)
+    if all(q % p == 0 for (p, _), (q, _) in zip(chain, chain[1:], strict=False)):
+        return _nested_union(chain, big[2]) * big[3]
+    covered = np.zeros(big[2], dtype=bool)  # periods that do not nest: mark the cycles (as ZigZag does)
+    for _, allowed, period, _ in acts:
+        for start in range(0, big[2], period):
+            covered[start:start + allowed] = True
+    return int(covered.sum()) * big[3]
+
+
+def _nested_union(chain: list[tuple[int, int]], x: int) -> int:
+    """Cycles of [0, x) inside a window of any link of ``chain`` ((period, window), shortest period first,
+    each period dividing the next), in closed form: whole periods of the longest link, then the rest of one;
+    within one period, its window plus what the shorter links cover after it."""
+    memo: dict[tuple[int, int], int] = {}
+
+    def covered(j: int, x: int) -> int:
+        if j < 0 or x <= 0:
+            return 0
+        if (j, x) not in memo:
+            p, a = chain[j]
+            q, r = divmod(x, p)
+            memo[(j, x)] = q * first(j, p) + first(j, r)
+        return memo[(j, x)]
+
+    def first(j: int, r: int) -> int:
+        w = min(r, chain[j][1])
+        return w + max(0, covered(j - 1, r) - covered(j - 1, w))
+
+    return covered(len(chain) - 1, x)
+
+
+def _ports(hw: Hardware, ops: dict[str, str]) -> list[list[tuple[str, int, str]]]:
+    """Every physical port in memory order: the (layer operand, memory level, direction) links it serves."""
+    out = []
+    for mem in hw.memories:
+        served: dict[str, list[tuple[str, int, str]]] = {}
+        for mem_op in mem.operands:
+            op = ops.get(mem_op)
+            for (o, d), pname in mem.port.items():
+                if o == mem_op and op is not None:
+                    served.setdefault(pname, []).append((op, hw.levels(op).index(mem), d))
+        names = list(dict.fromkeys(mem.port.values()))
+        out += [served[p] for p in names if p in served]
+    return out
+
+
+def _reduce_ordered(c: list[float], m: list[float], s: float) -> list[float]:
+    """Reduce each c towards its m, largest c first, by at most ``s`` in all (ZigZag's ``reduce_ordered``)."""
+    if s <= 0 or not c:
+        return c
+    out = list(c)
+    for i in sorted(range(len(c)), key=lambda i: c[i], reverse=True):
+        if s <= 0:
+            break
+        r = min(max(0.0, out[i] - m[i]), s)
+        out[i] -= r
+        s -= r
+    return out
+
+
+def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
+                 tm: dict[str, list[list[Loop]]]) -> NestLatency:
+    """ZigZag 3.9.1's latency of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping
+    ``tm`` ({W, I, O: loops per memory level, innermost first}) of ``layer`` on ``hw``, in cycles."""
+    gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
+    order = ("O", "I", "W") if gemm else ("O", "W", "I")  # ZigZag's layer operand order (its equation's)
+    ops = {hw.links[op]: op for op in order}
+    sm_int = unrolling(layer, sm, hw.array.dims, True)
+    sm_frac = unrolling(layer, sm, hw.array.dims, False)
+    tms = {op: stationary(op, tm[op]) for op in order}
+    total = math.prod(s for lv in tms["O"] for _, s in lv)
+    links, bits1 = {}, {}
+    for op in order:
+        links[op], bits1[op] = _links(hw, layer, op, sm_int, tms[op])
+    db = _double_buffered(hw, layer, sm_frac, tms, order)
+    mems = {op: hw.levels(op) for op in order}
+
+    def bw(op: str, m: int, d: str) -> int:
+        b = mems[op][m].port_bw(hw.links[op], d)
+        return b[1] if b else 0
+
+    real = {(op, m, d): math.ceil(lk.amount * lk.bits / bw(op, m, d)) if bw(op, m, d) else 0
+            for op in order for m, lv in enumerate(links[op]) for d, lk in lv.items()}
+
+    def allowed(op: str, m: int, d: str) -> int:
+        lk = links[op][m][d]
+        return lk.period if db[op][m + (d in ("th", "fh"))] else lk.window
+
+    # stall / slack per physical port (combine_data_transfer_rate_per_physical_port)
+    ports = _ports(hw, ops)
+    stall = 0.0
+    for served in ports:
+        acts = [(real[s], allowed(*s), links[s[0]][s[1]][s[2]].period, links[s[0]][s[1]][s[2]].count)
+                for s in served if links[s[0]][s[1]][s[2]].count]
+        if len(acts) == 1:
+            stall = max(stall, (acts[0][0] - acts[0][1]) * (acts[0][3] - 1))
+        elif acts:
+            ss = [(r - a) * (c - 1) for r, a, _, c in acts]
+            muw = sum(a * (c - 1) for _, a, _, c in acts)
+            comb = sum(x for x in ss if x > 0) + max(0, sum(x for x in ss if x <= 0) + muw - _window_union(acts))
+            stall = max(stall, comb)
+
+    # on/off-loading per port (calc_loading_single_port)
+    loading: dict[tuple[str, int, str], tuple[float, bool]] = {}
+    for served in ports:
+        port_bw = bw(*served[0])
+        two_inputs = len({hw.links[op] for op, _, _ in served} & set(_INPUT_MEM_OPS)) > 1
+        once, repeat = [], []
+        for s in served:
+            op, m, d = s
+            if op == "O" and d in ("tl", "fh"):
+                continue
+            n = links[op][m][d].count
+            if n == 1:
+                once.append(s)
+            elif n > 1:
+                repeat.append(s)
+        for s in repeat:
+            loading[s] = (real[s], two_inputs)
+        if once:
+            req = sum(math.ceil(links[op][m][d].req_bw) for op, m, d in repeat)
+            busy = total + stall
+            surplus = max(0, (port_bw - req) / port_bw * busy)
+            least = [math.ceil(bits1[op] / port_bw) for op, _, _ in once]
+            left = _reduce_ordered([real[s] for s in once], least, surplus)
+            for s, v in zip(once, left, strict=True):
+                loading[s] = (v, two_inputs)
+    on = _onloading(order, mems, loading)
+    off = sum(max(loading.get(("O", m, "th"), (0, False))[0], loading.get(("O", m + 1, "fl"), (0, False))[0])
+              for m in range(len(mems["O"]) - 1))
+    drain = sum(max(math.ceil(math.prod(min(f, layer.dims.get(d, 1), hw.array.dims.get(oa, f))
+                                        for d, f in sm[oa].items())) - 1, 0)
+                for oa in hw.array.systolic if oa in sm)
+    ideal = math.ceil(layer.macs / hw.array.units)
+    return NestLatency(ideal, total, stall, on, off, drain)
+
+
+def _onloading(order: tuple[str, ...], mems: dict, loading: dict) -> float:
+    """Combine the inputs' on-loading link pairs (``calc_onloading_combined``)."""
+    parts = {}
+    for op in order[1:]:
+        ind = half = shared = 0.0
+        for m in range(len(mems[op]) - 1):
+            (c1, s1), (c2, s2) = loading.get((op, m, "fh"), (0, False)), loading.get((op, m + 1, "tl"), (0, False))
+            c = max(c1, c2)
+            if not s1 and not s2:
+                ind += c
+            elif s1 and s2:
+                shared += c
+            else:
+                half = c  # ZigZag assigns (does not add) the half-shared part
+        parts[op] = (ind, half, shared)
+    (i1, h1, s1), (i2, h2, s2) = parts.values()
+    return min(s1 + max(s2 + h2 + i2, h1 + i1), s2 + max(s1 + h1 + i1, h2 + i2))
