@@ -17,13 +17,13 @@ The accounting follows ZigZag 3.9.1's (``zigzag/mapping/mapping.py`` and ``cost_
   also flow up (``fl``/``th``), and are read back below (``tl``) only while they are partial sums (an ir
   loop above the level); partial sums move at ``bits['O']``, final outputs at ``bits['O_final']``.
 * One access moves ``max_bw`` bits; a period moving ``n`` bits costs ``ceil(n / min_bw) * min_bw / max_bw``
-  accesses (a narrow transfer still pays for ``min_bw``). Energy = reads * r_cost + writes * w_cost;
+  accesses (a narrow transfer still pays for ``min_bw``); the accesses of a link over all its periods and
+  instances are truncated to a whole number, as ZigZag's are. Energy = reads * r_cost + writes * w_cost;
   MACs cost ``unit_energy`` each.
 
-Cycles: the temporal iterations, plus the stall of the busiest port (accesses per instance beyond the
-temporal iterations), plus on-loading each input's lowest-memory tiles (every instance) through the
-top level's port before compute starts (the upper levels fill behind it), plus off-loading the last
-outputs, plus the drain of systolic dimensions; an estimate of ZigZag's port model.
+Cycles are ZigZag's latency model (:mod:`npukit.sim.nest_latency`), filled in by :func:`evaluate` and by
+the mapper for the mapping it keeps; :func:`cost_of` alone gives the temporal iterations and the drain.
+The per-operand port busy cycles and on/off-loading of :func:`operand_parts` only order the operands.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def spatial_per_level(hw: Hardware, op: str, sm: dict[str, dict[str, int]]) -> l
 @dataclass
 class NestCost:
     """Cost of one mapping: ``accesses[op][level][dir]`` (max-bandwidth words), ``energy[op][level]`` (pJ),
-    ``mac_pj``, ``cycles`` (temporal iterations, stall, on/off-loading, drain)."""
+    ``mac_pj``, ``cycles`` (ZigZag's latency: temporal iterations, stall, on/off-loading, drain; cycles)."""
 
     accesses: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     energy: dict[str, list[float]] = field(default_factory=dict)
@@ -175,7 +175,8 @@ def _acc(amount: float, bits: int, bw: tuple[int, int] | None, periods: float, u
     if bw is None:
         raise ValueError("no port bandwidth for a transfer that happens")
     lo, hi = bw
-    return math.ceil(amount * bits / lo) * (lo / hi) * periods * units
+    # a whole number of word accesses, truncated as ZigZag 3.9.1 does (cost_model.py: _calc_memory_access)
+    return float(int(math.ceil(amount * bits / lo) * (lo / hi) * periods * units))
 
 
 def effective_spatial(layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
@@ -219,13 +220,16 @@ def spatial_context(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]
 def evaluate(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
              ctx: dict | None = None) -> NestCost:
     """Cost of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping ``tm``
-    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``;
-    ``ctx``: :func:`spatial_context` of the same (hw, layer, sm), when the caller holds it."""
+    ({layer operand: [loops of memory level 0 (innermost first), level 1, ...]}) of ``layer`` on ``hw``, its
+    cycles ZigZag's latency (:func:`npukit.sim.nest_latency.nest_latency`); ``ctx``: :func:`spatial_context`
+    of the same (hw, layer, sm), when the caller holds it."""
+    from .nest_latency import with_latency  # it builds on this module's helpers
+
     if ctx is None:
         ctx = spatial_context(hw, layer, sm)
     parts = operand_parts(hw, layer, tm, ctx)
     assert parts is not None
-    return cost_of(ctx, *parts)
+    return with_latency(hw, layer, sm, tm, cost_of(ctx, *parts))
 
 
 def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict,
@@ -261,65 +265,39 @@ _OPS = ("W", "I", "O")
 
 
 def lower_bound(ctx: dict, total_cycle: int, parts: list, objective: str) -> float:
-    """A lower bound on :func:`score_of` from the operands costed so far (``None`` in ``parts`` for the
-    others), never above the exact score in floating point either: every term is >= 0 and IEEE addition
-    and multiplication round monotonically, so a partial sum of one or two of the three operand energies
-    (in any order) is <= their sum, the busiest port of one operand is <= the busiest of the summed ports,
-    and each cycle term is bounded by its own partial value in the same sum order as
-    :attr:`NestCost.cycles`."""
-    if objective == "latency" or objective == "edp":
-        stall = onload = offload = 0.0
-        for k, part in enumerate(parts):
-            if part is not None:
-                stall = max(stall, part[5] - total_cycle)
-                if k == 2:
-                    offload = part[3]
-                else:
-                    onload = max(onload, part[3])
-        cycles = total_cycle + stall + onload + offload + ctx["fixed"][1]
-        if objective == "latency":
-            return cycles
+    """A lower bound on the ``objective``'s exact score (energy pJ, ZigZag's latency in cycles, or their
+    product) from the operands costed so far (``None`` in ``parts`` for the others), never above the exact
+    score in floating point either: every term is >= 0 and IEEE addition and multiplication round
+    monotonically, so a partial sum of one or two of the three operand energies (in any order) is <= their
+    sum; ZigZag's latency (:func:`npukit.sim.nest_latency.nest_latency`) is the temporal cycles plus a stall,
+    on/off-loading and drain that are all >= 0."""
+    if objective == "latency":
+        return float(total_cycle)
     so_far = 0
     for part in parts:
         if part is not None:
             so_far += part[4]
     energy = ctx["fixed"][0] + so_far
-    return energy if objective == "energy" else energy * cycles
+    return energy if objective == "energy" else energy * total_cycle
 
 
-def score_of(ctx: dict, total_cycle: int, parts: list[tuple], objective: str) -> float:
-    """The ``objective``'s score (energy pJ, cycles, or their product) of :func:`operand_parts`' result:
-    exactly ``NestCost.energy_pj``/``cycles`` of :func:`cost_of`'s cost, without building it."""
-    energy = ctx["fixed"][0] + sum([p[4] for p in parts]) if objective != "latency" else 0.0
-    if objective == "energy":
-        return energy
-    ports: dict = {}
-    onload = 0.0
-    for op, part in zip(_OPS, parts, strict=True):
-        for k, v in part[2].items():
-            ports[k] = ports.get(k, 0.0) + v
-        if op != "O":
-            onload = max(onload, part[3])
-    stall = max(0.0, max(ports.values(), default=0.0) - total_cycle)
-    cycles = total_cycle + stall + onload + parts[2][3] + ctx["fixed"][1]
-    return cycles if objective == "latency" else energy * cycles
+def score_of(ctx: dict, total_cycle: int, parts: list[tuple], objective: str = "energy") -> float:
+    """The energy (pJ) of :func:`operand_parts`' result: exactly ``NestCost.energy_pj`` of :func:`cost_of`'s
+    cost, without building it. Latency and EDP need the whole mapping (:mod:`npukit.sim.nest_latency`)."""
+    if objective != "energy":
+        raise ValueError(f"score_of gives energy only, not {objective!r}: latency needs nest_latency")
+    return ctx["fixed"][0] + sum([p[4] for p in parts])
 
 
 def cost_of(ctx: dict, total_cycle: int, parts: list[tuple]) -> NestCost:
-    """The :class:`NestCost` of :func:`operand_parts`' result."""
+    """The :class:`NestCost` of :func:`operand_parts`' result: accesses and energies; of the cycles only the
+    temporal ones and the drain (:func:`npukit.sim.nest_latency.with_latency` adds ZigZag's stall and
+    on/off-loading)."""
     cost = NestCost()
-    ports: dict[tuple[str, str], float] = {}
-    for op, (accs, ens, oports, load, *_) in zip(("W", "I", "O"), parts, strict=True):
+    for op, (accs, ens, *_) in zip(("W", "I", "O"), parts, strict=True):
         cost.accesses[op], cost.energy[op] = accs, ens
-        for k, v in oports.items():
-            ports[k] = ports.get(k, 0.0) + v
-        if op == "O":
-            cost.offload_cycles = load
-        else:
-            cost.onload_cycles = max(cost.onload_cycles, load)
     cost.mac_pj, cost.drain_cycles = ctx["fixed"]
     cost.temporal_cycles = total_cycle
-    cost.stall_cycles = max(0.0, max(ports.values(), default=0.0) - total_cycle)
     return cost
 
 

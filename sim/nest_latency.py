@@ -42,12 +42,12 @@ Use: ``nest_latency(hw, layer, m.spatial, m.temporal)`` for a :class:`~npukit.si
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .hardware import Hardware
-from .loopnest import IR_DIMS, R_DIMS, Loop, NestLayer, _cum, r_size, spatial_per_level, stationary
+from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _cum, r_size, spatial_per_level, stationary
 
 DIRS = ("tl", "fh", "fl", "th")
 _INPUT_MEM_OPS = ("I1", "I2")  # ZigZag's Constants.MEM_OP_1 / MEM_OP_2: the memory operands of layer inputs
@@ -373,3 +373,11 @@ def _onloading(order: tuple[str, ...], mems: dict, loading: dict) -> float:
         parts[op] = (ind, half, shared)
     (i1, h1, s1), (i2, h2, s2) = parts.values()
     return min(s1 + max(s2 + h2 + i2, h1 + i1), s2 + max(s1 + h1 + i1, h2 + i2))
+
+
+def with_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+                 cost: NestCost, lat: NestLatency | None = None) -> NestCost:
+    """``cost`` with ZigZag's latency terms of the mapping (``lat``, computed when not given) as its cycles."""
+    lat = lat if lat is not None else nest_latency(hw, layer, sm, tm)
+    return replace(cost, temporal_cycles=lat.temporal, stall_cycles=lat.stall_slack, onload_cycles=lat.onloading,
+                   offload_cycles=lat.offloading, drain_cycles=lat.drain)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ConfigError
 from .hardware import Hardware
@@ -45,6 +45,7 @@ from .loopnest import (
 )
 from .nest_alloc import _tensor, allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
+from .nest_latency import NestLatency, nest_latency, with_latency
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -60,6 +61,7 @@ class NestMapping:
     spatial: dict[str, dict[str, int]]
     temporal: dict[str, list[list[Loop]]]
     cost: NestCost
+    latency: NestLatency | None = field(default=None, compare=False, repr=False)
 
     def loop_nest(self, hw: Hardware) -> str:
         """The mapping as a loop nest per memory level, outermost first (Timeloop/ZigZag style)."""
@@ -179,11 +181,8 @@ def _score(c: NestCost, objective: str) -> float:
     return c.energy_pj * c.cycles
 
 
-def _first(parts: list[tuple], objective: str) -> tuple[int, ...]:
-    """W, I, O (indices) in the order to cost them: the heaviest in the best so far first (its energy, or
-    for latency its busiest port or on/off-loading cycles)."""
-    if objective == "latency":
-        return tuple(sorted(range(3), key=lambda j: -max(parts[j][5], parts[j][3])))
+def _first(parts: list[tuple]) -> tuple[int, ...]:
+    """W, I, O (indices) in the order to cost them: the heaviest (energy) in the best so far first."""
     return tuple(sorted(range(3), key=lambda j: -parts[j][4]))
 
 
@@ -241,21 +240,60 @@ def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
 _CACHE: dict[tuple, NestMapping] = {}
 
 
+def _latency(hw: Hardware, m: NestMapping) -> NestLatency:
+    """ZigZag's latency of ``m`` (computed once and kept on it)."""
+    if m.latency is None:
+        m.latency = nest_latency(hw, m.layer, m.spatial, m.temporal)
+    return m.latency
+
+
+def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | None, best_score: float,
+            objective: str) -> bool:
+    """ZigZag's rule for keeping ``cand`` (``score``) over ``best``: a lower score; on an equal energy the
+    lower latency (``MinimalEnergyStage``), on an equal latency the lower energy (``MinimalLatencyStage``);
+    else the first stays."""
+    if best is None or score < best_score:
+        return True
+    if score > best_score:
+        return False
+    if objective == "energy":
+        return _latency(hw, cand).total < _latency(hw, best).total
+    if objective == "latency":
+        return cand.cost.energy_pj < best.cost.energy_pj
+    return False
+
+
 def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
               ctx: dict, objective: str, best: NestMapping | None, best_score: float,
               first: tuple[int, ...], ids: tuple[int, ...] | None = None,
               local: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
     """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
     operands already prove its score above the best is cut before its other operands are costed
-    (loopnest.lower_bound: never above the exact score); the first of equal scores stays."""
+    (loopnest.lower_bound: never above the exact score); ties follow ZigZag (:func:`_better`). Latency
+    and EDP are scored with ZigZag's latency of the whole mapping (:func:`npukit.sim.nest_latency.nest_latency`)."""
     parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective, ids, local)
     if parts is None:
         return best, best_score, first
-    score = score_of(ctx, *parts, objective)
-    if score < best_score:
+    energy = score_of(ctx, *parts)
+    if objective == "energy":
+        if energy > best_score:
+            return best, best_score, first
+        cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
+        score = energy
+    else:
+        cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
+        lat = _latency(hw, cand)
+        score = lat.total if objective == "latency" else energy * lat.total
+    if _better(hw, cand, score, best, best_score, objective):
         # the operands weighing most in the best so far are costed first (earlier cuts)
-        return NestMapping(layer, sm, tm, cost_of(ctx, *parts)), score, _first(parts[1], objective)
+        return cand, score, _first(parts[1])
     return best, best_score, first
+
+
+def _finish(hw: Hardware, m: NestMapping) -> NestMapping:
+    """``m`` with ZigZag's latency terms as its cost's cycles."""
+    return NestMapping(m.layer, m.spatial, m.temporal,
+                       with_latency(hw, m.layer, m.spatial, m.temporal, m.cost, _latency(hw, m)), m.latency)
 
 
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
@@ -290,9 +328,10 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             for order in _distinct_orders(lpfs):
                 tm = allocate(hw, layer, esm, order, None, su, None)
                 if tm is not None:
-                    c = evaluate(hw, layer, sm, tm)
-                    if best is None or _score(c, objective) < _score(best.cost, objective):
-                        best = NestMapping(layer, sm, tm, c)
+                    cand = NestMapping(layer, sm, tm, evaluate(hw, layer, sm, tm))
+                    score = _score(cand.cost, objective)
+                    if _better(hw, cand, score, best, best_score, objective):
+                        best, best_score = cand, score
                     fits = True
             feasible += fits
             continue
@@ -339,6 +378,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
+    best = _finish(hw, best)
     if not exhaustive:
         _CACHE[ckey] = best
     return best

@@ -72,10 +72,12 @@ def test_pruned_search_equals_exhaustive(arch: str) -> None:
 
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
 def test_lower_bound_never_exceeds_the_score(objective: str) -> None:
-    """loopnest.lower_bound from any one or two costed operands is <= the exact score (score_of, equal to
-    the NestCost's), on every order of a layer; and it cuts: some orders' bound exceeds the best score."""
+    """loopnest.lower_bound from any one or two costed operands is <= the exact score (energy: score_of, equal
+    to the NestCost's; latency and EDP with ZigZag's latency of the whole mapping), on every order of a layer;
+    and for energy and EDP it cuts: some orders' bound exceeds the best score (a latency bound is the
+    temporal cycles, the same for every order of one spatial unrolling)."""
     from npukit.sim import nest_mapper as nm
-    from npukit.sim.loopnest import cost_of, effective_spatial, lower_bound, operand_parts, score_of, spatial_context
+    from npukit.sim.loopnest import cost_of, effective_spatial, evaluate, lower_bound, operand_parts, score_of, spatial_context
 
     hw, sp = _hw("eyeriss_like")
     layer = LAYERS[0]
@@ -88,14 +90,15 @@ def test_lower_bound_never_exceeds_the_score(objective: str) -> None:
         if tm is None:
             continue
         total, parts = operand_parts(hw, layer, tm, ctx)
-        score = score_of(ctx, total, parts, objective)
-        assert score == _score(cost_of(ctx, total, parts), objective)
+        assert score_of(ctx, total, parts) == cost_of(ctx, total, parts).energy_pj
+        score = _score(evaluate(hw, layer, sm, tm, ctx), objective)
         for keep in ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2)):
             lb = lower_bound(ctx, total, [p if k in keep else None for k, p in enumerate(parts)], objective)
             assert lb <= score
             bounds.append(lb)
         scores.append(score)
-    assert max(bounds) > min(scores)
+    if objective != "latency":
+        assert max(bounds) > min(scores)
 
 
 def _workload() -> Workload:
