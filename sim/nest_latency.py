@@ -124,6 +124,19 @@ def _top_run(loops: list[Loop], dims: tuple[str, ...]) -> float:
     return p
 
 
+def _links_key(op: str, tms: list[list[Loop]]) -> tuple:
+    """What :func:`_links` and :func:`_utilisation` read of ``op``'s loops: per level the loop multiset and
+    the products of the irrelevant and of the relevant loops at its top, and the irrelevant loops at the
+    bottom of the innermost level (the order inside a level matters only through these)."""
+    bottom = 1
+    if op != "O":
+        for d, f in tms[0] if tms else ():
+            if d not in IR_DIMS[op]:
+                break
+            bottom *= f
+    return (op, bottom, tuple((tuple(sorted(lv)), _top_run(lv, IR_DIMS[op]), _top_run(lv, R_DIMS[op])) for lv in tms))
+
+
 def _tiles(hw: Hardware, layer: NestLayer, op: str, sm: dict, tms: list[list[Loop]]) -> tuple[list[int], list[int]]:
     """(elements per unrolled instance at each arch level, bandwidth boost per memory level) of ``op``."""
     su = spatial_per_level(hw, op, sm)
@@ -180,16 +193,19 @@ def _links(hw: Hardware, layer: NestLayer, op: str, sm_int: dict,
     return out, elem[1] * prec[1]
 
 
-def _double_buffered(hw: Hardware, layer: NestLayer, sm_frac: dict, tm: dict[str, list[list[Loop]]],
-                     order: tuple[str, ...]) -> dict[str, list[bool]]:
-    """Per operand, [False (MAC level)] + per memory level: can it double-buffer (``calc_double_buffer_flag``)?"""
-    ind: dict[str, list[float]] = {}
-    for op in order:
-        elem, _ = _tiles(hw, layer, op, sm_frac, tm[op])
-        psum = _psum_flags(op, sm_frac, hw, tm[op])
-        prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * len(elem)
-        top_r = [1] + [_top_run(lv, R_DIMS[op]) for lv in tm[op]]
-        ind[op] = [(elem[m + 1] * prec[m + 1]) // top_r[m + 1] / mem.size_bits for m, mem in enumerate(hw.levels(op))]
+def _utilisation(hw: Hardware, layer: NestLayer, op: str, sm_frac: dict, tms: list[list[Loop]]) -> list[float]:
+    """Per memory level of ``op``: the share of the memory its effective tile (the tile over the level's top
+    relevant loops) fills (``effective_mem_utili_individual``)."""
+    elem, _ = _tiles(hw, layer, op, sm_frac, tms)
+    psum = _psum_flags(op, sm_frac, hw, tms)
+    prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * len(elem)
+    top_r = [1] + [_top_run(lv, R_DIMS[op]) for lv in tms]
+    return [(elem[m + 1] * prec[m + 1]) // top_r[m + 1] / mem.size_bits for m, mem in enumerate(hw.levels(op))]
+
+
+def _double_buffered(hw: Hardware, ind: dict[str, list[float]], order: tuple[str, ...]) -> dict[str, list[bool]]:
+    """Per operand, [False (MAC level)] + per memory level: can it double-buffer (``calc_double_buffer_flag``)?
+    ``ind``: :func:`_utilisation` of each operand."""
     groups: dict[str, list[tuple[str, int]]] = {}
     for op in order:
         for m, mem in enumerate(hw.levels(op)):
@@ -280,35 +296,51 @@ def _reduce_ordered(c: list[float], m: list[float], s: float) -> list[float]:
 
 
 def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
-                 tm: dict[str, list[list[Loop]]]) -> NestLatency:
+                 tm: dict[str, list[list[Loop]]], memo: dict | None = None) -> NestLatency:
     """ZigZag 3.9.1's latency of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping
-    ``tm`` ({W, I, O: loops per memory level, innermost first}) of ``layer`` on ``hw``, in cycles."""
-    gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
-    order = ("O", "I", "W") if gemm else ("O", "W", "I")  # ZigZag's layer operand order (its equation's)
-    ops = {hw.links[op]: op for op in order}
-    sm_int = unrolling(layer, sm, hw.array.dims, True)
-    sm_frac = unrolling(layer, sm, hw.array.dims, False)
-    tms = {op: stationary(op, tm[op]) for op in order}
-    total = math.prod(s for lv in tms["O"] for _, s in lv)
-    links, bits1 = {}, {}
+    ``tm`` ({W, I, O: loops per memory level, innermost first}) of ``layer`` on ``hw``, in cycles. ``memo``: a
+    dict the caller keeps for one (hw, layer, sm) across temporal mappings (what depends only on those, and
+    each operand's links by its loops after the merge-down, are computed once)."""
+    memo = {} if memo is None else memo
+    ctx = memo.get("ctx")
+    if ctx is None:
+        gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
+        order = ("O", "I", "W") if gemm else ("O", "W", "I")  # ZigZag's layer operand order (its equation's)
+        ops = {hw.links[op]: op for op in order}
+        mems = {op: hw.levels(op) for op in order}
+        bws = {(op, m, d): (b[1] if (b := mem.port_bw(hw.links[op], d)) else 0)
+               for op in order for m, mem in enumerate(mems[op]) for d in DIRS}
+        drain = sum(max(math.ceil(math.prod(min(f, layer.dims.get(d, 1), hw.array.dims.get(oa, f))
+                                            for d, f in sm[oa].items())) - 1, 0)
+                    for oa in hw.array.systolic if oa in sm)
+        ctx = memo["ctx"] = (order, ops, mems, bws, _ports(hw, ops), unrolling(layer, sm, hw.array.dims, True),
+                             unrolling(layer, sm, hw.array.dims, False), drain, math.ceil(layer.macs / hw.array.units))
+    order, ops, mems, bws, ports, sm_int, sm_frac, drain, ideal = ctx
+    links, bits1, real, ind = {}, {}, {}, {}
     for op in order:
-        links[op], bits1[op] = _links(hw, layer, op, sm_int, tms[op])
-    db = _double_buffered(hw, layer, sm_frac, tms, order)
-    mems = {op: hw.levels(op) for op in order}
+        tms_op = stationary(op, tm[op])
+        key = _links_key(op, tms_op)
+        hit = memo.get(key)
+        if hit is None:
+            lk, b1 = _links(hw, layer, op, sm_int, tms_op)
+            rl = {(op, m, d): math.ceil(x.amount * x.bits / bws[(op, m, d)]) if bws[(op, m, d)] else 0
+                  for m, lv in enumerate(lk) for d, x in lv.items()}
+            hit = memo[key] = (lk, b1, rl, _utilisation(hw, layer, op, sm_frac, tms_op),
+                               math.prod(s for lv in tms_op for _, s in lv))
+        links[op], bits1[op], r, ind[op], prod = hit
+        real.update(r)
+        if op == "O":
+            total = prod
+    db = _double_buffered(hw, ind, order)
 
     def bw(op: str, m: int, d: str) -> int:
-        b = mems[op][m].port_bw(hw.links[op], d)
-        return b[1] if b else 0
-
-    real = {(op, m, d): math.ceil(lk.amount * lk.bits / bw(op, m, d)) if bw(op, m, d) else 0
-            for op in order for m, lv in enumerate(links[op]) for d, lk in lv.items()}
+        return bws[(op, m, d)]
 
     def allowed(op: str, m: int, d: str) -> int:
         lk = links[op][m][d]
         return lk.period if db[op][m + (d in ("th", "fh"))] else lk.window
 
     # stall / slack per physical port (combine_data_transfer_rate_per_physical_port)
-    ports = _ports(hw, ops)
     stall = 0.0
     for served in ports:
         acts = [(real[s], allowed(*s), links[s[0]][s[1]][s[2]].period, links[s[0]][s[1]][s[2]].count)
@@ -349,10 +381,6 @@ def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
     on = _onloading(order, mems, loading)
     off = sum(max(loading.get(("O", m, "th"), (0, False))[0], loading.get(("O", m + 1, "fl"), (0, False))[0])
               for m in range(len(mems["O"]) - 1))
-    drain = sum(max(math.ceil(math.prod(min(f, layer.dims.get(d, 1), hw.array.dims.get(oa, f))
-                                        for d, f in sm[oa].items())) - 1, 0)
-                for oa in hw.array.systolic if oa in sm)
-    ideal = math.ceil(layer.macs / hw.array.units)
     return NestLatency(ideal, total, stall, on, off, drain)
 
 

@@ -240,15 +240,15 @@ def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) 
 _CACHE: dict[tuple, NestMapping] = {}
 
 
-def _latency(hw: Hardware, m: NestMapping) -> NestLatency:
-    """ZigZag's latency of ``m`` (computed once and kept on it)."""
+def _latency(hw: Hardware, m: NestMapping, memo: dict | None = None) -> NestLatency:
+    """ZigZag's latency of ``m`` (computed once and kept on it; ``memo``: nest_latency's, per spatial mapping)."""
     if m.latency is None:
-        m.latency = nest_latency(hw, m.layer, m.spatial, m.temporal)
+        m.latency = nest_latency(hw, m.layer, m.spatial, m.temporal, memo)
     return m.latency
 
 
 def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | None, best_score: float,
-            objective: str) -> bool:
+            objective: str, memo: dict | None = None) -> bool:
     """ZigZag's rule for keeping ``cand`` (``score``) over ``best``: a lower score; on an equal energy the
     lower latency (``MinimalEnergyStage``), on an equal latency the lower energy (``MinimalLatencyStage``);
     else the first stays."""
@@ -257,7 +257,7 @@ def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | N
     if score > best_score:
         return False
     if objective == "energy":
-        return _latency(hw, cand).total < _latency(hw, best).total
+        return _latency(hw, cand, memo).total < _latency(hw, best).total
     if objective == "latency":
         return cand.cost.energy_pj < best.cost.energy_pj
     return False
@@ -266,7 +266,7 @@ def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | N
 def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
               ctx: dict, objective: str, best: NestMapping | None, best_score: float,
               first: tuple[int, ...], ids: tuple[int, ...] | None = None,
-              local: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+              local: dict | None = None, memo: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
     """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
     operands already prove its score above the best is cut before its other operands are costed
     (loopnest.lower_bound: never above the exact score); ties follow ZigZag (:func:`_better`). Latency
@@ -282,9 +282,9 @@ def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm:
         score = energy
     else:
         cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
-        lat = _latency(hw, cand)
+        lat = _latency(hw, cand, memo)
         score = lat.total if objective == "latency" else energy * lat.total
-    if _better(hw, cand, score, best, best_score, objective):
+    if _better(hw, cand, score, best, best_score, objective, memo):
         # the operands weighing most in the best so far are costed first (earlier cuts)
         return cand, score, _first(parts[1])
     return best, best_score, first
@@ -324,6 +324,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         lengths: list[int] = []
         lpfs = temporal_lpfs(layer, sm, lpf_limit)
         ctx = spatial_context(hw, layer, sm)
+        lmemo: dict = {}  # nest_latency's, for this spatial mapping
         if exhaustive:
             for order in _distinct_orders(lpfs):
                 tm = allocate(hw, layer, esm, order, None, su, None)
@@ -344,7 +345,8 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             for k, ids in stationary_groups(batch):
                 fits = True
                 tm = temporal_mapping(batch, k)
-                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local,
+                                                   lmemo)
             feasible += fits
             continue
         for order in order_list:
@@ -374,7 +376,8 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             groups[pre] = cuts
             done.add((pre, tuple(_ir_run(o, order[c:]) for o, c in zip(("W", "I", "O"), cuts, strict=True))))
             fits = True
-            best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first)
+            best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first,
+                                                memo=lmemo)
         feasible += fits
     if best is None:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
