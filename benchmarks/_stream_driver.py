@@ -1,7 +1,7 @@
 """Run inside Stream's own virtualenv (``stream-dse==2.1.1``, Python >= 3.12; never imports npukit): read Stream's
 shipped hardware YAMLs and solve its test workloads, printing one JSON document on stdout.
 
-    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...]
+    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...] [--hardware NAME,...]
 """
 
 from __future__ import annotations
@@ -149,17 +149,23 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
 
 
 def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
+    ap.add_argument("--hardware", default="tpu_like_quad_core", help="comma-separated names of Stream's YAMLs")
+    args = ap.parse_args()
     logging.disable(logging.CRITICAL)
-    out = os.path.abspath(sys.argv[1])
+    out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     os.environ["NPUKIT_STREAM_OUT"] = out
-    cases = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--cases" else \
-        ["2conv_16_16", "2conv_32_32", "attention_head", "swiglu", "resnet_subgraph", "conv_relu_gemm"]
     result = {"hardware": [hardware_summary(h) for h in HARDWARE], "runs": []}
-    for case in cases:
-        for fused in (False, True):
-            result["runs"].append(solve(case, "tpu_like_quad_core", fused, out))
-            print(json.dumps(result["runs"][-1])[:200], file=sys.stderr, flush=True)
+    for hardware in args.hardware.split(","):
+        for case in args.cases.split(","):
+            for fused in (False, True):
+                result["runs"].append(solve(case, hardware, fused, out))
+                print(json.dumps(result["runs"][-1])[:200], file=sys.stderr, flush=True)
     print(json.dumps(result))
     return 0
 

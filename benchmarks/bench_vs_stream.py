@@ -59,9 +59,14 @@ def stream_table(hw: dict) -> dict:
 
 def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
     """The npukit multi-core arch of a Stream hardware summary: its MAC cores (2-D arrays) as ws cores of that
-    size with the core's largest memory split over the four buffers, the off-chip port as DRAM, the links."""
+    size with the core's largest memory split over the four buffers, the off-chip port as DRAM, the links. A SIMD
+    core (a compute core with a 1-D array: Stream runs the vector nodes there, its MAC cores have only an array)
+    becomes npukit's ``simd`` core with that many lanes, the MAC cores lose their vector unit, and the bus joining
+    them (the widest ``bus`` entry holding the SIMD core) is the arch's ``bus``."""
+    from dataclasses import replace
+
     from npukit.sim import Arch
-    from npukit.sim.arch import Bits, SramKiB
+    from npukit.sim.arch import Bits, SramKiB, VectorUnit
     from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
     from npukit.sim.multicore import Core, MultiCoreArch
 
@@ -76,10 +81,20 @@ def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
     arch = Arch(name=hw["name"], rows=c0["array"][0], cols=c0["array"][1], dataflow="ws", timing="double-buffered",
                 bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
                 dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
-    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh",
-                      f"Stream {hw['name']}.yaml")
-    return MultiCoreArch(hw["name"], tuple(Core(arch, "mac", f"core{i}") for i in range(len(macs))), ic,
-                         SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency")
+    src = f"Stream {hw['name']}.yaml"
+    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh", src)
+    simd = [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and len(c["array"] or []) == 1]
+    cores = tuple(Core(arch, "mac", f"core{i}", vector_unit=not simd) for i in range(len(macs)))
+    bus = None
+    if simd:
+        cid, c = simd[0]
+        vec = VectorUnit(lanes=int(c["array"][0]), bits=bits, number="fp" if bits in (16, 32) else "int")
+        cores += (Core(replace(arch, vector=vec), "simd", f"simd{cid}"),)
+        on = [e for e in hw["links"] if e["type"] == "bus" and int(cid) in e["cores"]]
+        if on:
+            e = max(on, key=lambda e: e["bandwidth_bits"])
+            bus = Interconnect(e["bandwidth_bits"] / 8, 0.0, float(e["unit_energy_cost"] or 0.0), "bus", src)
+    return MultiCoreArch(hw["name"], cores, ic, SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency", bus)
 
 
 def npukit_workload(case: str):  # -> (Workload, bits)
@@ -120,6 +135,26 @@ def node_round_trip_bytes(op, bits: int) -> float:
     op moves its ``inputs`` and its output."""
     n = op.batch * op.elements * bits / 8
     return 6 * n if op.op == "softmax" else (op.inputs + 1) * n
+
+
+def per_node(res, wl, bits: int, march, table) -> tuple[float, float, float]:  # noqa: ANN001
+    """npukit's layer-by-layer cycles and pJ with Stream's per-layer off-chip round trips in place of what npukit
+    moves for each vector op (:func:`node_round_trip_bytes`): each vector node becomes its round trip over the
+    off-chip port, in series with its compute (Stream's transfer, node, transfer slots), instead of npukit's row
+    (its compute, or its bus transfer to and from the SIMD core when longer); the bus energy is replaced by the
+    off-chip energy. Returns (cycles, pJ, round-trip bytes)."""
+    dram = march.cores[march.mac_cores[0]].arch.dram_bandwidth_bytes_per_cycle
+    rows = {r["name"]: r for r in res.rows()}
+    cycles, pj, trip = res.total_cycles, res.energy_pj, 0.0
+    for op in wl.layers:
+        if op.kind != "vector":
+            continue
+        b = node_round_trip_bytes(op, bits)
+        r = rows[op.name]
+        trip += b
+        cycles += b / dram + r["compute_cycles"] - r["cycles"]
+        pj += b * 8 * table.dram_bit() - r.get("energy_bus_pj", 0.0)
+    return cycles, pj, trip
 
 
 def stream_terms(run: dict) -> dict:
@@ -204,10 +239,8 @@ def main() -> int:
         wall = min(walls)
         layer_rows += [{"case": run["case"], "fused": run["fused"], **{k: v for k, v in lr.items()
                         if k in LAYER_COLUMNS}} for lr in res.rows()]
-        trip = 0.0 if run["fused"] else sum(node_round_trip_bytes(op, bits) for op in wl.layers if op.kind == "vector")
-        dram = march.cores[0].arch.dram_bandwidth_bytes_per_cycle
-        node_cycles = res.total_cycles + trip / dram
-        node_pj = res.energy_pj + trip * 8 * table.dram_bit() if trip else res.energy_pj
+        node_cycles, node_pj, trip = per_node(res, wl, bits, march, table) if not run["fused"] else \
+            (res.total_cycles, res.energy_pj, 0.0)
         rows.append({"case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
                      "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],
                      "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj,

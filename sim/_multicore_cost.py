@@ -27,6 +27,7 @@ from .workload import Layer, VectorOp
 Record = tuple[str, str, tuple[int, ...], float]
 SHARED = "shared_memory"
 LINK = "interconnect"
+BUS = "bus"  # the second interconnect to the simd core (MultiCoreArch.bus)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Part:
     mapping: str = ""  # the single-core mapping of this share (loop order and tiles, e.g. ``NMK Mt=128 (x2)``)
     filter_link_cycles: float = 0.0  # of link_cycles: receiving a fused right operand made by an earlier GEMM
     filter_buffer_cycles: float = 0.0  # link cycles that fill the core's filter buffer (the most it can take ahead)
+    bus_bytes: float = 0.0  # of link_bytes: those that crossed the bus (MultiCoreArch.bus), not the links
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -244,10 +246,10 @@ def write_epilogue(parts: list[Part], bandwidth: float) -> None:
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
-                link_bw: float = 32.0, link_latency: float = 0.0) -> Part:
+                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK) -> Part:
     """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
-    send over the interconnect (an op on a SIMD core away from the MAC cores); ``hide``: GEMM cycles a pipelined
-    vector unit overlaps it with."""
+    send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK`` per bit
+    and hop, or ``BUS``); ``hide``: GEMM cycles a pipelined vector unit overlaps it with."""
     share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
         replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
                 params=op.params)
@@ -256,10 +258,10 @@ def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: 
     exposed = busy - min(busy, max(0.0, hide))
     link_bytes = moved_bits / 8
     if moved_bits:
-        recs.append((LINK, "transfer", (1,), moved_bits))
+        recs.append((link, "transfer", (1,), moved_bits))
     link_cyc = link_bytes / link_bw + link_latency if link_bytes else 0.0
     return Part(core, exposed, 0.0, link_cyc, 0, recs, vector_unit.dram_bytes(share, arch), link_bytes,
-                vector_unit.traffic(share, arch), vector_busy=busy)
+                vector_unit.traffic(share, arch), vector_busy=busy, bus_bytes=link_bytes if link == BUS else 0.0)
 
 
 def _take(recs: dict, key: tuple, n: float) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ._accounting import declare_components
 from ._multicore_cost import (
+    BUS,
     LINK,
     SHARED,
     Part,
@@ -106,6 +107,8 @@ def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:
         led.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
     led.declare(LINK, kind="interconnect", energy_pj_per_bit=march.interconnect.energy_pj_per_bit,
                 source=march.interconnect.source)
+    if march.bus is not None:
+        led.declare(BUS, kind="interconnect", energy_pj_per_bit=march.bus.energy_pj_per_bit, source=march.bus.source)
 
 
 def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Schedule | str | None = None,
@@ -150,7 +153,8 @@ class _Run:
         self.busy = [0.0] * len(march.cores)
         self.timeline: list[tuple[int, float, float, str]] = []
         self.rows: list[dict[str, Any]] = []
-        self.link_bytes = 0.0
+        self.link_bytes = 0.0  # links and bus together
+        self.bus_bytes = 0.0
         self.link_exposed = 0.0
         self.hide = 0.0
         self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
@@ -228,10 +232,14 @@ class _Run:
 
     def _vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
         bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
-        if self.m.simd_cores:
+        if self.m.simd_cores:  # its inputs cross to the simd core and its result back: over the bus if any
             core = self.m.simd_cores[0]
             arch = self.m.cores[core].arch
             moved = op.batch * op.elements * (op.inputs + (0 if op.op == "kv_append" else 1)) * arch.vector.bits
+            bus = self.m.bus
+            if bus is not None:
+                return [vector_part(op, core, arch, 1, moved, 0.0, bus.bandwidth_bytes_per_cycle, bus.latency_cycles,
+                                    BUS)]
             return [vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)]
         ways = len(cores)
         hide = self.hide if self.serial_one else 0.0
@@ -272,6 +280,7 @@ class _Run:
             self.busy[p.core] += p.busy
             self.timeline.append((p.core, start, start + p.busy * scale, op.name))
             self.link_bytes += p.link_bytes
+            self.bus_bytes += p.bus_bytes
         kind = "vector" if isinstance(op, VectorOp) else "compute"
         one.add_cycles(crit.compute * scale, kind, scope)
         one.add_cycles(crit.stall * scale, "stall", scope)
@@ -288,6 +297,7 @@ class _Run:
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
+               "bus_bytes": sum(p.bus_bytes for p in parts),
                "core_mapping": crit.mapping, **extra}
         for comp, e in sorted(energy.items()):
             row[f"energy_{comp}_pj"] = e
@@ -348,7 +358,8 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             _run_pipeline(r, group, macs, _tiles_needed(group, march))
     meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
             "core_names": [c.name for c in march.cores], "core_busy_cycles": r.busy,
-            "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
+            "interconnect_bytes": r.link_bytes, "bus_bytes": r.bus_bytes,
+            "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
             "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
     r.ledger.meta["multicore"] = meta
     energy = r.ledger.energy_by(tab, "component") if record else {"total": r.energy}

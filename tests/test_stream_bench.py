@@ -26,6 +26,19 @@ def test_arch_widths_by_name() -> None:
     assert len(march.cores) == 4 and march.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8
 
 
+def test_arch_reads_the_simd_core_and_its_bus() -> None:
+    hw = _hw()
+    simd = {"type": "zigzag.compute", "array": [64], "mac_pj": 0.1, "memories": hw["cores"]["0"]["memories"]}
+    hw["cores"] = {**hw["cores"], "5": simd}
+    hw["links"] = hw["links"] + [{"type": "bus", "cores": [0, 1, 2, 3, 4, 5], "bandwidth_bits": 128,
+                                  "unit_energy_cost": 0}]
+    march = npukit_arch(hw, 16)
+    assert march.mac_cores == [0, 1, 2, 3] and not any(march.cores[i].vector_unit for i in march.mac_cores)
+    assert len(march.simd_cores) == 1 and march.cores[march.simd_cores[0]].arch.vector.lanes == 64
+    assert march.bus is not None and march.bus.bandwidth_bytes_per_cycle == 16
+    assert npukit_arch(_hw(), 16).bus is None  # no SIMD core: the MAC cores keep their vector units
+
+
 def test_round_trips_of_vector_nodes() -> None:
     assert node_round_trip_bytes(VectorOp("r", "other", 100), 16) == 2 * 200  # read x, write y
     assert node_round_trip_bytes(VectorOp("a", "add", 100, inputs=2), 16) == 3 * 200
