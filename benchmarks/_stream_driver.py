@@ -45,8 +45,9 @@ def hardware_summary(name: str) -> dict:
             mems.append({"name": mname, "size_bits": m.get("size"), "r_cost": m.get("r_cost"), "w_cost": m.get("w_cost"),
                          "operands": m.get("operands"),
                          "port_bits": max((p.get("bandwidth_max", 0) for p in ports), default=0)})
-        cores[str(cid)] = {"file": rel, "type": c.get("type", ""), "array": arr.get("sizes"),
-                           "mac_pj": arr.get("unit_energy"), "memories": mems}
+        cores[str(cid)] = {"file": rel, "path": os.path.abspath(path), "type": c.get("type", ""),
+                           "array": arr.get("sizes"), "mac_pj": arr.get("unit_energy"), "memories": mems,
+                           "operator_types": c.get("operator_types"), "operand_precision": c.get("operand_precision")}
     links = [{"type": e.get("type"), "cores": e.get("cores"), "bandwidth_bits": e.get("bandwidth"),
               "unit_energy_cost": e.get("unit_energy_cost", top.get("unit_energy_cost", 0))}
              for e in top.get("core_connectivity") or []]

@@ -47,6 +47,7 @@ from typing import Any
 
 from .arch import OBJECTIVES, Arch, load_arch
 from .errors import ConfigError
+from .hardware import Hardware
 from .interconnect import Dram, Interconnect, SharedMemory
 from .textfile import check_file, read_text
 
@@ -59,16 +60,25 @@ _CORE_KEYS = ("arch", "count", "kind", "name", "vector_unit")
 @dataclass(frozen=True)
 class Core:
     """One core: its single-core arch and its kind (``mac`` or ``simd``); ``vector_unit``: whether a MAC core
-    has the vector unit its arch describes (False: only the array; its vector ops run on a ``simd`` core)."""
+    has the vector unit its arch describes (False: only the array; its vector ops run on a ``simd`` core);
+    ``nest``: a loop-nest :class:`~npukit.sim.hardware.Hardware` (a ZigZag or Stream core YAML) that costs this
+    MAC core's GEMMs and convs through the loop-nest mapper (:mod:`npukit.sim._multicore_nest`) in place of
+    ``arch``'s array and buffers; ``arch`` still gives the clock, the operand widths and the DRAM port."""
 
     arch: Arch
     kind: str = "mac"
     name: str = ""
     vector_unit: bool = True
+    nest: Hardware | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in CORE_KINDS:
             raise ConfigError(f"core kind {self.kind!r}: use one of {', '.join(CORE_KINDS)}")
+
+    @property
+    def macs_per_cycle(self) -> int:
+        """PEs of the core's array (the nest hardware's when it has one)."""
+        return self.nest.array.units if self.nest is not None else self.arch.rows * self.arch.cols
 
 
 @dataclass(frozen=True)
@@ -121,14 +131,14 @@ class MultiCoreArch:
     @property
     def peak_macs_per_cycle(self) -> int:
         """MACs per cycle of all MAC cores together."""
-        return sum(self.cores[i].arch.rows * self.cores[i].arch.cols for i in self.mac_cores)
+        return sum(self.cores[i].macs_per_cycle for i in self.mac_cores)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {"name": self.name, "objective": self.objective,
-                "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict()}
-                          for c in self.cores],
+                "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict(),
+                           **({"nest": c.nest.name} if c.nest is not None else {})} for c in self.cores],
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
                 "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None}
 

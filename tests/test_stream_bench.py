@@ -10,7 +10,8 @@ from npukit.sim import VectorOp
 def _hw() -> dict:
     mem = [{"name": "rf", "size_bits": 64, "r_cost": 0.1, "w_cost": 0.1, "port_bits": 8},
            {"name": "sram", "size_bits": 2 * 2**20 * 8, "r_cost": 416.0, "w_cost": 416.0, "port_bits": 2048}]
-    core = {"type": "compute", "array": [32, 32], "mac_pj": 0.04, "memories": mem}
+    core = {"type": "compute", "array": [32, 32], "mac_pj": 0.04, "memories": mem,
+            "operand_precision": {"input": "int8", "accumulator": "int32"}}
     off = {"type": "offchip", "array": None, "mac_pj": 0, "memories": [
         {"name": "dram", "size_bits": 2**40, "r_cost": 1000.0, "w_cost": 1000.0, "port_bits": 64}]}
     return {"name": "tpu_like_quad_core", "cores": {"0": core, "1": core, "2": core, "3": core, "4": off},
@@ -22,7 +23,7 @@ def test_arch_widths_by_name() -> None:
     march = npukit_arch(_hw(), 8)
     b = march.cores[0].arch.bits
     assert (b.input, b.weight, b.output) == (8, 8, 8)  # the output is not the 32-bit psum width
-    assert (b.pe_psum, b.psum_buffer) == (32, 32)
+    assert (b.pe_psum, b.psum_buffer) == (32, 32)  # the core's operand_precision accumulator
     assert len(march.cores) == 4 and march.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8
 
 
