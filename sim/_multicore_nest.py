@@ -11,11 +11,12 @@ ledger's totals equal the mapping's.
 
 Off-core traffic: the core's top on-chip memory (a Stream core YAML has no DRAM level, the off-chip memory is
 another core; a ZigZag YAML's top level named ``dram`` is dropped by :func:`on_chip`, its traffic being this)
-receives each operand of its share once from DRAM and sends its outputs once: input elements (a conv's band
-of padded input rows, a GEMM's ``M x K``), weights (per group of ``shared`` batch instances) and outputs, priced as ``dram_read``/``dram_write`` by the multi-core arch's energy table and timed through the core's share
-of the DRAM port by the caller (:mod:`npukit.sim._multicore_cost`): the YAML says nothing of overlapping that
-transfer with the array, so the whole share is one fold (operands in, compute, outputs out). An operand of the
-share that does not fit the top memory is a :class:`~npukit.sim.errors.ConfigError` from the mapper.
+receives each operand of its share once from DRAM and sends its outputs once: input elements (a conv's band of
+padded input rows, a GEMM's ``M x K``), weights (per group of ``shared`` batch instances) and outputs, priced as
+``dram_read``/``dram_write`` by the multi-core arch's energy table and timed through the core's share of the DRAM
+port by the caller (:mod:`npukit.sim._multicore_cost`): the YAML says nothing of overlapping that transfer with the
+array, so the whole share is one fold (operands in, compute, outputs out). An operand of the share that does not
+fit the top memory is a :class:`~npukit.sim.errors.ConfigError` from the mapper.
 """
 
 from __future__ import annotations
