@@ -140,9 +140,12 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
         e = ga.get("energy") or (ga.get("performance") or {}).get("energy") or {}
         energy += float(e.get("total_pj", 0.0))
         transfer += float(e.get("transfer_pj_per_iteration", 0.0))
+        tilings = {k: (v or {}).get("inter_core_tiling") for k, v in (ga.get("mapping_nodes") or {}).items()}
         for k, v in ((ga.get("performance") or {}).get("nodes") or {}).items():
             nodes[k] = {"latency_cycles": v.get("latency_cycles"), "n_cores": v.get("n_cores"),
-                        "mac_spatial_utilization": v.get("mac_spatial_utilization")}
+                        "mac_spatial_utilization": v.get("mac_spatial_utilization"),
+                        "ideal_compute_cycles": v.get("ideal_compute_cycles"), "fallback": v.get("fallback"),
+                        "inter_core_tiling": tilings.get(k)}
     return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
             "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
             "macs": est.context.get("total_mac_ops"), "slots": slots,

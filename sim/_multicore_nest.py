@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .errors import ConfigError
 from .hardware import Hardware
-from .nest_mapper import map_layer
+from .loopnest import NestLayer, effective_spatial
+from .nest_mapper import SPATIAL_CANDIDATES, map_layer
 from .nest_sim import nest_layer
 from .workload import Layer
 
@@ -96,6 +98,57 @@ def dram_elements(layer: Layer) -> tuple[float, float, float]:
     return n * layer.M * layer.K, groups * layer.K * layer.N, n * layer.M * layer.N
 
 
+def utilization(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> float:
+    """Fraction of ``hw``'s PEs the unrolling ``sm`` keeps busy on ``layer`` (ZigZag's effective factors: a loop
+    of n unrolled f-wide runs ``ceil(n / f)`` passes of ``n / ceil(n / f)`` PEs)."""
+    used = math.prod(f for loops in effective_spatial(layer, sm).values() for f in loops.values())
+    return used / hw.array.units
+
+
+def mixed_spatial(hw: Hardware, layer: NestLayer) -> dict[str, dict[str, int]]:
+    """An unrolling that may put two loops on one array dimension (ZigZag's mixed spatial mappings, which Stream's
+    cost estimator tries when they fill more of the array than one loop per dimension): array dimensions in
+    order, each taking the one loop or the pair of loops (the second sized to what the first leaves) that keeps
+    most of its PEs busy on what is left of the layer's loops."""
+    left = {d: n for d, n in layer.dims.items() if n > 1}
+    out: dict[str, dict[str, int]] = {}
+    for name, size in hw.array.dims.items():
+        best: tuple[float, dict[str, int]] = (0.0, {})
+        names = [d for d in SPATIAL_CANDIDATES if left.get(d, 1) > 1]
+        for a in names:
+            fa = min(size, left[a])
+            eff_a = left[a] / math.ceil(left[a] / fa)
+            opts = [({a: fa}, eff_a)]
+            for b in names:
+                fb = min(size // fa, left[b]) if b != a else 1
+                if fb > 1:
+                    opts.append(({a: fa, b: fb}, eff_a * left[b] / math.ceil(left[b] / fb)))
+            for loops, eff in opts:
+                if eff > best[0]:
+                    best = (eff, loops)
+        if best[1]:
+            out[name] = best[1]
+            for d, f in best[1].items():
+                left[d] = math.ceil(left[d] / f)
+    return out
+
+
+def map_share(hw: Hardware, nl: NestLayer, objective: str):  # -> NestMapping
+    """The mapper's best mapping of ``nl`` (one loop per array dimension), or the best mapping under the mixed
+    unrolling of :func:`mixed_spatial` when that keeps more PEs busy and scores better under ``objective``."""
+    m = map_layer(hw, nl, None, objective)
+    mix = mixed_spatial(hw, nl)
+    if not mix or utilization(hw, nl, mix) <= utilization(hw, nl, m.spatial) + 1e-9:
+        return m
+    try:
+        alt = map_layer(hw, nl, mix, objective)
+    except ConfigError:  # the mixed unrolling does not fit the lowest memories
+        return m
+    score = {"energy": lambda c: c.energy_pj, "latency": lambda c: c.cycles}.get(objective,
+                                                                              lambda c: c.energy_pj * c.cycles)
+    return alt if score(alt.cost) < score(m.cost) else m
+
+
 def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective: str, memo: dict) -> NestShare:
     """Map ``layer`` on ``hw`` (under ``objective``: energy, latency or edp) and return its :class:`NestShare`;
     ``bits``: the (input, weight, output) widths of the DRAM records; ``memo`` caches by shape."""
@@ -103,7 +156,7 @@ def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective
     key = ("nest", id(hw), hw.name, layer.M, layer.N, layer.K, layer.batch, layer.conv, layer.shared, objective)
     if key in memo:
         return memo[key]
-    m = map_layer(hw, nest_layer(layer), None, objective)
+    m = map_share(hw, nest_layer(layer), objective)
     c = m.cost
     recs: list[Record] = [(MAC, "transfer", (1,), c.mac_pj)]
     per_level: dict[str, float] = {}

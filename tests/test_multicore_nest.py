@@ -9,7 +9,7 @@ import pytest
 
 from npukit.sim import Workload, conv_layer, load_arch
 from npukit.sim._multicore_cost import sub_layer
-from npukit.sim._multicore_nest import dram_elements, nest_objective, on_chip, with_bits
+from npukit.sim._multicore_nest import dram_elements, map_share, mixed_spatial, nest_objective, on_chip, utilization, with_bits
 from npukit.sim.interconnect import Dram, Interconnect
 from npukit.sim.multicore import Core, MultiCoreArch
 from npukit.sim.multicore_sim import simulate_multicore
@@ -40,7 +40,7 @@ def test_conv_split_over_two_nest_cores_gives_the_nest_numbers() -> None:
     row = res.rows()[0]
     dim = row["split"]
     assert dim in ("M", "N", "K") and row["cores"] == 2
-    maps = [map_layer(on_chip(hw), nest_layer(sub_layer(conv, dim, 2, i)), None, nest_objective("latency"))
+    maps = [map_share(on_chip(hw), nest_layer(sub_layer(conv, dim, 2, i)), nest_objective("latency"))
             for i in range(2)]
     # the critical core's compute is its share's loop-nest cycles; its mapping is that share's
     assert row["compute_cycles"] == pytest.approx(max(m.cost.cycles for m in maps), abs=1)  # whole cycles
@@ -59,3 +59,18 @@ def test_conv_split_over_two_nest_cores_gives_the_nest_numbers() -> None:
     # and the array's MACs are the conv's
     assert sum(s.macs for s in shares) == conv.macs
     assert res.macs == conv.macs and res.utilization > 0
+
+
+def test_mixed_unrolling_fills_more_of_the_array() -> None:
+    # a ResNet-subgraph conv share (8 -> 4 channels of a 16 x 16 map, 3x3) on the 14 x 12 array: one loop per
+    # array dimension keeps at most OX 16 -> 2 passes of 8 on 14 and C 8 on 12 (38%); two loops per dimension
+    # (K4 x FX3 = 12 of 14, FY3 x C4 = 12 of 12) keep 86% busy, and the share takes fewer cycles
+    _, hw = _two_eyeriss()
+    hw = on_chip(with_bits(hw, 16, 16, 16, 16))
+    nl = nest_layer(sub_layer(conv_layer("c", 18, 18, 3, 3, 8, 8, 1), "N", 2, 0))
+    one = map_layer(hw, nl, None, "edp")
+    mix = mixed_spatial(hw, nl)
+    assert utilization(hw, nl, mix) == pytest.approx(144 / 168)
+    assert utilization(hw, nl, mix) > utilization(hw, nl, one.spatial)
+    best = map_share(hw, nl, "edp")
+    assert best.cost.cycles < one.cost.cycles and best.spatial == map_layer(hw, nl, mix, "edp").spatial
