@@ -3,8 +3,16 @@ round trips of Stream's per-layer mode."""
 
 from __future__ import annotations
 
-from npukit.benchmarks.bench_vs_stream import node_round_trip_bytes, npukit_arch, npukit_workload, stream_terms
-from npukit.sim import VectorOp
+from npukit.benchmarks.bench_vs_stream import (
+    node_round_trip_bytes,
+    npukit_arch,
+    npukit_workload,
+    per_node,
+    stream_table,
+    stream_terms,
+)
+from npukit.sim import EnergyTable, VectorOp
+from npukit.sim.multicore_sim import simulate_multicore
 
 
 def _hw() -> dict:
@@ -25,6 +33,31 @@ def test_arch_widths_by_name() -> None:
     assert (b.input, b.weight, b.output) == (8, 8, 8)  # the output is not the 32-bit psum width
     assert (b.pe_psum, b.psum_buffer) == (32, 32)  # the core's operand_precision accumulator
     assert len(march.cores) == 4 and march.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8
+
+
+def _hw_simd() -> dict:
+    hw = _hw()
+    simd = {"type": "zigzag.compute", "array": [64], "mac_pj": 0.1, "memories": hw["cores"]["0"]["memories"]}
+    hw["cores"] = {**hw["cores"], "5": simd}
+    hw["links"] = hw["links"] + [{"type": "bus", "cores": [0, 1, 2, 3, 4, 5], "bandwidth_bits": 128,
+                                  "unit_energy_cost": 0}]
+    return hw
+
+
+def test_per_node_swaps_the_bus_for_the_round_trips() -> None:
+    # layer by layer on the vector-less cores, each vector op's row (its bus transfer) is replaced by Stream's
+    # off-chip round trip at 8 B/cycle in series with the op's lanes
+    hw = _hw_simd()
+    wl, bits = npukit_workload("resnet_subgraph")
+    march = npukit_arch(hw, bits)
+    table = EnergyTable.from_dict(stream_table(hw), origin="test")
+    res = simulate_multicore(wl, march, "none/split", table=table)
+    rows = {r["name"]: r for r in res.rows()}
+    assert rows["Relu1"]["bus_bytes"] == 2 * 16 * 16 * 8 * 2 and rows["Relu1"]["cycles"] == 2 * 4096 / 16
+    cycles, pj, trip = per_node(res, wl, bits, march, table)
+    want = res.total_cycles + sum(node_round_trip_bytes(op, bits) / 8 + rows[op.name]["compute_cycles"]
+                                  - rows[op.name]["cycles"] for op in wl.layers if op.kind == "vector")
+    assert trip == (2 + 3) * 4096 and cycles == want and pj > res.energy_pj
 
 
 def test_arch_reads_the_simd_core_and_its_bus() -> None:
