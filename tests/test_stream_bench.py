@@ -61,12 +61,7 @@ def test_per_node_swaps_the_bus_for_the_round_trips() -> None:
 
 
 def test_arch_reads_the_simd_core_and_its_bus() -> None:
-    hw = _hw()
-    simd = {"type": "zigzag.compute", "array": [64], "mac_pj": 0.1, "memories": hw["cores"]["0"]["memories"]}
-    hw["cores"] = {**hw["cores"], "5": simd}
-    hw["links"] = hw["links"] + [{"type": "bus", "cores": [0, 1, 2, 3, 4, 5], "bandwidth_bits": 128,
-                                  "unit_energy_cost": 0}]
-    march = npukit_arch(hw, 16)
+    march = npukit_arch(_hw_simd(), 16)
     assert march.mac_cores == [0, 1, 2, 3] and not any(march.cores[i].vector_unit for i in march.mac_cores)
     assert len(march.simd_cores) == 1 and march.cores[march.simd_cores[0]].arch.vector.lanes == 64
     assert march.bus is not None and march.bus.bandwidth_bytes_per_cycle == 16
