@@ -2,6 +2,11 @@
 shipped hardware YAMLs and solve its test workloads, printing one JSON document on stdout.
 
     .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...] [--hardware NAME,...]
+    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR --zigzag-share CORE:CIN,COUT,IH,IW[:MAPPING]
+
+The second form runs ZigZag alone (zigzag-dse, which Stream ships) on one core YAML of Stream's and one conv share
+(a 3x3 stride-1 int8 conv, CIN -> COUT channels on an IH x IW input already padded), to tell the per-core model from
+the multi-core schedule; see :func:`zigzag_share`.
 """
 
 from __future__ import annotations
@@ -152,6 +157,49 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
             "intra_core_tiling": tiling}
 
 
+def zigzag_share(core: str, shape: str, mapping: str | None, out: str) -> dict:
+    """ZigZag's latency-optimal cost of one conv share on Stream's core YAML ``core`` (``cores/CORE.yaml``), as
+    ZigZag's own API runs it: the YAML without Stream's own keys (``type``, ``operator_types``,
+    ``operand_precision``, ``banks``) and with a DRAM level on top (the off-chip core's: 1000 pJ per 64-bit access,
+    a 64-bit port), the share as a one-node ONNX graph; ``mapping``: a ZigZag mapping YAML, default its own search
+    of the unrolling (one loop per array dimension). Returns ZigZag's energy (pJ) and latency (cycles)."""
+    import yaml
+    from onnx import TensorProto, helper, save
+    from zigzag.api import get_hardware_performance_zigzag
+
+    cin, cout, ih, iw = (int(v) for v in shape.split(","))
+    x = helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, ih, iw])
+    y = helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, ih - 2, iw - 2])
+    w = helper.make_tensor("w", TensorProto.INT8, [cout, cin, 3, 3], [0] * (cout * cin * 9))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[0, 0, 0, 0],
+                            name="conv")
+    wl = os.path.join(out, f"conv_{cin}_{cout}_{ih}_{iw}.onnx")
+    save(helper.make_model(helper.make_graph([node], "share", [x], [y], [w])), wl)
+    with open(os.path.join(_hw_dir(), "cores", f"{core}.yaml")) as f:
+        d = yaml.safe_load(f)
+    for k in ("type", "operator_types", "operand_precision", "banks"):
+        d.pop(k, None)
+    ops = ["I1, fh", "I1, tl", "I2, fh", "I2, tl", "O, fh", "O, tl", "O, fl", "O, th"]
+    d["memories"]["dram"] = {"size": 10_000_000_000, "r_cost": 1000, "w_cost": 1000, "area": 0, "latency": 1,
+                             "operands": ["I1", "I2", "O"], "served_dimensions": list(d["operational_array"]["dimensions"]),
+                             "ports": [{"name": "rw_port_1", "type": "read_write", "bandwidth_min": 64,
+                                        "bandwidth_max": 64, "allocation": ops}]}
+    hw = os.path.join(out, f"{core}_with_dram.yaml")
+    with open(hw, "w") as f:
+        yaml.safe_dump(d, f, sort_keys=False)
+    mp = mapping or os.path.join(out, "generated_mapping.yaml")
+    if mapping is None:
+        with open(mp, "w") as f:
+            yaml.safe_dump([{"name": "default", "memory_operand_links": {"O": "O", "W": "I2", "I": "I1"}}], f)
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        e, lat, _ = get_hardware_performance_zigzag(workload=wl, accelerator=hw, mapping=mp, opt="latency",
+                                                    dump_folder=os.path.join(out, f"zz_{core}"),
+                                                    loma_show_progress_bar=False)
+    return {"core": core, "share": shape, "mapping": mapping or "searched", "energy_pj": e, "cycles": lat,
+            "wall_s": time.perf_counter() - t0}
+
+
 def main() -> int:
     import argparse
 
@@ -159,10 +207,15 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
     ap.add_argument("--hardware", default="tpu_like_quad_core", help="comma-separated names of Stream's YAMLs")
+    ap.add_argument("--zigzag-share", help="CORE:CIN,COUT,IH,IW[:MAPPING]: ZigZag alone on one conv share")
     args = ap.parse_args()
     logging.disable(logging.CRITICAL)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
+    if args.zigzag_share:
+        core, shape, *mp = args.zigzag_share.split(":")
+        print(json.dumps(zigzag_share(core, shape, mp[0] if mp else None, out)))
+        return 0
     os.environ["NPUKIT_STREAM_OUT"] = out
     result = {"hardware": [hardware_summary(h) for h in HARDWARE], "runs": []}
     for hardware in args.hardware.split(","):
