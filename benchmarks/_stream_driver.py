@@ -1,7 +1,12 @@
 """Run inside Stream's own virtualenv (``stream-dse==2.1.1``, Python >= 3.12; never imports npukit): read Stream's
 shipped hardware YAMLs and solve its test workloads, printing one JSON document on stdout.
 
-    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...]
+    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR [--cases NAME,...] [--hardware NAME,...]
+    .peers/stream/bin/python benchmarks/_stream_driver.py OUT_DIR --zigzag-share CORE:CIN,COUT,IH,IW[:MAPPING]
+
+The second form runs ZigZag alone (zigzag-dse, which Stream ships) on one core YAML of Stream's and one conv share
+(a 3x3 stride-1 int8 conv, CIN -> COUT channels on an IH x IW input already padded), to tell the per-core model from
+the multi-core schedule; see :func:`zigzag_share`.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ def hardware_summary(name: str) -> dict:
             mems.append({"name": mname, "size_bits": m.get("size"), "r_cost": m.get("r_cost"), "w_cost": m.get("w_cost"),
                          "operands": m.get("operands"),
                          "port_bits": max((p.get("bandwidth_max", 0) for p in ports), default=0)})
-        cores[str(cid)] = {"file": rel, "type": c.get("type", ""), "array": arr.get("sizes"),
-                           "mac_pj": arr.get("unit_energy"), "memories": mems}
+        cores[str(cid)] = {"file": rel, "path": os.path.abspath(path), "type": c.get("type", ""),
+                           "array": arr.get("sizes"), "mac_pj": arr.get("unit_energy"), "memories": mems,
+                           "operator_types": c.get("operator_types"), "operand_precision": c.get("operand_precision")}
     links = [{"type": e.get("type"), "cores": e.get("cores"), "bandwidth_bits": e.get("bandwidth"),
               "unit_energy_cost": e.get("unit_energy_cost", top.get("unit_energy_cost", 0))}
              for e in top.get("core_connectivity") or []]
@@ -139,27 +145,84 @@ def solve(case: str, hardware: str, fused: bool, out: str) -> dict:
         e = ga.get("energy") or (ga.get("performance") or {}).get("energy") or {}
         energy += float(e.get("total_pj", 0.0))
         transfer += float(e.get("transfer_pj_per_iteration", 0.0))
+        tilings = {k: (v or {}).get("inter_core_tiling") for k, v in (ga.get("mapping_nodes") or {}).items()}
         for k, v in ((ga.get("performance") or {}).get("nodes") or {}).items():
             nodes[k] = {"latency_cycles": v.get("latency_cycles"), "n_cores": v.get("n_cores"),
-                        "mac_spatial_utilization": v.get("mac_spatial_utilization")}
+                        "mac_spatial_utilization": v.get("mac_spatial_utilization"),
+                        "ideal_compute_cycles": v.get("ideal_compute_cycles"), "fallback": v.get("fallback"),
+                        "inter_core_tiling": tilings.get(k)}
     return {"case": case, "hardware": hardware, "fused": fused, "cycles": est.cycles, "groups": len(est.group_cycles),
             "energy_pj": energy, "transfer_pj_per_iteration": transfer, "nodes": nodes, "wall_s": wall,
             "macs": est.context.get("total_mac_ops"), "slots": slots,
             "intra_core_tiling": tiling}
 
 
+def zigzag_share(core: str, shape: str, mapping: str | None, out: str) -> dict:
+    """ZigZag's latency-optimal cost of one conv share on Stream's core YAML ``core`` (``cores/CORE.yaml``), as
+    ZigZag's own API runs it: the YAML without Stream's own keys (``type``, ``operator_types``,
+    ``operand_precision``, ``banks``) and with a DRAM level on top (the off-chip core's: 1000 pJ per 64-bit access,
+    a 64-bit port), the share as a one-node ONNX graph; ``mapping``: a ZigZag mapping YAML, default its own search
+    of the unrolling (one loop per array dimension). Returns ZigZag's energy (pJ) and latency (cycles)."""
+    import yaml
+    from onnx import TensorProto, helper, save
+    from zigzag.api import get_hardware_performance_zigzag
+
+    cin, cout, ih, iw = (int(v) for v in shape.split(","))
+    x = helper.make_tensor_value_info("x", TensorProto.INT8, [1, cin, ih, iw])
+    y = helper.make_tensor_value_info("y", TensorProto.INT8, [1, cout, ih - 2, iw - 2])
+    w = helper.make_tensor("w", TensorProto.INT8, [cout, cin, 3, 3], [0] * (cout * cin * 9))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[0, 0, 0, 0],
+                            name="conv")
+    wl = os.path.join(out, f"conv_{cin}_{cout}_{ih}_{iw}.onnx")
+    save(helper.make_model(helper.make_graph([node], "share", [x], [y], [w])), wl)
+    with open(os.path.join(_hw_dir(), "cores", f"{core}.yaml")) as f:
+        d = yaml.safe_load(f)
+    for k in ("type", "operator_types", "operand_precision", "banks"):
+        d.pop(k, None)
+    ops = ["I1, fh", "I1, tl", "I2, fh", "I2, tl", "O, fh", "O, tl", "O, fl", "O, th"]
+    d["memories"]["dram"] = {"size": 10_000_000_000, "r_cost": 1000, "w_cost": 1000, "area": 0, "latency": 1,
+                             "operands": ["I1", "I2", "O"], "served_dimensions": list(d["operational_array"]["dimensions"]),
+                             "ports": [{"name": "rw_port_1", "type": "read_write", "bandwidth_min": 64,
+                                        "bandwidth_max": 64, "allocation": ops}]}
+    hw = os.path.join(out, f"{core}_with_dram.yaml")
+    with open(hw, "w") as f:
+        yaml.safe_dump(d, f, sort_keys=False)
+    mp = mapping or os.path.join(out, "generated_mapping.yaml")
+    if mapping is None:
+        with open(mp, "w") as f:
+            yaml.safe_dump([{"name": "default", "memory_operand_links": {"O": "O", "W": "I2", "I": "I1"}}], f)
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        e, lat, _ = get_hardware_performance_zigzag(workload=wl, accelerator=hw, mapping=mp, opt="latency",
+                                                    dump_folder=os.path.join(out, f"zz_{core}"),
+                                                    loma_show_progress_bar=False)
+    return {"core": core, "share": shape, "mapping": mapping or "searched", "energy_pj": e, "cycles": lat,
+            "wall_s": time.perf_counter() - t0}
+
+
 def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
+    ap.add_argument("--hardware", default="tpu_like_quad_core", help="comma-separated names of Stream's YAMLs")
+    ap.add_argument("--zigzag-share", help="CORE:CIN,COUT,IH,IW[:MAPPING]: ZigZag alone on one conv share")
+    args = ap.parse_args()
     logging.disable(logging.CRITICAL)
-    out = os.path.abspath(sys.argv[1])
+    out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
+    if args.zigzag_share:
+        core, shape, *mp = args.zigzag_share.split(":")
+        print(json.dumps(zigzag_share(core, shape, mp[0] if mp else None, out)))
+        return 0
     os.environ["NPUKIT_STREAM_OUT"] = out
-    cases = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[2] == "--cases" else \
-        ["2conv_16_16", "2conv_32_32", "attention_head", "swiglu", "resnet_subgraph", "conv_relu_gemm"]
     result = {"hardware": [hardware_summary(h) for h in HARDWARE], "runs": []}
-    for case in cases:
-        for fused in (False, True):
-            result["runs"].append(solve(case, "tpu_like_quad_core", fused, out))
-            print(json.dumps(result["runs"][-1])[:200], file=sys.stderr, flush=True)
+    for hardware in args.hardware.split(","):
+        for case in args.cases.split(","):
+            for fused in (False, True):
+                result["runs"].append(solve(case, hardware, fused, out))
+                print(json.dumps(result["runs"][-1])[:200], file=sys.stderr, flush=True)
     print(json.dumps(result))
     return 0
 

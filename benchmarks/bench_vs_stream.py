@@ -2,15 +2,19 @@
 
 Stream runs in its own virtualenv (``.peers/stream``, Python >= 3.12, created with ``--install``; never an npukit
 dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipped hardware YAMLs and solves its
-test workloads on ``tpu_like_quad_core`` layer by layer (Stream's ``fusion_cut_points = "per-layer"``) and fused
-(Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`: four 32x32 MAC cores,
-the 2 MB core SRAM, the 64-bit off-chip port, the 32-bit links and 128-bit bus) and prices it with an energy table
-made of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
-(``chain/split``). Prints a table (latency and energy per pair, their ratio, wall times) and Stream's latency by
-its terms, and writes CSV (``npukit_layers.csv``: npukit's per-layer rows); skips cleanly (exit 0) when Stream is
-absent. See docs/multicore.md for what differs and why.
+test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`: ``tpu_like_quad_core``, the two eyeriss-like
+chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``) layer by layer (Stream's ``fusion_cut_points =
+"per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`:
+the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read from the core YAML on
+the others; the SIMD core and the bus to it; the off-chip port; the links) and prices it with an energy table made
+of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
+(``chain/split``). Prints per hardware a table (latency and energy per pair, their ratio, wall times: npukit's first,
+cold call and its later calls, which reuse the loop-nest mapper's cache) and Stream's latency by its terms, and
+writes CSV (``bench_vs_stream.csv``; ``npukit_layers.csv``: npukit's per-layer rows); skips cleanly (exit 0) when
+Stream is absent. See docs/multicore.md for what differs and why.
 
     python benchmarks/bench_vs_stream.py [--out out/bench_stream] [--install] [--stream-python PATH]
+        [--hardware NAME,...] [--cases NAME,...] [--stream-json stream_runs.json]
 """
 
 from __future__ import annotations
@@ -57,29 +61,71 @@ def stream_table(hw: dict) -> dict:
     }
 
 
+SIDE_BY_SIDE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_quad_core", "simba_small",
+                "meta_prototype_dual_core_simd_offchip")
+ARCH_CORES = ("tpu_like_quad_core",)  # MAC cores npukit's 2-D weight-stationary Arch describes (tpu_like.yaml)
+
+
+def mac_cores(hw: dict) -> list[tuple[str, dict]]:
+    """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions and no
+    ``operator_types`` (Stream sends a core only the operator types it lists: the pooling and SIMD cores)."""
+    return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute")
+            and len(c["array"] or []) >= 2 and not c.get("operator_types")]
+
+
+def _element_bits(name: str | None, default: int) -> int:
+    digits = "".join(ch for ch in str(name or "") if ch.isdigit())
+    return int(digits) if digits else default
+
+
 def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
-    """The npukit multi-core arch of a Stream hardware summary: its MAC cores (2-D arrays) as ws cores of that
-    size with the core's largest memory split over the four buffers, the off-chip port as DRAM, the links."""
+    """The npukit multi-core arch of a Stream hardware summary. MAC cores: on ``tpu_like_quad_core``
+    (:data:`ARCH_CORES`) ws cores of the array's size with the core's largest memory split over the four buffers;
+    on the others the core YAML itself as a loop-nest Hardware (``Core.nest``: any array dimensions and memory
+    hierarchy, mapped by npukit's loop-nest mapper; the YAML's fields it does not model are named in a one-line
+    warning), its operands at the workload's ``bits`` and its partial sums at the core's ``operand_precision``
+    accumulator (as Stream's cost estimator does). The off-chip port is the DRAM, the narrowest links the
+    interconnect. A SIMD core (a compute core with a 1-D array: Stream runs the vector nodes there, its MAC cores
+    have only an array) becomes npukit's ``simd`` core with that many lanes, the MAC cores lose their vector unit,
+    and the bus joining them (the widest ``bus`` entry holding the SIMD core) is the arch's ``bus``."""
+    from dataclasses import replace
+
     from npukit.sim import Arch
-    from npukit.sim.arch import Bits, SramKiB
+    from npukit.sim._multicore_nest import with_bits
+    from npukit.sim.arch import Bits, SramKiB, VectorUnit
     from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
     from npukit.sim.multicore import Core, MultiCoreArch
+    from npukit.sim.zigzag_io import load_zigzag_hardware
 
-    macs = [c for c in hw["cores"].values() if c["type"].endswith("compute") and len(c["array"]) == 2
-            and min(c["array"]) > 1]
-    c0 = macs[0]
+    macs = mac_cores(hw)
+    c0 = macs[0][1]
     kib = max(m["size_bits"] for m in c0["memories"]) / 8 / 1024
     off = hw["cores"][str(hw["offchip_core_id"])]["memories"][0]
     links = [e for e in hw["links"] if e["type"] == "link"]
     link_bits = min((e["bandwidth_bits"] for e in links), default=64)
-    widths = Bits(input=bits, weight=bits, pe_psum=32, psum_buffer=32, output=bits)  # by name: the field order
-    arch = Arch(name=hw["name"], rows=c0["array"][0], cols=c0["array"][1], dataflow="ws", timing="double-buffered",
+    acc = _element_bits((c0.get("operand_precision") or {}).get("accumulator"), bits)
+    widths = Bits(input=bits, weight=bits, pe_psum=max(acc, bits), psum_buffer=max(acc, bits), output=bits)
+    rows, cols = (c0["array"] + [1])[:2]
+    arch = Arch(name=hw["name"], rows=rows, cols=cols, dataflow="ws", timing="double-buffered",
                 bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
                 dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
-    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh",
-                      f"Stream {hw['name']}.yaml")
-    return MultiCoreArch(hw["name"], tuple(Core(arch, "mac", f"core{i}") for i in range(len(macs))), ic,
-                         SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency")
+    nest = None
+    if hw["name"] not in ARCH_CORES:
+        nest = with_bits(load_zigzag_hardware(c0["path"]), bits, bits, bits, acc)
+    src = f"Stream {hw['name']}.yaml"
+    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh", src)
+    simd = [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and len(c["array"] or []) == 1]
+    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simd, nest=nest) for cid, _ in macs)
+    bus = None
+    if simd:
+        cid, c = simd[0]
+        vec = VectorUnit(lanes=int(c["array"][0]), bits=bits, number="fp" if bits in (16, 32) else "int")
+        cores += (Core(replace(arch, vector=vec), "simd", f"simd{cid}"),)
+        on = [e for e in hw["links"] if e["type"] == "bus" and int(cid) in e["cores"]]
+        if on:
+            e = max(on, key=lambda e: e["bandwidth_bits"])
+            bus = Interconnect(e["bandwidth_bits"] / 8, 0.0, float(e["unit_energy_cost"] or 0.0), "bus", src)
+    return MultiCoreArch(hw["name"], cores, ic, SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency", bus)
 
 
 def npukit_workload(case: str):  # -> (Workload, bits)
@@ -122,6 +168,26 @@ def node_round_trip_bytes(op, bits: int) -> float:
     return 6 * n if op.op == "softmax" else (op.inputs + 1) * n
 
 
+def per_node(res, wl, bits: int, march, table) -> tuple[float, float, float]:  # noqa: ANN001
+    """npukit's layer-by-layer cycles and pJ with Stream's per-layer off-chip round trips in place of what npukit
+    moves for each vector op (:func:`node_round_trip_bytes`): each vector node becomes its round trip over the
+    off-chip port, in series with its compute (Stream's transfer, node, transfer slots), instead of npukit's row
+    (its compute, or its bus transfer to and from the SIMD core when longer); the bus energy is replaced by the
+    off-chip energy. Returns (cycles, pJ, round-trip bytes)."""
+    dram = march.cores[march.mac_cores[0]].arch.dram_bandwidth_bytes_per_cycle
+    rows = {r["name"]: r for r in res.rows()}
+    cycles, pj, trip = res.total_cycles, res.energy_pj, 0.0
+    for op in wl.layers:
+        if op.kind != "vector":
+            continue
+        b = node_round_trip_bytes(op, bits)
+        r = rows[op.name]
+        trip += b
+        cycles += b / dram + r["compute_cycles"] - r["cycles"]
+        pj += b * 8 * table.dram_bit() - r.get("energy_bus_pj", 0.0)
+    return cycles, pj, trip
+
+
 def stream_terms(run: dict) -> dict:
     """Stream's latency of one run by its terms, summed over its fusion groups (``slots`` of ``_stream_driver``):
     each group's ``total = iterations x per_iteration - (iterations - 1) x overlap + fill``, a slot lasting as long
@@ -148,6 +214,7 @@ def main() -> int:
     ap.add_argument("--install", action="store_true", help="create .peers/stream with stream-dse==2.1.1 if absent")
     ap.add_argument("--stream-python", help="python of a virtualenv with stream-dse (default .peers/stream)")
     ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
+    ap.add_argument("--hardware", default=",".join(SIDE_BY_SIDE), help="Stream hardware YAMLs to run side by side")
     ap.add_argument("--stream-json", help="reuse Stream's results (stream_runs.json of an earlier --out) instead of "
                     "running Stream again")
     args = ap.parse_args()
@@ -167,7 +234,8 @@ def main() -> int:
                   "Python >= 3.12)")
             return 0
         out = prepare_out_dir(args.out)
-        proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", args.cases],
+        proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", args.cases,
+                               "--hardware", args.hardware],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr[-2000:], file=sys.stderr)
@@ -177,7 +245,7 @@ def main() -> int:
     print(f"Stream: {len(data['runs'])} solves, {sum(r.get('wall_s', 0) for r in data['runs']):.1f} s")
     hw_rows = []
     for hw in data["hardware"]:
-        macs = [c for c in hw["cores"].values() if c["type"].endswith("compute") and min(c["array"] or [0]) > 1]
+        macs = [c for _, c in mac_cores(hw)]
         links = [e for e in hw["links"] if e["type"] == "link"]
         buses = [e for e in hw["links"] if e["type"] == "bus"]
         big = max((m["size_bits"] for c in macs for m in c["memories"]), default=0)
@@ -187,49 +255,59 @@ def main() -> int:
                         max((e["unit_energy_cost"] or 0 for e in hw["links"]), default=0)])
     print(format_table(["hardware", "cores", "mac cores", "array", "largest core memory KiB", "link bits/cycle",
                         "bus bits/cycle", "link pJ/bit"], hw_rows))
-    hw = next(h for h in data["hardware"] if h["name"] == "tpu_like_quad_core")
-    table = EnergyTable.from_dict(stream_table(hw), origin="stream tpu_like")
-    rows, layer_rows = [], []
+    hws = {h["name"]: h for h in data["hardware"]}
+    rows, layer_rows, alive = [], [], []
     for run in data["runs"]:
+        name = run.get("hardware", "tpu_like_quad_core")
         if "error" in run:
-            rows.append({"case": run["case"], "fused": run["fused"], "error": run["error"]})
+            rows.append({"hardware": name, "case": run["case"], "fused": run["fused"], "error": run["error"]})
             continue
+        hw = hws[name]
+        table = EnergyTable.from_dict(stream_table(hw), origin=f"stream {name}")
         wl, bits = npukit_workload(run["case"])
-        march = npukit_arch(hw, bits)
+        march = npukit_arch(hw, bits)  # a new loop-nest Hardware per pair: the mapper's cache (by identity) is cold
+        alive.append(march)  # kept, so that no later Hardware reuses its identity
         walls = []
-        for _ in range(3):  # the fastest of three: the machine is shared
+        for _ in range(3):  # the first call is cold; the later ones reuse the mapper's in-process cache
             t1 = time.perf_counter()
             res = simulate_multicore(wl, march, "chain/split" if run["fused"] else "none/split", table=table)
             walls.append(time.perf_counter() - t1)
-        wall = min(walls)
-        layer_rows += [{"case": run["case"], "fused": run["fused"], **{k: v for k, v in lr.items()
-                        if k in LAYER_COLUMNS}} for lr in res.rows()]
-        trip = 0.0 if run["fused"] else sum(node_round_trip_bytes(op, bits) for op in wl.layers if op.kind == "vector")
-        dram = march.cores[0].arch.dram_bandwidth_bytes_per_cycle
-        node_cycles = res.total_cycles + trip / dram
-        node_pj = res.energy_pj + trip * 8 * table.dram_bit() if trip else res.energy_pj
-        rows.append({"case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
+        wall, warm = walls[0], min(walls[1:])
+        layer_rows += [{"hardware": name, "case": run["case"], "fused": run["fused"],
+                        **{k: v for k, v in lr.items() if k in LAYER_COLUMNS}} for lr in res.rows()]
+        node_cycles, node_pj, trip = per_node(res, wl, bits, march, table) if not run["fused"] else \
+            (res.total_cycles, res.energy_pj, 0.0)
+        rows.append({"hardware": name, "case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
                      "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],
                      "stream_energy_pj": run["energy_pj"], "npukit_energy_pj": res.energy_pj,
                      "energy_ratio": res.energy_pj / run["energy_pj"] if run["energy_pj"] else float("nan"),
                      "node_trip_bytes": trip, "per_node_cycles_ratio": node_cycles / run["cycles"],
                      "per_node_energy_ratio": node_pj / run["energy_pj"] if run["energy_pj"] else float("nan"),
-                     "stream_s": run["wall_s"], "npukit_s": wall, "speedup": run["wall_s"] / wall})
-    print(format_table(["case", "fused", "Stream cycles", "npukit cycles", "ratio", "Stream uJ", "npukit uJ", "ratio",
-                        "+trips cyc ratio", "+trips uJ ratio", "Stream s", "npukit s", "x faster"],
-                       [[r["case"], r["fused"], r.get("stream_cycles", r.get("error", "")), r.get("npukit_cycles", ""),
-                         r.get("cycles_ratio", ""), r.get("stream_energy_pj", 0) / 1e6, r.get("npukit_energy_pj", 0) / 1e6,
-                         r.get("energy_ratio", ""), r.get("per_node_cycles_ratio", ""),
-                         r.get("per_node_energy_ratio", ""), r.get("stream_s", ""), r.get("npukit_s", ""), r.get("speedup", "")]
-                        for r in rows]))
+                     "stream_s": run["wall_s"], "npukit_s": wall, "speedup": run["wall_s"] / wall,
+                     "npukit_warm_s": warm, "speedup_warm": run["wall_s"] / warm})
+    for name in dict.fromkeys(r["hardware"] for r in rows):
+        mine = [r for r in rows if r["hardware"] == name]
+        inside = sum(abs(r.get("cycles_ratio", 9) - 1) <= 0.15 for r in mine), \
+            sum(abs(r.get("energy_ratio", 9) - 1) <= 0.15 for r in mine)
+        print(f"{name}: within 15%: cycles {inside[0]}/{len(mine)}, energy {inside[1]}/{len(mine)}")
+        print(format_table(["case", "fused", "Stream cycles", "npukit cycles", "ratio", "Stream uJ", "npukit uJ",
+                            "ratio", "+trips cyc ratio", "+trips uJ ratio", "Stream s", "npukit s", "x faster",
+                            "x faster warm"],
+                           [[r["case"], r["fused"], r.get("stream_cycles", r.get("error", "")),
+                             r.get("npukit_cycles", ""), r.get("cycles_ratio", ""), r.get("stream_energy_pj", 0) / 1e6,
+                             r.get("npukit_energy_pj", 0) / 1e6, r.get("energy_ratio", ""),
+                             r.get("per_node_cycles_ratio", ""), r.get("per_node_energy_ratio", ""),
+                             r.get("stream_s", ""), r.get("npukit_s", ""), r.get("speedup", ""),
+                             r.get("speedup_warm", "")] for r in mine]))
     terms = [(r, stream_terms(r)) for r in data["runs"] if r.get("slots")]
     if terms:
         print("Stream's latency by its terms (per group: iterations x slots - (iterations - 1) x overlap + fill; "
               "slots summed over groups, for one iteration)")
-        print(format_table(["case", "fused", "groups", "iterations", "node slot cycles", "transfer-only slot cycles",
-                            "overlap", "fill"],
-                           [[r["case"], r["fused"], t["groups"], t["iterations"], t["node_slot_cycles"],
-                             t["transfer_slot_cycles"], t["overlap"], t["fill"]] for r, t in terms]))
+        print(format_table(["hardware", "case", "fused", "groups", "iterations", "node slot cycles",
+                            "transfer-only slot cycles", "overlap", "fill"],
+                           [[r.get("hardware", ""), r["case"], r["fused"], t["groups"], t["iterations"],
+                             t["node_slot_cycles"], t["transfer_slot_cycles"], t["overlap"], t["fill"]]
+                            for r, t in terms]))
     print(f"wrote {write_csv(Path(out) / 'bench_vs_stream.csv', rows)}")
     print(f"wrote {write_csv(Path(out) / 'npukit_layers.csv', layer_rows)}")
     return 0

@@ -19,14 +19,17 @@ from dataclasses import dataclass, field, replace
 from . import vector_unit
 from ._accounting import _final_dram, layer_records, traffic_bytes
 from ._mapping import stall_cycles
+from ._multicore_nest import nest_share
 from .arch import Arch
 from .energy import EnergyTable
+from .hardware import Hardware
 from .simulator import map_layer
 from .workload import Layer, VectorOp
 
 Record = tuple[str, str, tuple[int, ...], float]
 SHARED = "shared_memory"
 LINK = "interconnect"
+BUS = "bus"  # the second interconnect to the simd core (MultiCoreArch.bus)
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Part:
     mapping: str = ""  # the single-core mapping of this share (loop order and tiles, e.g. ``NMK Mt=128 (x2)``)
     filter_link_cycles: float = 0.0  # of link_cycles: receiving a fused right operand made by an earlier GEMM
     filter_buffer_cycles: float = 0.0  # link cycles that fill the core's filter buffer (the most it can take ahead)
+    bus_bytes: float = 0.0  # of link_bytes: those that crossed the bus (MultiCoreArch.bus), not the links
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -125,7 +129,7 @@ def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
               link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
-              halo: int = 0) -> Part:
+              halo: int = 0, nest: Hardware | None = None, nest_objective: str = "latency") -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
@@ -135,20 +139,32 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
     split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
     elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
-    their buffers over the interconnect."""
-    key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
-    c = memo.get(key)
-    if c is None:
-        c = memo[key] = map_layer(layer, arch, tab)
+    their buffers over the interconnect; ``nest``: the core is a loop-nest Hardware, its share costed by the
+    loop-nest mapper under ``nest_objective`` (:mod:`npukit.sim._multicore_nest`; ``arch`` then gives only the
+    operand widths and the DRAM port)."""
     b, n = arch.bits, layer.batch
     recs: dict[tuple[str, str, tuple[int, ...]], float] = {}
-    for comp, act, bits, cnt in layer_records(layer, c, arch):
+    if nest is None:
+        key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
+        c = memo.get(key)
+        if c is None:
+            c = memo[key] = map_layer(layer, arch, tab)
+        records = layer_records(layer, c, arch)
+        traffic = traffic_bytes(layer, c, arch)
+        ifmap, fills, final = n * c.ifmap_dram, n // layer.shared * c.filter_dram, n * _final_dram(c)
+        folds, per, label = c.folds, c.compute_cycles, c.mapping.label(arch.dataflow) if c.mapping is not None else ""
+        kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
+        calc_stall = n * c.ofmap_stall_cycles if arch.memory == "scalesim" and arch.bandwidth_mode == "calc" else None
+    else:
+        ns = nest_share(layer, nest, (b.input, b.weight, b.output), nest_objective, memo)
+        records, ifmap, fills, final = ns.records, ns.ifmap, ns.fills, ns.final
+        traffic = {"dram_ifmap_read_bytes": ifmap * b.input / 8, "dram_filter_read_bytes": fills * b.weight / 8,
+                   "dram_ofmap_write_bytes": final * b.output / 8}
+        folds, per, label, kf, calc_stall = 1, ns.cycles / n, ns.mapping, 1, None
+    for comp, act, bits, cnt in records:
         recs[(comp, act, bits)] = recs.get((comp, act, bits), 0) + cnt
-    traffic = traffic_bytes(layer, c, arch)
     link_bits = 0.0
     recv_bits = 0.0  # bits received that the sender already counted (time only)
-    ifmap = n * c.ifmap_dram
-    final = n * _final_dram(c)
     if fused_in and ifmap:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
@@ -158,7 +174,6 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         elif halo:
             _add(recs, ("ofmap_sram", "sram_read", (b.input,)), n * halo)
             link_bits += n * halo * b.input
-    fills = n // layer.shared * c.filter_dram
     fil_bits = 0.0
     if fused_filter and fills:  # attention keys/values made on chip by an earlier GEMM of the group
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
@@ -170,8 +185,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     if multicast == "ifmap" and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
-    elif multicast == "filter" and c.filter_dram and not fused_filter:
-        _take(recs, ("dram", "dram_read", (b.weight,)), n // layer.shared * c.filter_dram)
+    elif multicast == "filter" and fills and not fused_filter:
+        _take(recs, ("dram", "dram_read", (b.weight,)), fills)
         traffic["dram_filter_read_bytes"] = 0.0
     out_to = fused_out
     if dim == "K" and ways > 1 and not reducer:
@@ -191,20 +206,19 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         else:
             link_bits += partial * b.psum_buffer
     dram_b = sum(cnt * bits[0] for (comp, act, bits), cnt in recs.items() if comp == "dram")
-    if arch.memory == "scalesim" and arch.bandwidth_mode == "calc":
-        stall = n * c.ofmap_stall_cycles
+    if calc_stall is not None:
+        stall = calc_stall
     else:
-        stall = n * stall_cycles(dram_b / n / 8, c.folds, c.compute_cycles, arch) if dram_b else 0
+        stall = n * stall_cycles(dram_b / n / 8, folds, per, arch) if dram_b else 0
     link_bytes = link_bits / 8
     if link_bits:
         _add(recs, (LINK, "transfer", (1,)), link_bits * link_hops)
     moved = link_bytes + recv_bits / 8
     link_cyc = moved / link_bw + link_latency if moved else 0.0
     out = [(comp, act, bits, cnt) for (comp, act, bits), cnt in recs.items() if cnt]
-    kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
-    return Part(core, n * c.compute_cycles, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
-                folds=c.folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
-                mapping=c.mapping.label(arch.dataflow) if c.mapping is not None else "",
+    return Part(core, n * per, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
+                folds=folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
+                mapping=label,
                 filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw)
 
 
@@ -244,10 +258,10 @@ def write_epilogue(parts: list[Part], bandwidth: float) -> None:
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
-                link_bw: float = 32.0, link_latency: float = 0.0) -> Part:
+                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK) -> Part:
     """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
-    send over the interconnect (an op on a SIMD core away from the MAC cores); ``hide``: GEMM cycles a pipelined
-    vector unit overlaps it with."""
+    send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK`` per bit
+    and hop, or ``BUS``); ``hide``: GEMM cycles a pipelined vector unit overlaps it with."""
     share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
         replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
                 params=op.params)
@@ -256,10 +270,10 @@ def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: 
     exposed = busy - min(busy, max(0.0, hide))
     link_bytes = moved_bits / 8
     if moved_bits:
-        recs.append((LINK, "transfer", (1,), moved_bits))
+        recs.append((link, "transfer", (1,), moved_bits))
     link_cyc = link_bytes / link_bw + link_latency if link_bytes else 0.0
     return Part(core, exposed, 0.0, link_cyc, 0, recs, vector_unit.dram_bytes(share, arch), link_bytes,
-                vector_unit.traffic(share, arch), vector_busy=busy)
+                vector_unit.traffic(share, arch), vector_busy=busy, bus_bytes=link_bytes if link == BUS else 0.0)
 
 
 def _take(recs: dict, key: tuple, n: float) -> None:

@@ -24,6 +24,13 @@ TOML form (``npukit sim --arch multicore.toml``)::
     [dram]
     channels = 4
     bandwidth_bytes_per_cycle = 64     # per channel
+    [bus]                              # optional: what a vector op's operands cross to the simd core
+    bandwidth_bytes_per_cycle = 16.0   # (Stream's shared 128-bit bus); absent: the [interconnect] links
+    latency_cycles = 0
+    energy_pj_per_bit = 0.0
+
+A ``[[core]]`` may say ``vector_unit = false`` (a MAC core with only its array, as Stream's ``tpu_like`` cores):
+then the arch needs a ``simd`` core, and every vector op runs there, its operands crossing the ``[bus]``.
 
 The core description is pluggable: :func:`load_multicore_arch` takes ``load_core`` (default
 :func:`~npukit.sim.arch.load_arch`), any function from a name or path to an ``Arch``. All cores share the first
@@ -40,31 +47,46 @@ from typing import Any
 
 from .arch import OBJECTIVES, Arch, load_arch
 from .errors import ConfigError
+from .hardware import Hardware
 from .interconnect import Dram, Interconnect, SharedMemory
 from .textfile import check_file, read_text
 
 CORE_KINDS = ("mac", "simd")
 BUILTIN_MULTICORE = ("quad128", "hetero4")
-_TOP_KEYS = ("name", "objective", "core", "interconnect", "shared_memory", "dram")
+_TOP_KEYS = ("name", "objective", "core", "interconnect", "shared_memory", "dram", "bus")
+_CORE_KEYS = ("arch", "count", "kind", "name", "vector_unit")
 
 
 @dataclass(frozen=True)
 class Core:
-    """One core: its single-core arch and its kind (``mac`` or ``simd``)."""
+    """One core: its single-core arch and its kind (``mac`` or ``simd``); ``vector_unit``: whether a MAC core
+    has the vector unit its arch describes (False: only the array; its vector ops run on a ``simd`` core);
+    ``nest``: a loop-nest :class:`~npukit.sim.hardware.Hardware` (a ZigZag or Stream core YAML) that costs this
+    MAC core's GEMMs and convs through the loop-nest mapper (:mod:`npukit.sim._multicore_nest`) in place of
+    ``arch``'s array and buffers; ``arch`` still gives the clock, the operand widths and the DRAM port."""
 
     arch: Arch
     kind: str = "mac"
     name: str = ""
+    vector_unit: bool = True
+    nest: Hardware | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in CORE_KINDS:
             raise ConfigError(f"core kind {self.kind!r}: use one of {', '.join(CORE_KINDS)}")
 
+    @property
+    def macs_per_cycle(self) -> int:
+        """PEs of the core's array (the nest hardware's when it has one)."""
+        return self.nest.array.units if self.nest is not None else self.arch.rows * self.arch.cols
+
 
 @dataclass(frozen=True)
 class MultiCoreArch:
     """A multi-core NPU: ``cores``, the ``interconnect``, the ``shared_memory``, the ``dram`` channels, and the
-    ``objective`` its schedule search minimises."""
+    ``objective`` its schedule search minimises; ``bus``: a second interconnect between the MAC cores and the
+    ``simd`` core that a vector op's operands and result cross (one hop; Stream's shared bus), None: the
+    ``interconnect`` links."""
 
     name: str
     cores: tuple[Core, ...]
@@ -72,12 +94,16 @@ class MultiCoreArch:
     shared_memory: SharedMemory = field(default_factory=SharedMemory)
     dram: Dram = field(default_factory=Dram)
     objective: str = "edp"
+    bus: Interconnect | None = None
 
     def __post_init__(self) -> None:
         if not self.cores:
             raise ConfigError(f"multicore arch '{self.name}' has no cores; add [[core]] tables")
         if not any(c.kind == "mac" for c in self.cores):
             raise ConfigError(f"multicore arch '{self.name}' has no mac core; GEMMs need one")
+        if not self.simd_cores and not all(c.vector_unit for c in self.cores):
+            raise ConfigError(f"multicore arch '{self.name}': a core without a vector unit needs a simd core "
+                              "(add a [[core]] with kind = \"simd\")")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"multicore field 'objective' = {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         clocks = {c.arch.clock_ghz for c in self.cores}
@@ -105,15 +131,16 @@ class MultiCoreArch:
     @property
     def peak_macs_per_cycle(self) -> int:
         """MACs per cycle of all MAC cores together."""
-        return sum(self.cores[i].arch.rows * self.cores[i].arch.cols for i in self.mac_cores)
+        return sum(self.cores[i].macs_per_cycle for i in self.mac_cores)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {"name": self.name, "objective": self.objective,
-                "cores": [{"kind": c.kind, "name": c.name, "arch": c.arch.to_dict()} for c in self.cores],
+                "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict(),
+                           **({"nest": c.nest.name} if c.nest is not None else {})} for c in self.cores],
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
-                "dram": asdict(self.dram)}
+                "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None}
 
 
 def single_core(arch: Arch) -> MultiCoreArch:
@@ -177,9 +204,12 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
         raise ConfigError(f"{origin}: a multicore arch needs [[core]] tables")
     cores: list[Core] = []
     for t in tables:
-        unknown = set(t) - {"arch", "count", "kind", "name"}
+        unknown = set(t) - set(_CORE_KEYS)
         if unknown:
-            raise ConfigError(f"{origin}: unknown [[core]] key '{sorted(unknown)[0]}' (known: arch, count, kind, name)")
+            raise ConfigError(f"{origin}: unknown [[core]] key '{sorted(unknown)[0]}' (known: {', '.join(_CORE_KEYS)})")
+        vec = t.get("vector_unit", True)
+        if not isinstance(vec, bool):
+            raise ConfigError(f"{origin}: [[core]] vector_unit must be true or false, got {vec!r}")
         ref = t.get("arch")
         if not isinstance(ref, str):
             raise ConfigError(f"{origin}: every [[core]] needs arch = a built-in name or a core TOML path")
@@ -190,9 +220,12 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
         if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1024:
             raise ConfigError(f"{origin}: [[core]] count must be an integer 1..1024, got {count!r}")
         for _ in range(count):
-            cores.append(Core(arch, t.get("kind", "mac"), f"{t.get('name', 'core')}{len(cores)}"))
+            cores.append(Core(arch, t.get("kind", "mac"), f"{t.get('name', 'core')}{len(cores)}", vec))
     sub: dict[str, Any] = {}
-    for key, cls in (("interconnect", Interconnect), ("shared_memory", SharedMemory), ("dram", Dram)):
+    for key, cls in (("interconnect", Interconnect), ("shared_memory", SharedMemory), ("dram", Dram),
+                     ("bus", Interconnect)):
+        if key == "bus" and key not in data:
+            continue
         val = data.get(key, {})
         if not isinstance(val, dict):
             raise ConfigError(f"{origin}: '{key}' must be a table like [{key}]")
@@ -207,7 +240,8 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
         port = cores[0].arch.dram_bandwidth_bytes_per_cycle
         sub["dram"] = Dram(max(1, sum(c.kind == "mac" for c in cores)), port)
     return MultiCoreArch(str(data.get("name", Path(origin).stem)), tuple(cores), sub["interconnect"],
-                         sub["shared_memory"], sub["dram"], str(data.get("objective", cores[0].arch.objective)))
+                         sub["shared_memory"], sub["dram"], str(data.get("objective", cores[0].arch.objective)),
+                         sub.get("bus"))
 
 
 def with_objective(m: MultiCoreArch, objective: str) -> MultiCoreArch:

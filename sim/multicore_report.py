@@ -42,8 +42,10 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
                  f"{m.clock_ghz:g} GHz), utilization {100 * result.utilization:.1f}% over all cycles, "
                  f"energy {result.energy_pj / 1e6:,.1f} uJ, "
                  f"DRAM {sum(r['dram_bytes'] for r in result.layer_rows):,.0f} bytes, "
-                 f"interconnect {result.interconnect_bytes / 1e6:,.2f} MB ({100 * result.interconnect_share:.1f}% of the "
-                 "time waiting on it)")
+                 f"interconnect {result.interconnect_bytes / 1e6:,.2f} MB"
+                 + (f" (of which the bus to the simd core {result.ledger.meta['multicore'].get('bus_bytes', 0) / 1e6:,.2f}"
+                    " MB)" if m.bus is not None else "")
+                 + f" ({100 * result.interconnect_share:.1f}% of the time waiting on it)")
     lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
                  "busy % = the cycles a core works / total cycles")
     return "\n".join(lines)

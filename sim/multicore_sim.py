@@ -19,32 +19,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_cost import (
-    LINK,
-    SHARED,
-    Part,
-    gemm_part,
-    halo_elements,
-    prefetched,
-    sub_layer,
-    vector_part,
-    write_epilogue,
-)
+from ._multicore_cost import BUS, LINK, SHARED, Part, gemm_part, halo_elements, prefetched, sub_layer, vector_part, write_epilogue  # noqa: I001
+from ._multicore_nest import components as nest_components
+from ._multicore_nest import nest_objective
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
-from .schedule import (
+from .schedule import (  # noqa: I001
     SPLIT_DIMS,
     Schedule,
     Step,
     candidates,
-    feeds,
-    feeds_filter,
     flattens,
+    group_edges,
     make_schedule,
     objective_value,
-    siblings,
 )
 from .workload import Layer, VectorOp, Workload
 
@@ -106,6 +96,12 @@ def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:
         led.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
     led.declare(LINK, kind="interconnect", energy_pj_per_bit=march.interconnect.energy_pj_per_bit,
                 source=march.interconnect.source)
+    for c in march.cores:
+        if c.nest is not None:
+            for comp in nest_components(c.nest):
+                led.declare(comp, kind="nest", energy_pj_per_bit=1.0, source=f"loop-nest model of {c.nest.name}")
+    if march.bus is not None:
+        led.declare(BUS, kind="interconnect", energy_pj_per_bit=march.bus.energy_pj_per_bit, source=march.bus.source)
 
 
 def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Schedule | str | None = None,
@@ -150,7 +146,8 @@ class _Run:
         self.busy = [0.0] * len(march.cores)
         self.timeline: list[tuple[int, float, float, str]] = []
         self.rows: list[dict[str, Any]] = []
-        self.link_bytes = 0.0
+        self.link_bytes = 0.0  # links and bus together
+        self.bus_bytes = 0.0
         self.link_exposed = 0.0
         self.hide = 0.0
         self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
@@ -181,12 +178,14 @@ class _Run:
             sub = sub_layer(layer, dim, ways, i)
             if sub is None:
                 continue
+            nest = self.m.cores[core].nest
             parts.append(gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
                                    reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
                                    multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else "",
-                                   halo=halo_elements(prod, layer, ways, i) if prod is not None else 0))
+                                   halo=halo_elements(prod, layer, ways, i) if prod is not None else 0,
+                                   nest=nest, nest_objective=nest_objective(self.m.objective)))
         return parts
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:
@@ -228,10 +227,14 @@ class _Run:
 
     def _vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
         bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
-        if self.m.simd_cores:
+        if self.m.simd_cores:  # its inputs cross to the simd core and its result back: over the bus if any
             core = self.m.simd_cores[0]
             arch = self.m.cores[core].arch
             moved = op.batch * op.elements * (op.inputs + (0 if op.op == "kv_append" else 1)) * arch.vector.bits
+            bus = self.m.bus
+            if bus is not None:
+                return [vector_part(op, core, arch, 1, moved, 0.0, bus.bandwidth_bytes_per_cycle, bus.latency_cycles,
+                                    BUS)]
             return [vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)]
         ways = len(cores)
         hide = self.hide if self.serial_one else 0.0
@@ -272,6 +275,7 @@ class _Run:
             self.busy[p.core] += p.busy
             self.timeline.append((p.core, start, start + p.busy * scale, op.name))
             self.link_bytes += p.link_bytes
+            self.bus_bytes += p.bus_bytes
         kind = "vector" if isinstance(op, VectorOp) else "compute"
         one.add_cycles(crit.compute * scale, kind, scope)
         one.add_cycles(crit.stall * scale, "stall", scope)
@@ -288,6 +292,7 @@ class _Run:
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
+               "bus_bytes": sum(p.bus_bytes for p in parts),
                "core_mapping": crit.mapping, **extra}
         for comp, e in sorted(energy.items()):
             row[f"energy_{comp}_pj"] = e
@@ -348,38 +353,13 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             _run_pipeline(r, group, macs, _tiles_needed(group, march))
     meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
             "core_names": [c.name for c in march.cores], "core_busy_cycles": r.busy,
-            "interconnect_bytes": r.link_bytes, "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
+            "interconnect_bytes": r.link_bytes, "bus_bytes": r.bus_bytes,
+            "interconnect_exposed_cycles": r.link_exposed, "arch": march.to_dict(),
             "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
     r.ledger.meta["multicore"] = meta
     energy = r.ledger.energy_by(tab, "component") if record else {"total": r.energy}
     return MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
                            r.link_bytes, r.link_exposed, workload.macs)
-
-
-def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
-    """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
-    a later one, whether it reads the same input as the previous GEMM (already on chip), and which earlier GEMM of
-    the group makes its right operand (attention keys or values; -1: none)."""
-    gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
-    fin = [False] * len(group)
-    fout = [False] * len(group)
-    sib = [False] * len(group)
-    ffil = [-1] * len(group)
-    used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
-    for k, b in enumerate(gemm_idx):
-        earlier = [a for a in gemm_idx[:k] if a not in used]
-        src = next((a for a in earlier if feeds(group[a], group[b])), None)  # type: ignore[arg-type]
-        if src is not None:
-            fout[src] = fin[b] = True
-            used.add(src)
-        elif k and siblings(group[gemm_idx[k - 1]], group[b]):  # type: ignore[arg-type]
-            sib[b] = True
-        fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
-        if fsrc is not None:
-            fout[fsrc] = True
-            ffil[b] = fsrc
-            used.add(fsrc)
-    return fin, fout, sib, ffil
 
 
 def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
@@ -389,7 +369,7 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
     keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
     bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
     are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
-    fin, fout, sib, ffil = _edges(group)
+    fin, fout, sib, ffil = group_edges(group)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -455,7 +435,7 @@ def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
     cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
-    fin, fout, _, _ = _edges(group)
+    fin, fout, _, _ = group_edges(group)
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []

@@ -93,6 +93,32 @@ def siblings(a: Layer, b: Layer) -> bool:
     return a.conv is None and b.conv is None and (a.batch, a.M, a.K) == (b.batch, b.M, b.K) and a.kind == b.kind
 
 
+def group_edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
+    """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
+    a later one, whether it reads the same input as the previous GEMM (already on chip), and which earlier GEMM of
+    the group makes its right operand (attention keys or values; -1: none)."""
+    gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    fin = [False] * len(group)
+    fout = [False] * len(group)
+    sib = [False] * len(group)
+    ffil = [-1] * len(group)
+    used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
+    for k, b in enumerate(gemm_idx):
+        earlier = [a for a in gemm_idx[:k] if a not in used]
+        src = next((a for a in earlier if feeds(group[a], group[b])), None)  # type: ignore[arg-type]
+        if src is not None:
+            fout[src] = fin[b] = True
+            used.add(src)
+        elif k and siblings(group[gemm_idx[k - 1]], group[b]):  # type: ignore[arg-type]
+            sib[b] = True
+        fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
+        if fsrc is not None:
+            fout[fsrc] = True
+            ffil[b] = fsrc
+            used.add(fsrc)
+    return fin, fout, sib, ffil
+
+
 def _is_block_edge(prod: Layer, cons: Layer) -> bool:
     """Attention (scores -> context) and MLP (up -> down projection) edges."""
     if prod.kind == "attention" and cons.kind == "attention":

@@ -3,14 +3,23 @@ round trips of Stream's per-layer mode."""
 
 from __future__ import annotations
 
-from npukit.benchmarks.bench_vs_stream import node_round_trip_bytes, npukit_arch, npukit_workload, stream_terms
-from npukit.sim import VectorOp
+from npukit.benchmarks.bench_vs_stream import (
+    node_round_trip_bytes,
+    npukit_arch,
+    npukit_workload,
+    per_node,
+    stream_table,
+    stream_terms,
+)
+from npukit.sim import EnergyTable, VectorOp
+from npukit.sim.multicore_sim import simulate_multicore
 
 
 def _hw() -> dict:
     mem = [{"name": "rf", "size_bits": 64, "r_cost": 0.1, "w_cost": 0.1, "port_bits": 8},
            {"name": "sram", "size_bits": 2 * 2**20 * 8, "r_cost": 416.0, "w_cost": 416.0, "port_bits": 2048}]
-    core = {"type": "compute", "array": [32, 32], "mac_pj": 0.04, "memories": mem}
+    core = {"type": "compute", "array": [32, 32], "mac_pj": 0.04, "memories": mem,
+            "operand_precision": {"input": "int8", "accumulator": "int32"}}
     off = {"type": "offchip", "array": None, "mac_pj": 0, "memories": [
         {"name": "dram", "size_bits": 2**40, "r_cost": 1000.0, "w_cost": 1000.0, "port_bits": 64}]}
     return {"name": "tpu_like_quad_core", "cores": {"0": core, "1": core, "2": core, "3": core, "4": off},
@@ -22,8 +31,41 @@ def test_arch_widths_by_name() -> None:
     march = npukit_arch(_hw(), 8)
     b = march.cores[0].arch.bits
     assert (b.input, b.weight, b.output) == (8, 8, 8)  # the output is not the 32-bit psum width
-    assert (b.pe_psum, b.psum_buffer) == (32, 32)
+    assert (b.pe_psum, b.psum_buffer) == (32, 32)  # the core's operand_precision accumulator
     assert len(march.cores) == 4 and march.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8
+
+
+def _hw_simd() -> dict:
+    hw = _hw()
+    simd = {"type": "zigzag.compute", "array": [64], "mac_pj": 0.1, "memories": hw["cores"]["0"]["memories"]}
+    hw["cores"] = {**hw["cores"], "5": simd}
+    hw["links"] = hw["links"] + [{"type": "bus", "cores": [0, 1, 2, 3, 4, 5], "bandwidth_bits": 128,
+                                  "unit_energy_cost": 0}]
+    return hw
+
+
+def test_per_node_swaps_the_bus_for_the_round_trips() -> None:
+    # layer by layer on the vector-less cores, each vector op's row (its bus transfer) is replaced by Stream's
+    # off-chip round trip at 8 B/cycle in series with the op's lanes
+    hw = _hw_simd()
+    wl, bits = npukit_workload("resnet_subgraph")
+    march = npukit_arch(hw, bits)
+    table = EnergyTable.from_dict(stream_table(hw), origin="test")
+    res = simulate_multicore(wl, march, "none/split", table=table)
+    rows = {r["name"]: r for r in res.rows()}
+    assert rows["Relu1"]["bus_bytes"] == 2 * 16 * 16 * 8 * 2 and rows["Relu1"]["cycles"] == 2 * 4096 / 16
+    cycles, pj, trip = per_node(res, wl, bits, march, table)
+    want = res.total_cycles + sum(node_round_trip_bytes(op, bits) / 8 + rows[op.name]["compute_cycles"]
+                                  - rows[op.name]["cycles"] for op in wl.layers if op.kind == "vector")
+    assert trip == (2 + 3) * 4096 and cycles == want and pj > res.energy_pj
+
+
+def test_arch_reads_the_simd_core_and_its_bus() -> None:
+    march = npukit_arch(_hw_simd(), 16)
+    assert march.mac_cores == [0, 1, 2, 3] and not any(march.cores[i].vector_unit for i in march.mac_cores)
+    assert len(march.simd_cores) == 1 and march.cores[march.simd_cores[0]].arch.vector.lanes == 64
+    assert march.bus is not None and march.bus.bandwidth_bytes_per_cycle == 16
+    assert npukit_arch(_hw(), 16).bus is None  # no SIMD core: the MAC cores keep their vector units
 
 
 def test_round_trips_of_vector_nodes() -> None:

@@ -1,0 +1,172 @@
+"""A multi-core NPU's core described by a loop-nest :class:`~npukit.sim.hardware.Hardware` (a ZigZag or Stream
+core YAML: any array dimensions, any memory hierarchy) rather than a 2-D :class:`~npukit.sim.arch.Arch`.
+
+The core's share of a layer (its sub-layer: :func:`npukit.sim._multicore_cost.sub_layer`) is mapped by the
+loop-nest mapper (:func:`npukit.sim.nest_mapper.map_layer`, the layer as ZigZag loop dimensions by
+:func:`npukit.sim.nest_sim.nest_layer`); its cycles are the mapping's (temporal iterations, the memory ports'
+stalls, on- and off-loading, drain), its energy the mapping's per memory level and operand plus the MACs, priced
+by the YAML's own ``r_cost``/``w_cost``/``unit_energy``. Those pJ enter the ledger as records of component
+``nest:<memory>`` (``nest:mac`` for the array), action ``transfer`` of 1-bit units declared at 1 pJ each, so the
+ledger's totals equal the mapping's.
+
+Off-core traffic: the core's top on-chip memory (a Stream core YAML has no DRAM level, the off-chip memory is
+another core; a ZigZag YAML's top level named ``dram`` is dropped by :func:`on_chip`, its traffic being this)
+receives each operand of its share once from DRAM and sends its outputs once: input elements (a conv's band of
+padded input rows, a GEMM's ``M x K``), weights (per group of ``shared`` batch instances) and outputs, priced as
+``dram_read``/``dram_write`` by the multi-core arch's energy table and timed through the core's share of the DRAM
+port by the caller (:mod:`npukit.sim._multicore_cost`): the YAML says nothing of overlapping that transfer with the
+array, so the whole share is one fold (operands in, compute, outputs out). An operand of the share that does not
+fit the top memory is a :class:`~npukit.sim.errors.ConfigError` from the mapper.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .errors import ConfigError
+from .hardware import Hardware
+from .loopnest import NestLayer, effective_spatial
+from .nest_mapper import SPATIAL_CANDIDATES, map_layer
+from .nest_sim import nest_layer
+from .workload import Layer
+
+PREFIX = "nest:"
+MAC = PREFIX + "mac"
+Record = tuple[str, str, tuple[int, ...], float]
+
+
+def components(hw: Hardware) -> list[str]:
+    """The ledger components of ``hw``'s nest records (each priced at 1 pJ per 1-bit ``transfer``)."""
+    return [MAC] + [PREFIX + m.name for m in on_chip(hw).memories]
+
+
+_ON_CHIP: dict[int, tuple[Hardware, Hardware]] = {}  # id -> (hw, hw without its DRAM), both kept alive
+
+
+def on_chip(hw: Hardware) -> Hardware:
+    """``hw`` without a top memory named ``dram`` (ZigZag's off-chip level): the multi-core model counts that
+    traffic itself (the arch's DRAM port and energy), so the nest model must not count it too. The same object
+    for the same ``hw`` (the mapper caches by identity)."""
+    hit = _ON_CHIP.get(id(hw))
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    top = hw.memories[-1]
+    out = replace(hw, memories=hw.memories[:-1]) if "dram" in top.name.lower() and len(hw.memories) > 1 else hw
+    _ON_CHIP[id(hw)] = (hw, out)
+    return out
+
+
+def nest_objective(objective: str) -> str:
+    """The loop-nest mapper's objective for a multi-core arch's ``objective``: ``energy`` stays; ``latency`` and
+    ``edp`` map each share under ``edp``. The mapper ranks ``latency`` by cycles alone, and on a share many loop
+    orders come within a fraction of a percent of the fewest cycles while their energy differs by half (an
+    eyeriss-like 14x12 core's conv band: 55,303 vs 55,339 cycles, 45.9 vs 30.1 uJ); ZigZag's latency ranking, which
+    Stream uses, breaks such ties by energy, and ``edp`` does the same without a tolerance to choose."""
+    return "energy" if objective == "energy" else "edp"
+
+
+def with_bits(hw: Hardware, input_bits: int, weight_bits: int, output_bits: int, psum_bits: int) -> Hardware:
+    """``hw`` at the workload's operand widths (bits): ``I``, ``W``, final outputs ``O_final``, partial sums ``O``."""
+    return replace(hw, bits={"I": input_bits, "W": weight_bits, "O": psum_bits, "O_final": output_bits})
+
+
+@dataclass(frozen=True)
+class NestShare:
+    """One core's share of a layer on a loop-nest core: its ``records`` (nest energies and DRAM traffic, the
+    latter in elements), its ``cycles`` (all of the batch), the DRAM elements of each operand and the mapping."""
+
+    records: tuple[Record, ...]
+    cycles: float
+    ifmap: float
+    fills: float
+    final: float
+    mapping: str
+
+
+def _label(spatial: dict[str, dict[str, int]]) -> str:
+    return "nest " + " ".join(f"{dim}:" + ",".join(f"{d}{f}" for d, f in loops.items()) for dim, loops in spatial.items())
+
+
+def dram_elements(layer: Layer) -> tuple[float, float, float]:
+    """(input, weight, output) elements of ``layer`` (all of its batch) entering or leaving a core once."""
+    n = layer.batch
+    groups = n // max(1, layer.shared)
+    if layer.conv is not None:
+        ih, iw, fh, fw, cin, cout = layer.conv[:6]
+        return n * ih * iw * cin, groups * fh * fw * cin * cout, n * layer.M * layer.N
+    return n * layer.M * layer.K, groups * layer.K * layer.N, n * layer.M * layer.N
+
+
+def utilization(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> float:
+    """Fraction of ``hw``'s PEs the unrolling ``sm`` keeps busy on ``layer`` (ZigZag's effective factors: a loop
+    of n unrolled f-wide runs ``ceil(n / f)`` passes of ``n / ceil(n / f)`` PEs)."""
+    used = math.prod(f for loops in effective_spatial(layer, sm).values() for f in loops.values())
+    return used / hw.array.units
+
+
+def mixed_spatial(hw: Hardware, layer: NestLayer) -> dict[str, dict[str, int]]:
+    """An unrolling that may put two loops on one array dimension (ZigZag's mixed spatial mappings, which Stream's
+    cost estimator tries when they fill more of the array than one loop per dimension): array dimensions in
+    order, each taking the one loop or the pair of loops (the second sized to what the first leaves) that keeps
+    most of its PEs busy on what is left of the layer's loops."""
+    left = {d: n for d, n in layer.dims.items() if n > 1}
+    out: dict[str, dict[str, int]] = {}
+    for name, size in hw.array.dims.items():
+        best: tuple[float, dict[str, int]] = (0.0, {})
+        names = [d for d in SPATIAL_CANDIDATES if left.get(d, 1) > 1]
+        for a in names:
+            fa = min(size, left[a])
+            eff_a = left[a] / math.ceil(left[a] / fa)
+            opts = [({a: fa}, eff_a)]
+            for b in names:
+                fb = min(size // fa, left[b]) if b != a else 1
+                if fb > 1:
+                    opts.append(({a: fa, b: fb}, eff_a * left[b] / math.ceil(left[b] / fb)))
+            for loops, eff in opts:
+                if eff > best[0]:
+                    best = (eff, loops)
+        if best[1]:
+            out[name] = best[1]
+            for d, f in best[1].items():
+                left[d] = math.ceil(left[d] / f)
+    return out
+
+
+def map_share(hw: Hardware, nl: NestLayer, objective: str):  # -> NestMapping
+    """The mapper's best mapping of ``nl`` (one loop per array dimension), or the best mapping under the mixed
+    unrolling of :func:`mixed_spatial` when that keeps more PEs busy and scores better under ``objective``."""
+    m = map_layer(hw, nl, None, objective)
+    mix = mixed_spatial(hw, nl)
+    if not mix or utilization(hw, nl, mix) <= utilization(hw, nl, m.spatial) + 1e-9:
+        return m
+    try:
+        alt = map_layer(hw, nl, mix, objective)
+    except ConfigError:  # the mixed unrolling does not fit the lowest memories
+        return m
+    score = {"energy": lambda c: c.energy_pj, "latency": lambda c: c.cycles}.get(objective,
+                                                                              lambda c: c.energy_pj * c.cycles)
+    return alt if score(alt.cost) < score(m.cost) else m
+
+
+def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective: str, memo: dict) -> NestShare:
+    """Map ``layer`` on ``hw`` (under ``objective``: energy, latency or edp) and return its :class:`NestShare`;
+    ``bits``: the (input, weight, output) widths of the DRAM records; ``memo`` caches by shape."""
+    hw = on_chip(hw)
+    key = ("nest", id(hw), hw.name, layer.M, layer.N, layer.K, layer.batch, layer.conv, layer.shared, objective)
+    if key in memo:
+        return memo[key]
+    m = map_share(hw, nest_layer(layer), objective)
+    c = m.cost
+    recs: list[Record] = [(MAC, "transfer", (1,), c.mac_pj)]
+    per_level: dict[str, float] = {}
+    for op, levels in c.energy.items():
+        for mem, e in zip(hw.levels(op), levels, strict=True):
+            per_level[mem.name] = per_level.get(mem.name, 0.0) + e
+    recs += [(PREFIX + name, "transfer", (1,), e) for name, e in per_level.items()]
+    ifmap, fills, final = dram_elements(layer)
+    recs += [("dram", "dram_read", (bits[0],), ifmap), ("dram", "dram_read", (bits[1],), fills),
+             ("dram", "dram_write", (bits[2],), final)]
+    out = NestShare(tuple(recs), math.ceil(c.cycles), ifmap, fills, final, _label(m.spatial))
+    memo[key] = out
+    return out
