@@ -87,7 +87,8 @@ def npukit_pair(inputs: Path, hw: str, wl: str, cache: Path) -> tuple[dict, floa
             "from npukit.workloads import onnx_workload;"
             "h,s=parse_zigzag_spec(sys.argv[1]);r=simulate_nest(onnx_workload(sys.argv[2],None),h,s);"
             "print(json.dumps({'by':[[k[0],k[1],v] for k,v in r.energy_by_level().items()],"
-            "'total':r.energy_pj,'cycles':r.cycles,'layers':len(r.mappings),'onnx':'onnx' in sys.modules}))")
+            "'total':r.energy_pj,'cycles':r.cycles,'layers':len(r.mappings),'onnx':'onnx' in sys.modules,"
+            "'layer_cycles':sorted(x['cycles'] for x in r.rows())}))")
     t0, cpu0 = time.perf_counter(), _children_cpu()
     p = subprocess.run([sys.executable, "-c", code, arch, f"{inputs}/workload/{wl}.onnx"], capture_output=True,
                        text=True, env={**os.environ, "PYTHONWARNINGS": "ignore", "NPUKIT_CACHE_DIR": str(cache)})
@@ -130,6 +131,10 @@ def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workload
             nl = {(a, b): v for a, b, v in nk["by"]}
             zt, nt = sum(zl.values()), nk["total"]
             zlat, nlat = sum(lay["latency"] for lay in zz["layers"]), nk["cycles"]
+            # layers whose cycles equal ZigZag's (both sides sorted: the dumps are named by ONNX node, npukit's rows
+            # by layer; a count, not a pairing)
+            same = sum(abs(a - b) <= 1e-9 * max(a, 1.0) for a, b in
+                       zip(sorted(lay["latency"] for lay in zz["layers"]), nk["layer_cycles"], strict=False))
             zwall = zz.get("process_s", zz["wall_s"])
             share_ok, worst = True, 0.0
             for mem in ["mac"] + [m.name for m in hwd.memories]:
@@ -152,6 +157,7 @@ def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workload
                               "npukit_uJ": round(nt / 1e6, 2), "energy_diff_pct": round(100 * e_diff, 2),
                               "worst_share_pts": round(worst, 2), "zigzag_cycles": round(zlat),
                               "npukit_cycles": round(nlat), "latency_diff_pct": round(100 * l_diff, 1),
+                              "layers_same_cycles": same,
                               "zigzag_s": round(zwall, 1), "cold_s": round(nk_wall, 2), "cold_cpu_s": round(nk["cpu_s"], 2),
                               "warm_s": round(warm_wall, 2), "warm_cpu_s": round(warm["cpu_s"], 2),
                               "ratio_cold": round(zwall / nk_wall), "ratio_warm": round(zwall / warm_wall),
