@@ -178,9 +178,11 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
     """The orders that fit, one per group of equal cost, in order, each with an id per operand (W, I, O) of
     its loops after the merge-down (equal ids: equal loops): an order is left out when an earlier
     one has, for every operand, the same loops (as multisets) at every memory level after ZigZag's
-    merge-down (:func:`npukit.sim.loopnest.stationary`) and the same product of ir loops at the bottom
-    (what :func:`npukit.sim.loopnest.operand_parts` keys its cost on). The merge-down in closed form: level
-    m then starts at the first non-ir loop from its start on, or where level m + 1 now starts if earlier."""
+    merge-down (:func:`npukit.sim.loopnest.stationary`), the same product of ir loops at the bottom (what
+    :func:`npukit.sim.loopnest.operand_parts` keys its cost on) and, per level, the same products of the ir
+    and of the r loops at its top (what ZigZag's latency adds, :mod:`npukit.sim.nest_latency`). The
+    merge-down in closed form: level m then starts at the first non-ir loop from its start on, or where level
+    m + 1 now starts if earlier."""
     import numpy as np
 
     rows = np.nonzero(b.alive)[0]
@@ -215,7 +217,24 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
         flat = (r[:, None] * (L * T) + lev * T + kind).ravel()
         counts = np.bincount(flat, minlength=N * L * T).reshape(N, L * T)
         st = CP[r, np.minimum(NN[:, 0], bp[:, 1])]  # product of the ir run at the very bottom
-        keys.append(np.hstack([counts, st.astype(np.int64)[:, None]]))
+        # ZigZag's latency also reads, per level, the products of the ir loops and of the r loops at its top
+        # (npukit.sim.nest_latency: the updating window and the effective tile): two orders that differ only
+        # there cost the same energy but not the same cycles
+        r_idx = [k for k, d in enumerate(b.dims) if d in R_DIMS[o]]
+        isr = np.isin(D, r_idx) if r_idx else np.zeros((N, n), dtype=bool)
+        tops = []
+        for flags in (isir, isr):
+            LN = np.full((N, n), -1, dtype=np.int64)  # last position <= p whose loop is not in the run
+            last = np.full(N, -1, dtype=np.int64)
+            for p in range(n):
+                last = np.where(flags[:, p], last, p)
+                LN[:, p] = last
+            for m in range(L):
+                lo, hi = (bp[:, m] if m else np.zeros(N, dtype=np.int64)), bp[:, m + 1]
+                e = np.maximum(hi - 1, 0)
+                start = np.where(hi > lo, np.maximum(LN[r, e] + 1, lo), hi)
+                tops.append(np.rint(CP[r, hi] / CP[r, start]).astype(np.int64))
+        keys.append(np.hstack([counts, st.astype(np.int64)[:, None], np.stack(tops, axis=1)]))
     _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
     ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]

@@ -32,6 +32,7 @@ from .errors import ConfigError
 from .hardware import Hardware
 from .loopnest import (
     IR_DIMS,
+    R_DIMS,
     Loop,
     NestCost,
     NestLayer,
@@ -45,7 +46,7 @@ from .loopnest import (
 )
 from .nest_alloc import _tensor, allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
-from .nest_latency import NestLatency, nest_latency, with_latency
+from .nest_latency import NestLatency, _top_run, nest_latency, with_latency
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -164,13 +165,15 @@ def _distinct_orders(lpfs: list[Loop]):
             yield list(perm)
 
 
-def _ir_run(op: str, loops: list[Loop]) -> tuple[Loop, ...]:
+def _ir_run(op: str, loops: list[Loop]) -> tuple:
+    """The ir loops at the bottom of ``loops`` (a multiset) and the products of the ir and of the r loops at
+    their top (ZigZag's latency reads those: :mod:`npukit.sim.nest_latency`)."""
     run = []
     for d, f in loops:
         if d not in IR_DIMS[op]:
             break
         run.append((d, f))
-    return tuple(sorted(run))
+    return (tuple(sorted(run)), _top_run(loops, IR_DIMS[op]), _top_run(loops, R_DIMS[op]))
 
 
 def _score(c: NestCost, objective: str) -> float:

@@ -244,11 +244,14 @@ def test_batch_allocation_equals_the_scalar_one(arch: str) -> None:
 
 @pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", "gemm_l1_l3"])
 def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
-    """nest_batch.stationary_groups (numpy) keeps exactly the first order of each distinct tuple of
-    loopnest._stationary_key (Python) over W, I, O, and gives equal operand ids to equal operand keys."""
+    """nest_batch.stationary_groups (numpy) keeps exactly the first order of each distinct tuple, over W, I, O,
+    of loopnest._stationary_key (what the energy reads) and nest_latency._links_key (what ZigZag's latency
+    reads: the top ir and r runs of each level too), both in Python, and gives equal operand ids to equal
+    operand keys."""
     from npukit.sim import nest_mapper as nm
-    from npukit.sim.loopnest import _stationary_key, effective_spatial, spatial_per_level
+    from npukit.sim.loopnest import _stationary_key, effective_spatial, spatial_per_level, stationary
     from npukit.sim.nest_batch import allocate_batch, stationary_groups, temporal_mapping
+    from npukit.sim.nest_latency import _links_key
 
     hw, sp = _hw(arch)
     merged = False
@@ -263,7 +266,8 @@ def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
         for k in range(len(orders)):
             tm = temporal_mapping(batch, k)
             if tm is not None:
-                firsts.setdefault(tuple(_stationary_key(o, tm[o]) for o in "WIO"), k)
+                firsts.setdefault(tuple((_stationary_key(o, tm[o]), _links_key(o, stationary(o, tm[o])))
+                                        for o in "WIO"), k)
         groups = stationary_groups(batch)
         assert [k for k, _ in groups] == sorted(firsts.values())
         keys = {k: key for key, k in firsts.items()}
