@@ -237,7 +237,7 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
                 start = np.where(hi > lo, np.maximum(LN[r, e] + 1, lo), hi)
                 tops.append(np.rint(CP[r, hi] / CP[r, start]).astype(np.int64))
         keys.append(np.hstack([counts, st.astype(np.int64)[:, None], np.stack(tops, axis=1)]))
-        widths.append(counts.shape[1] + 1)
+        widths.append(counts.shape[1] + (o != "O"))  # an output's cost does not read its bottom ir run
     _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
     ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]

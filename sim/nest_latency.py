@@ -42,6 +42,7 @@ Use: ``nest_latency(hw, layer, m.spatial, m.temporal)`` for a :class:`~npukit.si
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -519,19 +520,17 @@ def latency_bound(memo: dict, parts: list[OperandLatency | OperandTransfers | No
     * off-loading: the outputs' pairs from the loading lower bounds, summed in the same order.
     * temporal and drain: exact (the temporal cycles are the product of every temporal loop: the same
       for every operand)."""
-    ctx: _Ctx = memo["ctx"]
-    stall = [0] * len(ctx.ports)
-    busy = [0] * len(ctx.ports)
-    temporal, on, off = 0, 0.0, 0
-    for p in parts:
-        if p is not None:
-            temporal = p.temporal
-            stall = [a + b for a, b in zip(stall, p.stall, strict=True)]
-            busy = [a + b for a, b in zip(busy, p.busy, strict=True)]
-            on = max(on, p.onload)
-            off = p.offload if p.offload else off
-    worst = max(max(s, b - temporal) for s, b in zip(stall, busy, strict=True)) if stall else 0
-    return temporal + worst + on + off + ctx.drain
+    present = [p for p in parts if p is not None]
+    if not present:
+        return 0.0
+    p = present[0]
+    temporal, on, off, stall, busy = p.temporal, p.onload, p.offload, p.stall, p.busy
+    for p in present[1:]:
+        stall, busy = list(map(operator.add, stall, p.stall)), list(map(operator.add, busy, p.busy))
+        on = max(on, p.onload)
+        off = p.offload if p.offload else off
+    worst = max(max(stall, default=0), max(busy, default=0) - temporal)  # per port max(stall, busy - temporal)
+    return temporal + worst + max(on, 0.0) + off + memo["ctx"].drain
 
 
 def latency_of(memo: dict, parts: dict[str, OperandLatency]) -> NestLatency:

@@ -282,15 +282,18 @@ def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm:
               ctx: dict, objective: str, best: NestMapping | None, best_score: float,
               first: tuple[int, ...], ids: tuple[int, ...] | None = None,
               local: dict | None = None, memo: dict | None = None,
-              cids: tuple[int, ...] | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
-    """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
+              fids: tuple[int, ...] | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+    """(best, its score, operand order) after costing ``tm``; ``ids``, ``fids``: per operand an id of its loop
+    multisets per level (and ir run at the bottom), and a finer one also of the ir and r runs at each level's
+    top (:func:`npukit.sim.nest_batch.stationary_groups`), keys of the operands' parts in ``local``.
+    Bound: an order whose first one or two
     operands already prove its score above the best is cut before its other operands are costed
     (loopnest.lower_bound: never above the exact score); ties follow ZigZag (:func:`_better`). Latency
     and EDP are scored with ZigZag's latency of the whole mapping (:func:`npukit.sim.nest_latency.nest_latency`),
     bounded per operand (:func:`_consider_latency`)."""
     if objective != "energy":
         return _consider_latency(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local,
-                                 {} if memo is None else memo, cids)
+                                 {} if memo is None else memo, fids)
     parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective, ids, local)
     if parts is None:
         return best, best_score, first
@@ -307,9 +310,10 @@ def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm:
 def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
                       ctx: dict, objective: str, best: NestMapping | None, best_score: float,
                       first: tuple[int, ...], ids: tuple[int, ...] | None, local: dict | None,
-                      memo: dict, cids: tuple[int, ...] | None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+                      memo: dict, fids: tuple[int, ...] | None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
     """:func:`_consider` under ``latency`` or ``edp``. Operand by operand (``first``'s order), its part of
-    ZigZag's latency (:func:`npukit.sim.nest_latency.operand_latency`, kept in ``local`` by ``ids``) and
+    ZigZag's latency (:func:`npukit.sim.nest_latency.operand_transfers` kept in ``local`` by ``ids``, then
+    :func:`npukit.sim.nest_latency.operand_latency` by ``fids``) and
     of the energy give lower bounds on the exact latency (:func:`npukit.sim.nest_latency.latency_bound`)
     and energy (:func:`npukit.sim.loopnest.lower_bound`); the order is cut as soon as they prove it cannot
     replace the best under :func:`_better`'s rule: ``latency``: a latency bound above the best, or equal
@@ -322,23 +326,27 @@ def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
     best_energy = best.cost.energy_pj if best is not None else math.inf
     # per operand first what its loops' multisets per level give (transfers: shared by more orders), the
     # operands known already first (free bounds); then each operand's whole part
-    fine = [local.get(("lat", k, ids[k])) for k in range(3)] if ids is not None else [None, None, None]
-    ks = sorted(first, key=lambda k: fine[k] is None)
-    lat_lb = 0.0
+    fine = [local.get(("lat", k, fids[k])) for k in range(3)] if fids is not None else [None, None, None]
+    ks = sorted(first, key=lambda k: 0 if fine[k] is not None else 2 if ids is None or ("tr", k, ids[k]) not in local else 1)
+    lat_lb: float = total_cycle  # the latency is at least the temporal cycles
     for stage in (0, 1):
         for k in ks:
             if stage == 0:
                 lat = fine[k]
+                if objective == "edp" and parts[k] is None:  # the energy first: it may cut before the transfers
+                    parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+                    if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
+                        return best, best_score, first
                 if lat is None and ids is not None:
-                    lat = local.get(("tr", k, cids[k]))
+                    lat = local.get(("tr", k, ids[k]))
                 if lat is None:
                     lat = operand_transfers(hw, layer, sm, _OPS[k], tm[_OPS[k]], memo)
                     if ids is not None:
-                        local[("tr", k, cids[k])] = lat
+                        local[("tr", k, ids[k])] = lat
             elif fine[k] is None:
                 lat = fine[k] = operand_latency(hw, layer, sm, _OPS[k], tm[_OPS[k]], memo)
-                if ids is not None:
-                    local[("lat", k, ids[k])] = lat
+                if fids is not None:
+                    local[("lat", k, fids[k])] = lat
             else:
                 continue
             lats[k] = lat
@@ -420,8 +428,9 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             for k, ids, cids in stationary_groups(batch, coarse=True):
                 fits = True
                 tm = temporal_mapping(batch, k)
-                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local,
-                                                   lmemo, cids)
+                # the energy parts read only the coarse loops (cids), the latency parts the fine ones (ids)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, cids, local,
+                                                   lmemo, ids)
             feasible += fits
             continue
         for order in order_list:
