@@ -429,11 +429,7 @@ def operand_transfers(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
     hit = memo.get(key)
     if hit is None:
         lk, b1 = _links(hw, layer, op, ctx.sp_int[op], tms)
-        bws = ctx.bws
-        rl = {(op, m, d): math.ceil(x.amount * x.bits / bws[(op, m, d)]) if bws[(op, m, d)] else 0
-              for m, lv in enumerate(lk) for d, x in lv.items()}
-        hit = memo[key] = OperandTransfers(lk, b1, rl, math.prod(s for lv in tms for _, s in lv),
-                                           *_transfer_bounds(ctx, op, lk, b1, rl))
+        hit = memo[key] = OperandTransfers(lk, b1, *_transfer_bounds(ctx, op, lk, b1, math.prod(s for lv in tms for _, s in lv)))
     return hit
 
 
@@ -465,19 +461,24 @@ def operand_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]
     return hit
 
 
-def _transfer_bounds(ctx: _Ctx, op: str, lk: list[dict[str, _Link]], b1: int,
-                     rl: dict) -> tuple[tuple[int, ...], tuple[int, ...], float, float]:
-    """(positive stall per port with the periods allowed, busy cycles per port, on-loading, off-loading)
-    from ``op``'s links alone (see :func:`latency_bound` for why they bound the mapping's terms)."""
+def _transfer_bounds(ctx: _Ctx, op: str, lk: list[dict[str, _Link]], b1: int, temporal: int) -> tuple:
+    """(real cycles of each active link, ``temporal``, positive stall per port with the periods allowed, busy
+    cycles per port, on-loading, off-loading) from ``op``'s links alone (see :func:`latency_bound` for why
+    they bound the mapping's terms)."""
     stall = [0] * len(ctx.ports)
     busy = [0] * len(ctx.ports)
+    rl: dict[tuple[str, int, str], int] = {}
     load: dict[tuple[int, str], tuple[float, bool]] = {}
+    bws, port_of = ctx.bws, ctx.port_of
     for m, lv in enumerate(lk):
         for d, x in lv.items():
-            p = ctx.port_of.get((op, m, d))
-            if p is None or not x.count:
+            if not x.count:
                 continue
-            r = rl[(op, m, d)]
+            s = (op, m, d)
+            r = rl[s] = math.ceil(x.amount * x.bits / bws[s]) if bws[s] else 0
+            p = port_of.get(s)
+            if p is None:
+                continue
             ss = (r - x.period) * (x.count - 1)
             if ss > 0:
                 stall[p] += ss
@@ -492,7 +493,7 @@ def _transfer_bounds(ctx: _Ctx, op: str, lk: list[dict[str, _Link]], b1: int,
     else:
         ind_, half, shared = _onloading_parts(len(lk), lambda m, d: load.get((m, d), (0, False)))
         on = min(shared + (half + ind_), (shared + half) + ind_)
-    return tuple(stall), tuple(busy), on, off
+    return rl, temporal, tuple(stall), tuple(busy), on, off
 
 
 def latency_bound(memo: dict, parts: list[OperandLatency | OperandTransfers | None]) -> float:
