@@ -184,7 +184,7 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
     merge-down in closed form: level m then starts at the first non-ir loop from its start on, or where level
     m + 1 now starts if earlier. ``coarse``: each also with a coarser id per operand, of its loop multisets
     per level and product of ir loops at the bottom only (what its transfers read,
-    :func:`npukit.sim.nest_latency.operand_transfers`)."""
+    :func:`npukit.sim.nest_transfers.operand_transfers`)."""
     import numpy as np
 
     rows = np.nonzero(b.alive)[0]

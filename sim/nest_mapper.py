@@ -48,16 +48,8 @@ from .loopnest import (
 )
 from .nest_alloc import _tensor, allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
-from .nest_latency import (
-    NestLatency,
-    _top_run,
-    latency_bound,
-    latency_of,
-    nest_latency,
-    operand_latency,
-    operand_transfers,
-    with_latency,
-)
+from .nest_latency import NestLatency, latency_bound, latency_of, nest_latency, with_latency
+from .nest_transfers import _top_run, operand_latency, operand_transfers
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -312,8 +304,8 @@ def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
                       first: tuple[int, ...], ids: tuple[int, ...] | None, local: dict | None,
                       memo: dict, fids: tuple[int, ...] | None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
     """:func:`_consider` under ``latency`` or ``edp``. Operand by operand (``first``'s order), its part of
-    ZigZag's latency (:func:`npukit.sim.nest_latency.operand_transfers` kept in ``local`` by ``ids``, then
-    :func:`npukit.sim.nest_latency.operand_latency` by ``fids``) and
+    ZigZag's latency (:func:`npukit.sim.nest_transfers.operand_transfers` kept in ``local`` by ``ids``, then
+    :func:`npukit.sim.nest_transfers.operand_latency` by ``fids``) and
     of the energy give lower bounds on the exact latency (:func:`npukit.sim.nest_latency.latency_bound`)
     and energy (:func:`npukit.sim.loopnest.lower_bound`); the order is cut as soon as they prove it cannot
     replace the best under :func:`_better`'s rule: ``latency``: a latency bound above the best, or equal

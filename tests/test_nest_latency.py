@@ -11,7 +11,8 @@ import pytest
 
 from npukit.sim.errors import ConfigError
 from npukit.sim.loopnest import NestLayer, evaluate
-from npukit.sim.nest_latency import NestLatency, nest_latency, unrolling
+from npukit.sim.nest_latency import NestLatency, nest_latency
+from npukit.sim.nest_transfers import unrolling
 from npukit.sim.zigzag_dump import case_inputs, read_dump
 from npukit.sim.zigzag_io import load_zigzag_hardware
 
@@ -153,8 +154,9 @@ def test_latency_bound_never_exceeds_the_latency(arch: str) -> None:
     assumes is at most those); and with all three parts it cuts: most orders' bound exceeds the best."""
     from npukit.sim import nest_mapper as nm
     from npukit.sim.loopnest import effective_spatial
-    from npukit.sim.nest_latency import latency_bound, latency_of, operand_latency, operand_transfers
+    from npukit.sim.nest_latency import latency_bound, latency_of
     from npukit.sim.nest_sim import parse_zigzag_spec
+    from npukit.sim.nest_transfers import operand_latency, operand_transfers
 
     maps = {"eyeriss_like": "default"}
     hw, sp = parse_zigzag_spec(f"zigzag:{ZZ}/hardware/{arch}.yaml,{ZZ}/mapping/{maps.get(arch, arch)}.yaml")
