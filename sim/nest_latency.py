@@ -54,6 +54,7 @@ from .hardware import Hardware
 from .loopnest import Loop, NestCost, NestLayer
 from .nest_transfers import OperandLatency, OperandTransfers, _Ctx, _onloading_parts, operand_latency
 
+
 @dataclass(frozen=True)
 class NestLatency:
     """ZigZag's latency terms of one mapping, in cycles: ``ideal`` (MACs / array units, rounded up),
