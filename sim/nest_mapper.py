@@ -351,11 +351,15 @@ def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
                 parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
             if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
                 return best, best_score, first
+        if objective == "latency" and lat_lb >= best_score:  # at best a tie, which only a lower energy wins
+            for k in ks:
+                if parts[k] is None:
+                    parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+                    if lower_bound(ctx, total_cycle, parts, "energy") >= best_energy:
+                        return best, best_score, first
     for k in ks:
         if parts[k] is None:
             parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
-            if lat_lb >= best_score and lower_bound(ctx, total_cycle, parts, "energy") >= best_energy:
-                return best, best_score, first
     cand = NestMapping(layer, sm, tm, cost_of(ctx, total_cycle, parts),
                        latency_of(memo, dict(zip(_OPS, lats, strict=True))))
     total = cand.latency.total
