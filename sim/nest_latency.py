@@ -154,20 +154,27 @@ def _reduce_ordered(c: list[float], m: list[float], s: float) -> list[float]:
 
 
 def latency_bound(memo: dict, parts: list[OperandLatency | OperandTransfers | None]) -> float:
-    """A lower bound (cycles) on ZigZag's latency ``nest_latency(...).total`` of a mapping from the
-    :class:`OperandLatency` of some of its operands (None for the others), never above it in floating point
-    either. ``total = (((temporal + stall) + onloading) + offloading) + drain``; the bound is the same sum,
-    term by term no larger (IEEE rounding is monotone, so a sum of smaller terms in the same order is no
-    larger; the stall terms are Python integers, exact):
+    """A lower bound (cycles) on ZigZag's latency ``nest_latency(...).total`` of a mapping from the parts of
+    some of its operands (:class:`~npukit.sim.nest_transfers.OperandTransfers` or the finer
+    :class:`~npukit.sim.nest_transfers.OperandLatency`; None for the others), never above it in floating
+    point either. ``total = (((temporal + stall) + onloading) + offloading) + drain``; the bound is the same
+    sum, term by term no larger (IEEE rounding is monotone, so a sum of smaller terms >= 0 in the same order
+    is no larger; the stall terms are Python integers, exact):
 
-    * stall: ZigZag's stall is the max over ports of ``comb`` (a port with one active link: that link's
-      ``(real - allowed) * (count - 1)``; with several: the sum of the positive ones plus a term clipped at
-      0), and at least 0; so it is at least, per port, the sum over the known operands' links on that port
-      of ``max(0, (real - allowed) * (count - 1))``. ``allowed`` is the link's window or its period (the
-      window ``int(period / top_ir)`` <= period); which one depends on a double-buffer flag that reads all
-      the operands sharing a memory, so the period is used unless the flag is surely false: at the MAC
-      level, or when the operand's own utilisation ``u`` fails both tests (``shared >= u`` in floating
-      point as a sum of terms >= 0 that includes ``u``, so ``shared > 0.5`` and ``u > 1 - shared``).
+    * stall: ZigZag's stall is the max over ports of ``comb`` and at least 0. On a port with several
+      active links (count >= 1), ``comb = P + max(0, N + muw - U)`` with P (N) the sum of the positive
+      (other) ``ss = (real - allowed) * (count - 1)``, ``muw`` the sum of ``allowed * (count - 1)`` and U
+      the window union; ``P + N + muw = R``, the sum of ``real * (count - 1)`` (``busy``), so ``comb =
+      max(P, R - U)``. Every active link moves ``count`` times per ``period`` over exactly the temporal
+      cycles T (``period * count == T``: its period is a product of loops that divides T), and U covers
+      at most the longest period times its count, so ``U <= T``. A port with one active link has
+      ``comb = ss >= R - T`` (``allowed * (count - 1) <= period * count``). All terms of P and R are >= 0,
+      so the known operands' links give ``stall >= max(P_known, R_known - T)`` per port. ``allowed`` (in P)
+      is the link's window ``int(period / top_ir)`` <= period or its period, as a double-buffer flag that
+      reads all the operands sharing a memory says; the period is taken unless the flag is surely false:
+      at the MAC level, or when the operand's own utilisation ``u`` fails both tests (``shared >= u`` in
+      floating point as a sum of terms >= 0 that includes ``u``, so ``shared > 0.5`` and ``u > 1 -
+      shared``); OperandTransfers (which lack the utilisation) always take the period.
     * loading values: a link that repeats loads its real cycles; one that runs once loads its real cycles
       reduced towards ``ceil(bits1 / port_bw)`` and never below it (``_reduce_ordered``), so at least the
       smaller of the two; the classification of a link (loaded or not, its port shared by both inputs)
@@ -177,7 +184,8 @@ def latency_bound(memo: dict, parts: list[OperandLatency | OperandTransfers | No
       terms >= 0; each input's (i, h, s) from the loading lower bounds, in ZigZag's order, is no larger.
     * off-loading: the outputs' pairs from the loading lower bounds, summed in the same order.
     * temporal and drain: exact (the temporal cycles are the product of every temporal loop: the same
-      for every operand)."""
+      for every operand). ``tests/test_nest_latency.py`` checks bound <= latency on every loop order of
+      three layers on four architectures, from every subset of parts."""
     present = [p for p in parts if p is not None]
     if not present:
         return 0.0
