@@ -12,9 +12,10 @@ identical layer shapes are mapped once (cache).
 
 Speed without changing the result: a layer's orders are allocated all at once with numpy
 (:mod:`npukit.sim.nest_batch`, the same float operations in the same order as the scalar
-:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy and cycles of its first operands
-prove its score (energy, latency or EDP) above the best found (bound pruning:
-:func:`npukit.sim.loopnest.lower_bound`, never above the exact score); orders whose allocation prefix and
+:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the energy and latency parts of its first operands
+prove it cannot beat the best found (bound pruning: :func:`npukit.sim.loopnest.lower_bound` and
+:func:`npukit.sim.nest_latency.latency_bound`, never above the exact energy and latency; ties kept as
+ZigZag keeps them); orders whose allocation prefix and
 bottom-of-top-level ir loops match one already costed (one at a time), or whose loops per level after the
 merge-down match one's (all at once: :func:`npukit.sim.nest_batch.stationary_groups`), are skipped (same
 cost; the first of equal ones is kept either way); on a square layer only one
