@@ -53,6 +53,7 @@ class Batch:
     D: Any
     F: Any
     dims: list[str]
+    cut_lists: dict[str, list[list[int]]] | None = None  # ``cuts`` as Python lists (filled when first read)
 
 
 def temporal_mapping(b: Batch, r: int) -> dict[str, list[list[Loop]]] | None:
@@ -60,11 +61,13 @@ def temporal_mapping(b: Batch, r: int) -> dict[str, list[list[Loop]]] | None:
     does not fit."""
     if not b.alive[r]:
         return None
+    if b.cut_lists is None:
+        b.cut_lists = {o: cc.tolist() for o, cc in b.cuts.items()}
     order = b.orders[r]
     tm = {}
-    for o, cc in b.cuts.items():
+    for o, cc in b.cut_lists.items():
         lv, prev = [], 0
-        for x in cc[r].tolist():
+        for x in cc[r]:
             lv.append(order[prev:x])
             prev = x
         tm[o] = lv
