@@ -205,21 +205,24 @@ def latency_of(memo: dict, parts: dict[str, OperandLatency]) -> NestLatency:
     order, ports = ctx.order, ctx.ports
     links = {op: parts[op].links for op in order}
     top_ir = {op: parts[op].top_ir for op in order}
-    real: dict = {}
-    for op in order:
-        real.update(parts[op].real)
+    real = {op: parts[op].real for op in order}
     total = parts["O"].temporal
     db = _double_buffered(ctx, {op: parts[op].ind for op in order})
 
-    def allowed(op: str, m: int, d: str) -> int:
-        lk = links[op][m][d]
-        return lk.period if db[op][m + (d in ("th", "fh"))] else int(lk.period / top_ir[op][lk.arch])
-
     # stall / slack per physical port (combine_data_transfer_rate_per_physical_port)
     stall = 0.0
+    active = []  # per port: its active links (link, key, real cycles)
     for served in ports:
-        acts = [(real[s], allowed(*s), links[s[0]][s[1]][s[2]].period, links[s[0]][s[1]][s[2]].count)
-                for s in served if links[s[0]][s[1]][s[2]].count]
+        acts, act = [], []
+        for s in served:
+            op, m, d = s
+            lk = links[op][m][d]
+            if lk.count:
+                r = real[op][s]
+                act.append((lk, s, r))
+                allowed = lk.period if db[op][m + (d in ("th", "fh"))] else int(lk.period / top_ir[op][lk.arch])
+                acts.append((r, allowed, lk.period, lk.count))
+        active.append(act)
         if len(acts) == 1:
             stall = max(stall, (acts[0][0] - acts[0][1]) * (acts[0][3] - 1))
         elif acts:
@@ -230,28 +233,26 @@ def latency_of(memo: dict, parts: dict[str, OperandLatency]) -> NestLatency:
 
     # on/off-loading per port (calc_loading_single_port)
     loading: dict[tuple[str, int, str], tuple[float, bool]] = {}
-    for i, served in enumerate(ports):
+    for i, act in enumerate(active):
         port_bw = ctx.port_bw[i]
         two_inputs = ctx.two_inputs[i]
         once, repeat = [], []
-        for s in served:
-            op, m, d = s
-            if op == "O" and d in ("tl", "fh"):
+        for lk, s, r in act:
+            if s[0] == "O" and s[2] in ("tl", "fh"):
                 continue
-            n = links[op][m][d].count
-            if n == 1:
-                once.append(s)
-            elif n > 1:
-                repeat.append(s)
-        for s in repeat:
-            loading[s] = (real[s], two_inputs)
+            if lk.count == 1:
+                once.append((lk, s, r))
+            else:
+                repeat.append((lk, s, r))
+        for _, s, r in repeat:
+            loading[s] = (r, two_inputs)
         if once:
-            req = sum(math.ceil(links[op][m][d].req_bw) for op, m, d in repeat)
+            req = sum(math.ceil(lk.req_bw) for lk, _, _ in repeat)
             busy = total + stall
             surplus = max(0, (port_bw - req) / port_bw * busy)
-            least = [math.ceil(parts[op].bits1 / port_bw) for op, _, _ in once]
-            left = _reduce_ordered([real[s] for s in once], least, surplus)
-            for s, v in zip(once, left, strict=True):
+            least = [math.ceil(parts[s[0]].bits1 / port_bw) for _, s, _ in once]
+            left = _reduce_ordered([r for _, _, r in once], least, surplus)
+            for (_, s, _), v in zip(once, left, strict=True):
                 loading[s] = (v, two_inputs)
     on = _onloading(order, ctx.mems, loading)
     off = sum(max(loading.get(("O", m, "th"), (0, False))[0], loading.get(("O", m + 1, "fl"), (0, False))[0])
