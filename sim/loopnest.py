@@ -242,23 +242,30 @@ def operand_parts(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]
     compares its exact score. ``ids``: an id per operand of its loops after the merge-down, the key of
     the parts in the caller's ``local`` dict (:func:`npukit.sim.nest_batch.stationary_groups`)."""
     total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
-    memo = ctx["memo"]
     parts: list = [None, None, None]
     for n, k in enumerate(first):
-        part = local.get((k, ids[k])) if ids is not None else None
-        if part is None:
-            op = _OPS[k]
-            # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
-            key = (op, total_cycle, *_stationary_key(op, tm[op]))
-            part = memo.get(key)
-            if part is None:
-                part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
-            if ids is not None:
-                local[(k, ids[k])] = part
-        parts[k] = part
+        parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
         if n < 2 and bound < math.inf and lower_bound(ctx, total_cycle, parts, objective) > bound:
             return None
     return total_cycle, parts
+
+
+def operand_part(hw: Hardware, layer: NestLayer, tm: dict[str, list[list[Loop]]], ctx: dict, k: int,
+                 total_cycle: int, ids: tuple[int, ...] | None = None, local: dict | None = None) -> tuple:
+    """Operand ``k``'s (index into W, I, O) entry of :func:`operand_parts`, memoised in ``ctx`` (and in
+    ``local`` by ``ids[k]``)."""
+    part = local.get((k, ids[k])) if ids is not None else None
+    if part is None:
+        op = _OPS[k]
+        # After the merge-down only each level's loop multiset matters, and the leading ir run at the bottom
+        key = (op, total_cycle, *_stationary_key(op, tm[op]))
+        memo = ctx["memo"]
+        part = memo.get(key)
+        if part is None:
+            part = memo[key] = _operand_cost(hw, layer, ctx, op, stationary(op, tm[op]), total_cycle)
+        if ids is not None:
+            local[(k, ids[k])] = part
+    return part
 
 
 _OPS = ("W", "I", "O")

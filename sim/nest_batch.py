@@ -53,6 +53,7 @@ class Batch:
     D: Any
     F: Any
     dims: list[str]
+    cut_lists: dict[str, list[list[int]]] | None = None  # ``cuts`` as Python lists (filled when first read)
 
 
 def temporal_mapping(b: Batch, r: int) -> dict[str, list[list[Loop]]] | None:
@@ -60,11 +61,13 @@ def temporal_mapping(b: Batch, r: int) -> dict[str, list[list[Loop]]] | None:
     does not fit."""
     if not b.alive[r]:
         return None
+    if b.cut_lists is None:
+        b.cut_lists = {o: cc.tolist() for o, cc in b.cuts.items()}
     order = b.orders[r]
     tm = {}
-    for o, cc in b.cuts.items():
+    for o, cc in b.cut_lists.items():
         lv, prev = [], 0
-        for x in cc[r].tolist():
+        for x in cc[r]:
             lv.append(order[prev:x])
             prev = x
         tm[o] = lv
@@ -174,7 +177,7 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
     return Batch(orders, alive, reach, cut_arr, D, F, dims)
 
 
-def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
+def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
     """The orders that fit, one per group of equal cost, in order, each with an id per operand (W, I, O) of
     its loops after the merge-down (equal ids: equal loops): an order is left out when an earlier
     one has, for every operand, the same loops (as multisets) at every memory level after ZigZag's
@@ -182,7 +185,9 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
     :func:`npukit.sim.loopnest.operand_parts` keys its cost on) and, per level, the same products of the ir
     and of the r loops at its top (what ZigZag's latency adds, :mod:`npukit.sim.nest_latency`). The
     merge-down in closed form: level m then starts at the first non-ir loop from its start on, or where level
-    m + 1 now starts if earlier."""
+    m + 1 now starts if earlier. ``coarse``: each also with a coarser id per operand, of its loop multisets
+    per level and product of ir loops at the bottom only (what its transfers read,
+    :func:`npukit.sim.nest_transfers.operand_transfers`)."""
     import numpy as np
 
     rows = np.nonzero(b.alive)[0]
@@ -198,7 +203,7 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
     CP[:, 1:] = np.cumprod(F, axis=1)
     r = np.arange(N)
     pos = np.arange(n)
-    keys = []
+    keys, widths = [], []
     for o, cc in b.cuts.items():
         C = cc[rows]
         L = C.shape[1]
@@ -235,10 +240,14 @@ def stationary_groups(b: Batch) -> list[tuple[int, tuple[int, int, int]]]:
                 start = np.where(hi > lo, np.maximum(LN[r, e] + 1, lo), hi)
                 tops.append(np.rint(CP[r, hi] / CP[r, start]).astype(np.int64))
         keys.append(np.hstack([counts, st.astype(np.int64)[:, None], np.stack(tops, axis=1)]))
+        widths.append(counts.shape[1] + (o != "O"))  # an output's cost does not read its bottom ir run
     _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
     ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]
-    return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
+    if not coarse:
+        return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
+    cids = [_unique_rows(np, k[first][:, :w])[0].tolist() for k, w in zip(keys, widths, strict=True)]
+    return list(zip(rows[first].tolist(), zip(*ids, strict=True), zip(*cids, strict=True), strict=True))
 
 
 def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:

@@ -36,21 +36,23 @@ memory level m (``m`` counts only the memories holding that operand; arch level 
 ``benchmarks/bench_nest_latency.py`` check every term against ZigZag's own dumps.
 
 Use: ``nest_latency(hw, layer, m.spatial, m.temporal)`` for a :class:`~npukit.sim.nest_mapper.NestMapping`
-``m`` (about 0.3 ms a call): ``.total`` is ZigZag's cycles for that mapping.
+``m`` (about 0.3 ms a call): ``.total`` is ZigZag's cycles for that mapping. Each operand's part
+(:mod:`npukit.sim.nest_transfers`: its links, real cycles, utilisation) is computed once per distinct loops
+and :func:`latency_of` combines three; :func:`latency_bound` bounds the total from any of them, so the mapper
+cuts a loop order under the ``latency`` and ``edp`` objectives before its whole latency is computed.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .hardware import Hardware
-from .loopnest import IR_DIMS, R_DIMS, Loop, NestCost, NestLayer, _cum, r_size, spatial_per_level, stationary
-
-DIRS = ("tl", "fh", "fl", "th")
-_INPUT_MEM_OPS = ("I1", "I2")  # ZigZag's Constants.MEM_OP_1 / MEM_OP_2: the memory operands of layer inputs
+from .loopnest import Loop, NestCost, NestLayer
+from .nest_transfers import OperandLatency, OperandTransfers, _Ctx, _onloading_parts, operand_latency
 
 
 @dataclass(frozen=True)
@@ -77,144 +79,15 @@ class NestLatency:
         return self.computation + self.onloading + self.offloading + self.drain
 
 
-@dataclass(frozen=True)
-class _Link:
-    """One direction of one operand's data-transfer link at one memory level (``DataMovePattern``)."""
-
-    amount: float  # elements per period
-    bits: int
-    period: int
-    count: int
-    req_bw: int  # average required bandwidth, bits per cycle
-    window: int  # instantaneous updating window (period / top ir loops)
-
-
-_IDLE = _Link(0, 0, 0, 0, 0, 0)
-
-
-def unrolling(layer: NestLayer, sm: dict[str, dict[str, float]], array: dict[str, int],
-              integer: bool) -> dict[str, dict[str, float]]:
-    """ZigZag's limited spatial unrolling (``SpatialMappingConversionStage``): each factor is clipped to
-    its array dimension and to the loop; on the first array dimension with the largest factor of a loop
-    that the array does not divide evenly, the factor becomes ``n / ceil(n / f) / (earlier factors)``,
-    truncated to an integer when ``integer`` (the one latency uses)."""
-    out: dict[str, dict[str, float]] = {}
-    for oa, loops in sm.items():
-        out[oa] = {}
-        for d, f in loops.items():
-            n = layer.dims.get(d, 1)
-            f = min(f, array.get(oa, f), n)
-            sizes = [lp.get(d, 0) for lp in sm.values()]
-            first_max = next(o for o, lp in sm.items() if lp.get(d, 0) == max(sizes))
-            if oa == first_max:
-                early = math.prod(out[o].get(d, 1) for o in out if o != oa)
-                f = n / math.ceil(n / (f * early)) / early
-                f = int(f) if integer else f
-            out[oa][d] = f
-    return out
-
-
-def _top_run(loops: list[Loop], dims: tuple[str, ...]) -> float:
-    """Product of the loops of ``dims`` at the top of ``loops`` (innermost first)."""
-    p = 1
-    for d, s in reversed(loops):
-        if d not in dims:
-            break
-        p *= s
-    return p
-
-
-def _links_key(op: str, tms: list[list[Loop]]) -> tuple:
-    """What :func:`_links` and :func:`_utilisation` read of ``op``'s loops: per level the loop multiset and
-    the products of the irrelevant and of the relevant loops at its top, and the irrelevant loops at the
-    bottom of the innermost level (the order inside a level matters only through these)."""
-    bottom = 1
-    if op != "O":
-        for d, f in tms[0] if tms else ():
-            if d not in IR_DIMS[op]:
-                break
-            bottom *= f
-    return (op, bottom, tuple((tuple(sorted(lv)), _top_run(lv, IR_DIMS[op]), _top_run(lv, R_DIMS[op])) for lv in tms))
-
-
-def _tiles(hw: Hardware, layer: NestLayer, op: str, sm: dict, tms: list[list[Loop]]) -> tuple[list[int], list[int]]:
-    """(elements per unrolled instance at each arch level, bandwidth boost per memory level) of ``op``."""
-    su = spatial_per_level(hw, op, sm)
-    L = len(tms)
-    seed = [[]] + tms + [[]]
-    elem = [round(r_size(layer, op, c)) for c in _cum([[]] + [seed[a] + su[a - 1] for a in range(1, L + 1)])]
-    r_sp = [r_size(layer, op, c) for c in _cum(su)]
-    boost = [round(r_sp[0])] + [round(r_sp[m] / r_sp[m - 1]) for m in range(1, L)]
-    return elem, boost
-
-
-def _psum_flags(op: str, sm: dict, hw: Hardware, tms: list[list[Loop]]) -> list[bool]:
-    """Per arch level: does it hold partial sums (an output-irrelevant loop above it)? Last entry False."""
-    L = len(tms)
-    if op != "O":
-        return [False] * (L + 1)
-    su = spatial_per_level(hw, op, sm)
-    seed = [[]] + tms + [[]]
-    irf = [any(d in IR_DIMS["O"] and s > 1 for d, s in seed[a] + su[a]) for a in range(L + 1)]
-    return [any(irf[m + 1:]) for m in range(L)] + [False]
-
-
-def _links(hw: Hardware, layer: NestLayer, op: str, sm_int: dict,
-           tms: list[list[Loop]]) -> tuple[list[dict[str, _Link]], int]:
-    """(per memory level of ``op``: its four links (``mapping.py``'s ``unit_mem_data_movement``), bits of
-    its arch level 1 tile)."""
-    L = len(tms)
-    elem, boost = _tiles(hw, layer, op, sm_int, tms)
-    boost = boost + [1]
-    cabl = [math.prod(s for lv in tms[:m + 1] for _, s in lv) for m in range(L)]
-    total = cabl[-1]
-    st = 1
-    if op != "O":  # the innermost level's period spans the ir loops at its very bottom
-        for d, s in tms[0]:
-            if d not in IR_DIMS[op]:
-                break
-            st *= s
-    cyc = [st] + cabl
-    top_ir = [1] + [_top_run(lv, IR_DIMS[op]) for lv in tms]
-    psum = _psum_flags(op, sm_int, hw, tms)
-    prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * (L + 1)
-    out = []
-    for m in range(L):
-        def link(a: int, amount: float, top: float, boosted: float = 1) -> _Link:
-            period = int(cyc[a])
-            return _Link(amount, prec[a], period, int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted),
-                         int(period / top))
-        low = link(m, elem[m] * boost[m] if op != "O" else int(elem[m] * boost[m]), top_ir[m], boost[m])
-        high = link(m + 1, elem[m + 1], top_ir[m + 1]) if m < L - 1 else _IDLE
-        if op != "O":
-            out.append({"tl": low, "fh": high, "fl": _IDLE, "th": _IDLE})
-        else:
-            out.append({"tl": low if psum[m] else _IDLE, "fh": high if psum[m + 1] else _IDLE, "fl": low, "th": high})
-    return out, elem[1] * prec[1]
-
-
-def _utilisation(hw: Hardware, layer: NestLayer, op: str, sm_frac: dict, tms: list[list[Loop]]) -> list[float]:
-    """Per memory level of ``op``: the share of the memory its effective tile (the tile over the level's top
-    relevant loops) fills (``effective_mem_utili_individual``)."""
-    elem, _ = _tiles(hw, layer, op, sm_frac, tms)
-    psum = _psum_flags(op, sm_frac, hw, tms)
-    prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * len(elem)
-    top_r = [1] + [_top_run(lv, R_DIMS[op]) for lv in tms]
-    return [(elem[m + 1] * prec[m + 1]) // top_r[m + 1] / mem.size_bits for m, mem in enumerate(hw.levels(op))]
-
-
-def _double_buffered(hw: Hardware, ind: dict[str, list[float]], order: tuple[str, ...]) -> dict[str, list[bool]]:
+def _double_buffered(ctx: _Ctx, ind: dict[str, list[float]]) -> dict[str, list[bool]]:
     """Per operand, [False (MAC level)] + per memory level: can it double-buffer (``calc_double_buffer_flag``)?
     ``ind``: :func:`_utilisation` of each operand."""
-    groups: dict[str, list[tuple[str, int]]] = {}
-    for op in order:
-        for m, mem in enumerate(hw.levels(op)):
-            groups.setdefault(mem.name, []).append((op, m))
-    shared = {op: [sum(ind[o][k] for o, k in groups[mem.name]) for mem in hw.levels(op)] for op in order}
+    groups, order, mems = ctx.groups, ctx.order, ctx.mems
+    shared = {op: [sum(ind[o][k] for o, k in groups[mem.name]) for mem in mems[op]] for op in order}
     flags: dict[str, list[bool]] = {}
     for op in order:
         flags[op] = [False]
-        for m, mem in enumerate(hw.levels(op)):
+        for m, mem in enumerate(mems[op]):
             if shared[op][m] <= 0.5:
                 flags[op].append(True)
             elif ind[op][m] <= 1 - shared[op][m]:
@@ -266,21 +139,6 @@ def _nested_union(chain: list[tuple[int, int]], x: int) -> int:
     return covered(len(chain) - 1, x)
 
 
-def _ports(hw: Hardware, ops: dict[str, str]) -> list[list[tuple[str, int, str]]]:
-    """Every physical port in memory order: the (layer operand, memory level, direction) links it serves."""
-    out = []
-    for mem in hw.memories:
-        served: dict[str, list[tuple[str, int, str]]] = {}
-        for mem_op in mem.operands:
-            op = ops.get(mem_op)
-            for (o, d), pname in mem.port.items():
-                if o == mem_op and op is not None:
-                    served.setdefault(pname, []).append((op, hw.levels(op).index(mem), d))
-        names = list(dict.fromkeys(mem.port.values()))
-        out += [served[p] for p in names if p in served]
-    return out
-
-
 def _reduce_ordered(c: list[float], m: list[float], s: float) -> list[float]:
     """Reduce each c towards its m, largest c first, by at most ``s`` in all (ZigZag's ``reduce_ordered``)."""
     if s <= 0 or not c:
@@ -295,56 +153,76 @@ def _reduce_ordered(c: list[float], m: list[float], s: float) -> list[float]:
     return out
 
 
-def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
-                 tm: dict[str, list[list[Loop]]], memo: dict | None = None) -> NestLatency:
-    """ZigZag 3.9.1's latency of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping
-    ``tm`` ({W, I, O: loops per memory level, innermost first}) of ``layer`` on ``hw``, in cycles. ``memo``: a
-    dict the caller keeps for one (hw, layer, sm) across temporal mappings (what depends only on those, and
-    each operand's links by its loops after the merge-down, are computed once)."""
-    memo = {} if memo is None else memo
-    ctx = memo.get("ctx")
-    if ctx is None:
-        gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
-        order = ("O", "I", "W") if gemm else ("O", "W", "I")  # ZigZag's layer operand order (its equation's)
-        ops = {hw.links[op]: op for op in order}
-        mems = {op: hw.levels(op) for op in order}
-        bws = {(op, m, d): (b[1] if (b := mem.port_bw(hw.links[op], d)) else 0)
-               for op in order for m, mem in enumerate(mems[op]) for d in DIRS}
-        drain = sum(max(math.ceil(math.prod(min(f, layer.dims.get(d, 1), hw.array.dims.get(oa, f))
-                                            for d, f in sm[oa].items())) - 1, 0)
-                    for oa in hw.array.systolic if oa in sm)
-        ctx = memo["ctx"] = (order, ops, mems, bws, _ports(hw, ops), unrolling(layer, sm, hw.array.dims, True),
-                             unrolling(layer, sm, hw.array.dims, False), drain, math.ceil(layer.macs / hw.array.units))
-    order, ops, mems, bws, ports, sm_int, sm_frac, drain, ideal = ctx
-    links, bits1, real, ind = {}, {}, {}, {}
-    for op in order:
-        tms_op = stationary(op, tm[op])
-        key = _links_key(op, tms_op)
-        hit = memo.get(key)
-        if hit is None:
-            lk, b1 = _links(hw, layer, op, sm_int, tms_op)
-            rl = {(op, m, d): math.ceil(x.amount * x.bits / bws[(op, m, d)]) if bws[(op, m, d)] else 0
-                  for m, lv in enumerate(lk) for d, x in lv.items()}
-            hit = memo[key] = (lk, b1, rl, _utilisation(hw, layer, op, sm_frac, tms_op),
-                               math.prod(s for lv in tms_op for _, s in lv))
-        links[op], bits1[op], r, ind[op], prod = hit
-        real.update(r)
-        if op == "O":
-            total = prod
-    db = _double_buffered(hw, ind, order)
+def latency_bound(memo: dict, parts: list[OperandLatency | OperandTransfers | None]) -> float:
+    """A lower bound (cycles) on ZigZag's latency ``nest_latency(...).total`` of a mapping from the parts of
+    some of its operands (:class:`~npukit.sim.nest_transfers.OperandTransfers` or the finer
+    :class:`~npukit.sim.nest_transfers.OperandLatency`; None for the others), never above it in floating
+    point either. ``total = (((temporal + stall) + onloading) + offloading) + drain``; the bound is the same
+    sum, term by term no larger (IEEE rounding is monotone, so a sum of smaller terms >= 0 in the same order
+    is no larger; the stall terms are Python integers, exact):
 
-    def bw(op: str, m: int, d: str) -> int:
-        return bws[(op, m, d)]
+    * stall: ZigZag's stall is the max over ports of ``comb`` and at least 0. On a port with several
+      active links (count >= 1), ``comb = P + max(0, N + muw - U)`` with P (N) the sum of the positive
+      (other) ``ss = (real - allowed) * (count - 1)``, ``muw`` the sum of ``allowed * (count - 1)`` and U
+      the window union; ``P + N + muw = R``, the sum of ``real * (count - 1)`` (``busy``), so ``comb =
+      max(P, R - U)``. Every active link moves ``count`` times per ``period`` over exactly the temporal
+      cycles T (``period * count == T``: its period is a product of loops that divides T), and U covers
+      at most the longest period times its count, so ``U <= T``. A port with one active link has
+      ``comb = ss >= R - T`` (``allowed * (count - 1) <= period * count``). All terms of P and R are >= 0,
+      so the known operands' links give ``stall >= max(P_known, R_known - T)`` per port. ``allowed`` (in P)
+      is the link's window ``int(period / top_ir)`` <= period or its period, as a double-buffer flag that
+      reads all the operands sharing a memory says; the period is taken unless the flag is surely false:
+      at the MAC level, or when the operand's own utilisation ``u`` fails both tests (``shared >= u`` in
+      floating point as a sum of terms >= 0 that includes ``u``, so ``shared > 0.5`` and ``u > 1 -
+      shared``); OperandTransfers (which lack the utilisation) always take the period.
+    * loading values: a link that repeats loads its real cycles; one that runs once loads its real cycles
+      reduced towards ``ceil(bits1 / port_bw)`` and never below it (``_reduce_ordered``), so at least the
+      smaller of the two; the classification of a link (loaded or not, its port shared by both inputs)
+      reads only the link and its port.
+    * on-loading: ZigZag's ``min(s1 + max(s2 + h2 + i2, h1 + i1), s2 + max(s1 + h1 + i1, h2 + i2))`` is, for
+      each input k, at least ``min(s_k + (h_k + i_k), (s_k + h_k) + i_k)`` (both orders of rounding), all
+      terms >= 0; each input's (i, h, s) from the loading lower bounds, in ZigZag's order, is no larger.
+    * off-loading: the outputs' pairs from the loading lower bounds, summed in the same order.
+    * temporal and drain: exact (the temporal cycles are the product of every temporal loop: the same
+      for every operand). ``tests/test_nest_latency.py`` checks bound <= latency on every loop order of
+      three layers on four architectures, from every subset of parts."""
+    present = [p for p in parts if p is not None]
+    if not present:
+        return 0.0
+    p = present[0]
+    temporal, on, off, stall, busy = p.temporal, p.onload, p.offload, p.stall, p.busy
+    for p in present[1:]:
+        stall, busy = list(map(operator.add, stall, p.stall)), list(map(operator.add, busy, p.busy))
+        on = max(on, p.onload)
+        off = p.offload if p.offload else off
+    worst = max(max(stall, default=0), max(busy, default=0) - temporal)  # per port max(stall, busy - temporal)
+    return temporal + worst + max(on, 0.0) + off + memo["ctx"].drain
 
-    def allowed(op: str, m: int, d: str) -> int:
-        lk = links[op][m][d]
-        return lk.period if db[op][m + (d in ("th", "fh"))] else lk.window
+
+def latency_of(memo: dict, parts: dict[str, OperandLatency]) -> NestLatency:
+    """ZigZag's latency of a mapping from its operands' :class:`OperandLatency` (``memo``: theirs)."""
+    ctx: _Ctx = memo["ctx"]
+    order, ports = ctx.order, ctx.ports
+    links = {op: parts[op].links for op in order}
+    top_ir = {op: parts[op].top_ir for op in order}
+    real = {op: parts[op].real for op in order}
+    total = parts["O"].temporal
+    db = _double_buffered(ctx, {op: parts[op].ind for op in order})
 
     # stall / slack per physical port (combine_data_transfer_rate_per_physical_port)
     stall = 0.0
+    active = []  # per port: its active links (link, key, real cycles)
     for served in ports:
-        acts = [(real[s], allowed(*s), links[s[0]][s[1]][s[2]].period, links[s[0]][s[1]][s[2]].count)
-                for s in served if links[s[0]][s[1]][s[2]].count]
+        acts, act = [], []
+        for s in served:
+            op, m, d = s
+            lk = links[op][m][d]
+            if lk.count:
+                r = real[op][s]
+                act.append((lk, s, r))
+                allowed = lk.period if db[op][m + (d in ("th", "fh"))] else int(lk.period / top_ir[op][lk.arch])
+                acts.append((r, allowed, lk.period, lk.count))
+        active.append(act)
         if len(acts) == 1:
             stall = max(stall, (acts[0][0] - acts[0][1]) * (acts[0][3] - 1))
         elif acts:
@@ -355,50 +233,47 @@ def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
 
     # on/off-loading per port (calc_loading_single_port)
     loading: dict[tuple[str, int, str], tuple[float, bool]] = {}
-    for served in ports:
-        port_bw = bw(*served[0])
-        two_inputs = len({hw.links[op] for op, _, _ in served} & set(_INPUT_MEM_OPS)) > 1
+    for i, act in enumerate(active):
+        port_bw = ctx.port_bw[i]
+        two_inputs = ctx.two_inputs[i]
         once, repeat = [], []
-        for s in served:
-            op, m, d = s
-            if op == "O" and d in ("tl", "fh"):
+        for lk, s, r in act:
+            if s[0] == "O" and s[2] in ("tl", "fh"):
                 continue
-            n = links[op][m][d].count
-            if n == 1:
-                once.append(s)
-            elif n > 1:
-                repeat.append(s)
-        for s in repeat:
-            loading[s] = (real[s], two_inputs)
+            if lk.count == 1:
+                once.append((lk, s, r))
+            else:
+                repeat.append((lk, s, r))
+        for _, s, r in repeat:
+            loading[s] = (r, two_inputs)
         if once:
-            req = sum(math.ceil(links[op][m][d].req_bw) for op, m, d in repeat)
+            req = sum(math.ceil(lk.req_bw) for lk, _, _ in repeat)
             busy = total + stall
             surplus = max(0, (port_bw - req) / port_bw * busy)
-            least = [math.ceil(bits1[op] / port_bw) for op, _, _ in once]
-            left = _reduce_ordered([real[s] for s in once], least, surplus)
-            for s, v in zip(once, left, strict=True):
+            least = [math.ceil(parts[s[0]].bits1 / port_bw) for _, s, _ in once]
+            left = _reduce_ordered([r for _, _, r in once], least, surplus)
+            for (_, s, _), v in zip(once, left, strict=True):
                 loading[s] = (v, two_inputs)
-    on = _onloading(order, mems, loading)
+    on = _onloading(order, ctx.mems, loading)
     off = sum(max(loading.get(("O", m, "th"), (0, False))[0], loading.get(("O", m + 1, "fl"), (0, False))[0])
-              for m in range(len(mems["O"]) - 1))
-    return NestLatency(ideal, total, stall, on, off, drain)
+              for m in range(len(ctx.mems["O"]) - 1))
+    return NestLatency(ctx.ideal, total, stall, on, off, ctx.drain)
+
+
+def nest_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]],
+                 tm: dict[str, list[list[Loop]]], memo: dict | None = None) -> NestLatency:
+    """ZigZag 3.9.1's latency of spatial mapping ``sm`` ({array dim: {loop dim: factor}}) and temporal mapping
+    ``tm`` ({W, I, O: loops per memory level, innermost first}) of ``layer`` on ``hw``, in cycles. ``memo``: a
+    dict the caller keeps for one (hw, layer, sm) across temporal mappings (what depends only on those, and
+    each operand's links by its loops after the merge-down, are computed once)."""
+    memo = {} if memo is None else memo
+    return latency_of(memo, {op: operand_latency(hw, layer, sm, op, tm[op], memo) for op in ("W", "I", "O")})
 
 
 def _onloading(order: tuple[str, ...], mems: dict, loading: dict) -> float:
     """Combine the inputs' on-loading link pairs (``calc_onloading_combined``)."""
-    parts = {}
-    for op in order[1:]:
-        ind = half = shared = 0.0
-        for m in range(len(mems[op]) - 1):
-            (c1, s1), (c2, s2) = loading.get((op, m, "fh"), (0, False)), loading.get((op, m + 1, "tl"), (0, False))
-            c = max(c1, c2)
-            if not s1 and not s2:
-                ind += c
-            elif s1 and s2:
-                shared += c
-            else:
-                half = c  # ZigZag assigns (does not add) the half-shared part
-        parts[op] = (ind, half, shared)
+    parts = {op: _onloading_parts(len(mems[op]), lambda m, d, op=op: loading.get((op, m, d), (0, False)))
+             for op in order[1:]}
     (i1, h1, s1), (i2, h2, s2) = parts.values()
     return min(s1 + max(s2 + h2 + i2, h1 + i1), s2 + max(s1 + h1 + i1, h2 + i2))
 

@@ -12,9 +12,10 @@ identical layer shapes are mapped once (cache).
 
 Speed without changing the result: a layer's orders are allocated all at once with numpy
 (:mod:`npukit.sim.nest_batch`, the same float operations in the same order as the scalar
-:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the MAC energy and cycles of its first operands
-prove its score (energy, latency or EDP) above the best found (bound pruning:
-:func:`npukit.sim.loopnest.lower_bound`, never above the exact score); orders whose allocation prefix and
+:mod:`npukit.sim.nest_alloc`); an order is cut as soon as the energy and latency parts of its first operands
+prove it cannot beat the best found (bound pruning: :func:`npukit.sim.loopnest.lower_bound` and
+:func:`npukit.sim.nest_latency.latency_bound`, never above the exact energy and latency; ties kept as
+ZigZag keeps them); orders whose allocation prefix and
 bottom-of-top-level ir loops match one already costed (one at a time), or whose loops per level after the
 merge-down match one's (all at once: :func:`npukit.sim.nest_batch.stationary_groups`), are skipped (same
 cost; the first of equal ones is kept either way); on a square layer only one
@@ -39,6 +40,8 @@ from .loopnest import (
     cost_of,
     effective_spatial,
     evaluate,
+    lower_bound,
+    operand_part,
     operand_parts,
     score_of,
     spatial_context,
@@ -46,7 +49,8 @@ from .loopnest import (
 )
 from .nest_alloc import _tensor, allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
-from .nest_latency import NestLatency, _top_run, nest_latency, with_latency
+from .nest_latency import NestLatency, latency_bound, latency_of, nest_latency, with_latency
+from .nest_transfers import _top_run, operand_latency, operand_transfers
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
@@ -88,6 +92,7 @@ def _pfs(n: int) -> list[int]:
     return out
 
 
+_OPS = ("W", "I", "O")
 _CONV_ORDER = ("B", "K", "G", "OX", "OY", "C", "FX", "FY")
 _GEMM_ORDER = ("C", "B", "K", "G")
 
@@ -269,27 +274,99 @@ def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | N
 def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
               ctx: dict, objective: str, best: NestMapping | None, best_score: float,
               first: tuple[int, ...], ids: tuple[int, ...] | None = None,
-              local: dict | None = None, memo: dict | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
-    """(best, its score, operand order) after costing ``tm``. Bound: an order whose first one or two
+              local: dict | None = None, memo: dict | None = None,
+              fids: tuple[int, ...] | None = None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+    """(best, its score, operand order) after costing ``tm``; ``ids``, ``fids``: per operand an id of its loop
+    multisets per level (and ir run at the bottom), and a finer one also of the ir and r runs at each level's
+    top (:func:`npukit.sim.nest_batch.stationary_groups`), keys of the operands' parts in ``local``.
+    Bound: an order whose first one or two
     operands already prove its score above the best is cut before its other operands are costed
     (loopnest.lower_bound: never above the exact score); ties follow ZigZag (:func:`_better`). Latency
-    and EDP are scored with ZigZag's latency of the whole mapping (:func:`npukit.sim.nest_latency.nest_latency`)."""
+    and EDP are scored with ZigZag's latency of the whole mapping (:func:`npukit.sim.nest_latency.nest_latency`),
+    bounded per operand (:func:`_consider_latency`)."""
+    if objective != "energy":
+        return _consider_latency(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local,
+                                 {} if memo is None else memo, fids)
     parts = operand_parts(hw, layer, tm, ctx, best_score, first, objective, ids, local)
     if parts is None:
         return best, best_score, first
     energy = score_of(ctx, *parts)
-    if objective == "energy":
-        if energy > best_score:
-            return best, best_score, first
-        cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
-        score = energy
-    else:
-        cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
-        lat = _latency(hw, cand, memo)
-        score = lat.total if objective == "latency" else energy * lat.total
-    if _better(hw, cand, score, best, best_score, objective, memo):
+    if energy > best_score:
+        return best, best_score, first
+    cand = NestMapping(layer, sm, tm, cost_of(ctx, *parts))
+    if _better(hw, cand, energy, best, best_score, objective, memo):
         # the operands weighing most in the best so far are costed first (earlier cuts)
-        return cand, score, _first(parts[1])
+        return cand, energy, _first(parts[1])
+    return best, best_score, first
+
+
+def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
+                      ctx: dict, objective: str, best: NestMapping | None, best_score: float,
+                      first: tuple[int, ...], ids: tuple[int, ...] | None, local: dict | None,
+                      memo: dict, fids: tuple[int, ...] | None) -> tuple[NestMapping | None, float, tuple[int, ...]]:
+    """:func:`_consider` under ``latency`` or ``edp``. Operand by operand (``first``'s order), its part of
+    ZigZag's latency (:func:`npukit.sim.nest_transfers.operand_transfers` kept in ``local`` by ``ids``, then
+    :func:`npukit.sim.nest_transfers.operand_latency` by ``fids``) and
+    of the energy give lower bounds on the exact latency (:func:`npukit.sim.nest_latency.latency_bound`)
+    and energy (:func:`npukit.sim.loopnest.lower_bound`); the order is cut as soon as they prove it cannot
+    replace the best under :func:`_better`'s rule: ``latency``: a latency bound above the best, or equal
+    to it with an energy bound at or above the best's energy (an equal latency keeps the lower energy);
+    ``edp``: energy bound x latency bound at or above the best (an equal EDP keeps the first). A cut
+    order could never have replaced the best, so the result is the uncut search's."""
+    total_cycle = math.prod(s for lv in tm["O"] for _, s in lv)
+    parts: list = [None, None, None]
+    lats: list = [None, None, None]
+    best_energy = best.cost.energy_pj if best is not None else math.inf
+    # per operand first what its loops' multisets per level give (transfers: shared by more orders), the
+    # operands known already first (free bounds); then each operand's whole part
+    fine = [local.get(("lat", k, fids[k])) for k in range(3)] if fids is not None else [None, None, None]
+    ks = sorted(first, key=lambda k: 0 if fine[k] is not None else 2 if ids is None or ("tr", k, ids[k]) not in local else 1)
+    lat_lb: float = total_cycle  # the latency is at least the temporal cycles
+    for stage in (0, 1):
+        for k in ks:
+            if stage == 0:
+                lat = fine[k]
+                if objective == "edp" and parts[k] is None:  # the energy first: it may cut before the transfers
+                    parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+                    if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
+                        return best, best_score, first
+                if lat is None and ids is not None:
+                    lat = local.get(("tr", k, ids[k]))
+                if lat is None:
+                    lat = operand_transfers(hw, layer, sm, _OPS[k], tm[_OPS[k]], memo)
+                    if ids is not None:
+                        local[("tr", k, ids[k])] = lat
+            elif fine[k] is None:
+                lat = fine[k] = operand_latency(hw, layer, sm, _OPS[k], tm[_OPS[k]], memo)
+                if fids is not None:
+                    local[("lat", k, fids[k])] = lat
+            else:
+                continue
+            lats[k] = lat
+            lat_lb = latency_bound(memo, lats)
+            if objective == "latency":
+                if lat_lb > best_score:
+                    return best, best_score, first
+                continue  # the energy is needed only for a tie (below)
+            if parts[k] is None:
+                parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+            if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
+                return best, best_score, first
+        if objective == "latency" and lat_lb >= best_score:  # at best a tie, which only a lower energy wins
+            for k in ks:
+                if parts[k] is None:
+                    parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+                    if lower_bound(ctx, total_cycle, parts, "energy") >= best_energy:
+                        return best, best_score, first
+    for k in ks:
+        if parts[k] is None:
+            parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+    cand = NestMapping(layer, sm, tm, cost_of(ctx, total_cycle, parts),
+                       latency_of(memo, dict(zip(_OPS, lats, strict=True))))
+    total = cand.latency.total
+    score = total if objective == "latency" else score_of(ctx, total_cycle, parts) * total
+    if _better(hw, cand, score, best, best_score, objective, memo):
+        return cand, score, _first(parts)
     return best, best_score, first
 
 
@@ -345,11 +422,12 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
         if batch is not None:
             local: dict = {}
-            for k, ids in stationary_groups(batch):
+            for k, ids, cids in stationary_groups(batch, coarse=True):
                 fits = True
                 tm = temporal_mapping(batch, k)
-                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, ids, local,
-                                                   lmemo)
+                # the energy parts read only the coarse loops (cids), the latency parts the fine ones (ids)
+                best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, cids, local,
+                                                   lmemo, ids)
             feasible += fits
             continue
         for order in order_list:

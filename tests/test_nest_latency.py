@@ -11,7 +11,8 @@ import pytest
 
 from npukit.sim.errors import ConfigError
 from npukit.sim.loopnest import NestLayer, evaluate
-from npukit.sim.nest_latency import NestLatency, nest_latency, unrolling
+from npukit.sim.nest_latency import NestLatency, nest_latency
+from npukit.sim.nest_transfers import unrolling
 from npukit.sim.zigzag_dump import case_inputs, read_dump
 from npukit.sim.zigzag_io import load_zigzag_hardware
 
@@ -135,3 +136,52 @@ def test_window_union_closed_form_equals_marking_cycles() -> None:
         for _, a, p, _ in acts:
             marked.reshape(-1, p)[:, :a] = True
         assert _window_union(acts) == int(marked.sum()) * big[3], acts
+
+
+ZZ = ROOT / "examples" / "zigzag"
+_BOUND_LAYERS = [
+    NestLayer("c3", {"B": 1, "K": 64, "C": 64, "OY": 28, "OX": 28, "FY": 3, "FX": 3, "G": 1}, (1, 1), (28, 28)),
+    NestLayer("dw", {"B": 1, "K": 1, "C": 1, "OY": 14, "OX": 14, "FY": 3, "FX": 3, "G": 144}, (1, 1), (14, 14)),
+    NestLayer("fc", {"B": 1, "K": 1000, "C": 512, "OY": 1, "OX": 1, "FY": 1, "FX": 1, "G": 1}),
+]
+
+
+@pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", "edge_tpu_like", "tesla_npu_like"])
+def test_latency_bound_never_exceeds_the_latency(arch: str) -> None:
+    """nest_latency.latency_bound from any subset of the operands' parts (their transfers alone, or whole) is <=
+    ZigZag's latency of the mapping, on every loop order of a 3x3, a depthwise and an FC layer; every active
+    link moves ``count`` times per ``period`` over exactly the temporal cycles (the window union it
+    assumes is at most those); and with all three parts it cuts: most orders' bound exceeds the best."""
+    from npukit.sim import nest_mapper as nm
+    from npukit.sim.loopnest import effective_spatial
+    from npukit.sim.nest_latency import latency_bound, latency_of
+    from npukit.sim.nest_sim import parse_zigzag_spec
+    from npukit.sim.nest_transfers import operand_latency, operand_transfers
+
+    maps = {"eyeriss_like": "default"}
+    hw, sp = parse_zigzag_spec(f"zigzag:{ZZ}/hardware/{arch}.yaml,{ZZ}/mapping/{maps.get(arch, arch)}.yaml")
+    cut = total = 0
+    for layer in _BOUND_LAYERS:
+        entry = sp.get("Conv" if layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
+        sm = nm.clip_spatial(hw, layer, entry)
+        esm = effective_spatial(layer, sm)
+        memo: dict = {}
+        rows = []
+        for order in nm._distinct_orders(nm.temporal_lpfs(layer, sm)):
+            tm = nm.allocate(hw, layer, esm, order)
+            if tm is None:
+                continue
+            fine = [operand_latency(hw, layer, sm, op, tm[op], memo) for op in "WIO"]
+            coarse = [operand_transfers(hw, layer, sm, op, tm[op], memo) for op in "WIO"]
+            exact = latency_of(memo, dict(zip("WIO", fine, strict=True)))
+            assert exact == nest_latency(hw, layer, sm, tm)
+            for p in fine:
+                assert all(x.period * x.count == exact.temporal for lv in p.links for x in lv.values() if x.count)
+            for mask in range(1, 27):  # each operand: absent, transfers, or whole
+                parts = [(None, coarse[k], fine[k])[mask // 3**k % 3] for k in range(3)]
+                assert latency_bound(memo, parts) <= exact.total, (layer.name, order, mask)
+            rows.append((exact.total, latency_bound(memo, fine)))
+        best = min(t for t, _ in rows)
+        cut += sum(b > best for _, b in rows)
+        total += len(rows)
+    assert cut > total / 2, (cut, total)

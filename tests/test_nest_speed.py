@@ -245,13 +245,13 @@ def test_batch_allocation_equals_the_scalar_one(arch: str) -> None:
 @pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", "gemm_l1_l3"])
 def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
     """nest_batch.stationary_groups (numpy) keeps exactly the first order of each distinct tuple, over W, I, O,
-    of loopnest._stationary_key (what the energy reads) and nest_latency._links_key (what ZigZag's latency
+    of loopnest._stationary_key (what the energy reads) and nest_transfers._links_key (what ZigZag's latency
     reads: the top ir and r runs of each level too), both in Python, and gives equal operand ids to equal
-    operand keys."""
+    operand keys; its coarse ids likewise to equal loop multisets per level."""
     from npukit.sim import nest_mapper as nm
     from npukit.sim.loopnest import _stationary_key, effective_spatial, spatial_per_level, stationary
     from npukit.sim.nest_batch import allocate_batch, stationary_groups, temporal_mapping
-    from npukit.sim.nest_latency import _links_key
+    from npukit.sim.nest_transfers import _links_key
 
     hw, sp = _hw(arch)
     merged = False
@@ -276,5 +276,15 @@ def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
             for k, ids in groups:
                 assert by_id.setdefault(ids[j], keys[k][j]) == keys[k][j]
             assert len(by_id) == len({keys[k][j] for k, _ in groups})
+        # coarse ids: equal exactly when the loop multisets per level (and, for an input, the bottom ir run:
+        # the output's cost does not read it) are, what the transfers and the energy parts are keyed by
+        coarse = stationary_groups(batch, coarse=True)
+        assert [(k, ids) for k, ids, _ in coarse] == groups
+        for j, o in enumerate("WIO"):
+            by_cid: dict = {}
+            for k, _, cids in coarse:
+                lv, st = _stationary_key(o, temporal_mapping(batch, k)[o])
+                assert by_cid.setdefault(cids[j], (lv, st if o != "O" else 1)) == (lv, st if o != "O" else 1)
+            assert len(by_cid) == len(set(by_cid.values()))
         merged = merged or len(groups) < len(orders)
     assert merged
