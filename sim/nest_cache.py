@@ -15,7 +15,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from . import hardware, loopnest, nest_alloc, nest_batch, nest_mapper
+from . import hardware, loopnest, nest_alloc, nest_batch, nest_latency, nest_mapper, nest_transfers
 from .disk_cache import cache_dir, load_entry, source_digest, store_entry
 from .loopnest import NestCost, NestLayer
 
@@ -27,7 +27,7 @@ def entry_path(hw: hardware.Hardware, keys: list[tuple], objective: str, extra: 
     """The entry of mapping the layers ``keys`` ((layer shape key, spatial mapping) each) on ``hw``;
     ``extra``: the caller's own source file (its mapping rules)."""
     digest = source_digest(nest_mapper.__file__, nest_batch.__file__, nest_alloc.__file__, loopnest.__file__,
-                           hardware.__file__, extra)
+                           nest_latency.__file__, nest_transfers.__file__, hardware.__file__, extra)
     text = "\n".join([repr(hw), repr(sorted(set(keys), key=repr)), objective, str(nest_mapper.LPF_LIMIT), digest])
     return cache_dir() / f"nest-{hashlib.sha256(text.encode()).hexdigest()[:40]}.json"
 

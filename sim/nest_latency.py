@@ -48,8 +48,6 @@ import math
 import operator
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from .hardware import Hardware
 from .loopnest import Loop, NestCost, NestLayer
 from .nest_transfers import OperandLatency, OperandTransfers, _Ctx, _onloading_parts, operand_latency
@@ -110,6 +108,8 @@ def _window_union(acts: list[tuple]) -> int:
     chain = sorted((p, min(a, p)) for _, a, p, _ in acts)
     if all(q % p == 0 for (p, _), (q, _) in zip(chain, chain[1:], strict=False)):
         return _nested_union(chain, big[2]) * big[3]
+    import numpy as np  # only here: npukit sim on a SCALE-Sim-style arch imports no numpy
+
     covered = np.zeros(big[2], dtype=bool)  # periods that do not nest: mark the cycles (as ZigZag does)
     for _, allowed, period, _ in acts:
         for start in range(0, big[2], period):

@@ -54,8 +54,8 @@ def test_sim_dataflow_override_and_topology_csv(tmp_path, capsys):
 
 
 def test_sim_does_not_import_torch_or_triton(tmp_path):
-    # a built-in workload needs none of the kernels' stack, the model libraries or the ONNX reader
-    heavy = ("torch", "triton", "matplotlib", "numba", "onnx", "transformers", "diffusers")
+    # a built-in workload needs none of the kernels' stack, the model libraries, the ONNX reader or numpy
+    heavy = ("torch", "triton", "matplotlib", "numba", "onnx", "transformers", "diffusers", "numpy")
     code = (
         "import sys; from npukit.cli import main;"
         f"rc = main(['sim', '--workload', 'resnet18', '--out', {str(tmp_path)!r}, '--quiet']);"
