@@ -66,6 +66,21 @@ SIDE_BY_SIDE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_qu
 ARCH_CORES = ("tpu_like_quad_core",)  # MAC cores npukit's 2-D weight-stationary Arch describes (tpu_like.yaml)
 
 
+def core_yaml(path: str) -> Path:
+    """A core YAML recorded in a Stream summary: the path itself, or, when the summary came from another
+    checkout or machine (``--stream-json``), the same file under this checkout's Stream install (the part of
+    the path from ``site-packages/`` on)."""
+    p = Path(path)
+    if p.exists():
+        return p
+    tail = path.split("site-packages/", 1)[-1]
+    for site in sorted(VENV.glob("lib/python3*/site-packages")):
+        if (site / tail).exists():
+            return site / tail
+    raise SystemExit(f"bench_vs_stream: Stream's core file {path} is not here and {tail} is not under {VENV}; "
+                     "install Stream (--install) or rerun Stream")
+
+
 def mac_cores(hw: dict) -> list[tuple[str, dict]]:
     """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions and no
     ``operator_types`` (Stream sends a core only the operator types it lists: the pooling and SIMD cores)."""
@@ -111,7 +126,7 @@ def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
                 dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
     nest = None
     if hw["name"] not in ARCH_CORES:
-        nest = with_bits(load_zigzag_hardware(c0["path"]), bits, bits, bits, acc)
+        nest = with_bits(load_zigzag_hardware(core_yaml(c0["path"])), bits, bits, bits, acc)
     src = f"Stream {hw['name']}.yaml"
     ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh", src)
     simd = [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and len(c["array"] or []) == 1]

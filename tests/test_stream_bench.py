@@ -87,3 +87,22 @@ def test_stream_terms_add_up_to_its_latency() -> None:
     assert t["iterations"] == 8 and t["groups"] == 1
     assert (t["node_slot_cycles"], t["transfer_slot_cycles"]) == (4441, 2048)
     assert stream_terms({"slots": []})["iterations"] == 0
+
+
+def test_core_yaml_from_another_checkout_is_found_under_this_install(tmp_path, monkeypatch) -> None:
+    """A --stream-json summary records absolute core-file paths; from another checkout the same file is looked up
+    under this checkout's Stream install, and a file that is nowhere stops with one line."""
+    import pytest
+
+    from npukit.benchmarks import bench_vs_stream as bvs
+
+    site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
+    core = site / "stream" / "inputs" / "cores" / "eyeriss_like.yaml"
+    core.parent.mkdir(parents=True)
+    core.write_text("name: x\n")
+    monkeypatch.setattr(bvs, "VENV", tmp_path / "venv")
+    assert bvs.core_yaml(str(core)) == core
+    elsewhere = "/nowhere/.peers/stream/lib/python3.12/site-packages/stream/inputs/cores/eyeriss_like.yaml"
+    assert bvs.core_yaml(elsewhere) == core
+    with pytest.raises(SystemExit, match="is not here"):
+        bvs.core_yaml(elsewhere.replace("eyeriss_like", "missing"))
