@@ -146,7 +146,8 @@ _BOUND_LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", "edge_tpu_like", "tesla_npu_like"])
+@pytest.mark.parametrize("arch", ["eyeriss_like", "tpu_like", pytest.param("edge_tpu_like", marks=pytest.mark.slow),
+                                  pytest.param("tesla_npu_like", marks=pytest.mark.slow)])
 def test_latency_bound_never_exceeds_the_latency(arch: str) -> None:
     """nest_latency.latency_bound from any subset of the operands' parts (their transfers alone, or whole) is <=
     ZigZag's latency of the mapping, on every loop order of a 3x3, a depthwise and an FC layer; every active
