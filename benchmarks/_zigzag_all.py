@@ -68,6 +68,13 @@ def zigzag_pair(exe: str, zdir: Path, hw: str, wl: str) -> dict | None:
         s["process_s"] = time.perf_counter() - t0
         (d / "summary.json").write_text(json.dumps(s))
     summary = json.loads((d / "summary.json").read_text())
+    summary["layers"] = read_layers(d)
+    return summary
+
+
+def read_layers(d: Path) -> list[dict]:
+    """ZigZag's per-layer results in ``d`` (its ``*_complete.json`` dumps): MAC energy, energy per memory level
+    and operand (``per``), total energy (pJ) and latency (cycles: on-loading + computation + off-loading)."""
     layers = []
     for f in sorted(glob.glob(str(d / "*_complete.json"))):
         z = json.loads(Path(f).read_text())
@@ -75,8 +82,30 @@ def zigzag_pair(exe: str, zdir: Path, hw: str, wl: str) -> dict | None:
         layers.append({"mac": e["operational_energy"], "per": e["memory_energy_breakdown_per_level"],
                        "total": e["energy_total"], "latency": lat["data_onloading"] + lat["computation"]
                        + lat["data_offloading"]})
-    summary["layers"] = layers
-    return summary
+    return layers
+
+
+def zigzag_levels(hwd, layers: list[dict]) -> dict[tuple[str, str], float]:
+    """ZigZag's energy (pJ) by (memory name, operand), ``("mac", "-")`` for the MACs, summed over ``layers``
+    (:func:`read_layers`) on the hardware ``hwd`` (its levels per operand name ZigZag's list entries)."""
+    zl: dict[tuple[str, str], float] = {("mac", "-"): 0.0}
+    for lay in layers:
+        zl[("mac", "-")] += lay["mac"]
+        for op, vals in lay["per"].items():
+            for mem, v in zip(hwd.levels(op), vals, strict=True):
+                zl[(mem.name, op)] = zl.get((mem.name, op), 0.0) + v
+    return zl
+
+
+def level_shares(hwd, zl: dict, nl: dict, zt: float, nt: float) -> list[tuple[str, float, float, float]]:
+    """Per memory (and ``mac``): (name, ZigZag pJ, npukit pJ, npukit's share of its total ``nt`` minus ZigZag's
+    of ``zt``, in percentage points) from the two tools' energies by (memory, operand)."""
+    out = []
+    for mem in ["mac"] + [m.name for m in hwd.memories]:
+        ze = sum(v for (m, _), v in zl.items() if m == mem)
+        ne = sum(v for (m, _), v in nl.items() if m == mem)
+        out.append((mem, ze, ne, 100 * ne / nt - 100 * ze / zt))
+    return out
 
 
 def npukit_pair(inputs: Path, hw: str, wl: str, cache: Path) -> tuple[dict, float]:
@@ -122,12 +151,7 @@ def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workload
                 warm, warm_wall = npukit_pair(inputs, hw, wl, Path(cache))
             if (warm["total"], warm["cycles"], warm["by"]) != (nk["total"], nk["cycles"], nk["by"]):
                 raise SystemExit(f"npukit's warm run differs from its cold run on {hw} x {wl}")
-            zl: dict[tuple[str, str], float] = {("mac", "-"): 0.0}
-            for lay in zz["layers"]:
-                zl[("mac", "-")] += lay["mac"]
-                for op, vals in lay["per"].items():
-                    for mem, v in zip(hwd.levels(op), vals, strict=True):
-                        zl[(mem.name, op)] = zl.get((mem.name, op), 0.0) + v
+            zl = zigzag_levels(hwd, zz["layers"])
             nl = {(a, b): v for a, b, v in nk["by"]}
             zt, nt = sum(zl.values()), nk["total"]
             zlat, nlat = sum(lay["latency"] for lay in zz["layers"]), nk["cycles"]
@@ -136,11 +160,8 @@ def run_all(exe: str, zdir: Path, out_dir: str, archs: tuple[str, ...], workload
             same = sum(abs(a - b) <= 1e-9 * max(a, 1.0) for a, b in
                        zip(sorted(lay["latency"] for lay in zz["layers"]), nk["layer_cycles"], strict=False))
             zwall = zz.get("process_s", zz["wall_s"])
-            share_ok, worst = True, 0.0
-            for mem in ["mac"] + [m.name for m in hwd.memories]:
-                ze = sum(v for (m, _), v in zl.items() if m == mem)
-                ne = sum(v for (m, _), v in nl.items() if m == mem)
-                d = 100 * ne / nt - 100 * ze / zt
+            worst = 0.0
+            for mem, ze, ne, d in level_shares(hwd, zl, nl, zt, nt):
                 worst = max(worst, abs(d))
                 level_rows.append({"arch": hw, "workload": wl, "level": mem, "operand": "all", "zigzag_uJ": ze / 1e6,
                                    "npukit_uJ": ne / 1e6, "share_diff_pts": round(d, 2)})

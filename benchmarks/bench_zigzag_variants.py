@@ -21,7 +21,6 @@ energy within 10%, each share within 5 points, latency within 15%. ZigZag's resu
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import subprocess
 import sys
@@ -29,13 +28,12 @@ import time
 from pathlib import Path
 
 from _peers import peer_python
+from _zigzag_all import LAT_TOL, MAPPING, SHARE_TOL, TOTAL_TOL, level_shares, read_layers, zigzag_inputs, zigzag_levels
 
 from npukit.sim import format_table, prepare_out_dir, write_csv
 
 PIN = ("zigzag-dse==3.9.1", "six==1.17.0")
 DEFAULT_VENV = Path(".peers/zigzag")
-TOTAL_TOL, SHARE_TOL, LAT_TOL = 0.10, 5.0, 0.15
-MAPPING = {"eyeriss_like": "default", "meta_prototype": "meta_prototype_like"}
 
 #: name: (bundled accelerator, new operational_array sizes, {memory: {field: factor}})
 VARIANTS: dict[str, tuple[str, list[int], dict[str, dict[str, float]]]] = {
@@ -138,7 +136,7 @@ def zigzag_result(exe: str, zdir: Path, name: str, hw: Path, mp: Path, wl: Path)
             print(f"  ZigZag failed on {name}: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
             return None
     summary = json.loads((d / "summary.json").read_text())
-    summary["layers"] = [json.loads(Path(f).read_text())["outputs"] for f in sorted(glob.glob(str(d / "*_complete.json")))]
+    summary["layers"] = read_layers(d)
     return summary
 
 
@@ -149,25 +147,14 @@ def compare(name: str, zz: dict, hw: Path, mp: Path, wl: Path) -> dict:
     from npukit.workloads import onnx_workload
 
     hwd = load_zigzag_hardware(hw)
-    zl: dict[tuple[str, str], float] = {("mac", "-"): 0.0}
-    zlat = 0.0
-    for out in zz["layers"]:
-        e, lat = out["energy"], out["latency"]
-        zl[("mac", "-")] += e["operational_energy"]
-        for op, vals in e["memory_energy_breakdown_per_level"].items():
-            for mem, v in zip(hwd.levels(op), vals, strict=True):
-                zl[(mem.name, op)] = zl.get((mem.name, op), 0.0) + v
-        zlat += lat["data_onloading"] + lat["computation"] + lat["data_offloading"]
+    zl = zigzag_levels(hwd, zz["layers"])
+    zlat = sum(lay["latency"] for lay in zz["layers"])
     t0 = time.perf_counter()
     h, s = parse_zigzag_spec(f"zigzag:{hw},{mp}")
     r = simulate_nest(onnx_workload(str(wl), None), h, s)
     wall = time.perf_counter() - t0
     nl, nt, zt = r.energy_by_level(), r.energy_pj, sum(zl.values())
-    worst = 0.0
-    for mem in ["mac"] + [m.name for m in hwd.memories]:
-        ze = sum(v for (m, _), v in zl.items() if m == mem)
-        ne = sum(v for (m, _), v in nl.items() if m == mem)
-        worst = max(worst, abs(100 * ne / nt - 100 * ze / zt))
+    worst = max(abs(d) for *_, d in level_shares(hwd, zl, nl, zt, nt))
     e_diff, l_diff = (nt - zt) / zt, (r.cycles - zlat) / zlat
     base, sizes, edits = VARIANTS[name]
     ok = abs(e_diff) <= TOTAL_TOL and worst <= SHARE_TOL and abs(l_diff) <= LAT_TOL
@@ -196,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if exe is None:
         print("ZigZag is not installed (pass --install or --zigzag-python); skipping")
         return 0
-    inputs = Path(subprocess.run([exe, "-c", "import zigzag, os; print(os.path.dirname(zigzag.__file__))"],
-                                 capture_output=True, text=True, check=True).stdout.strip()) / "inputs"
+    inputs = zigzag_inputs(exe)
     out = prepare_out_dir(args.out)
     if (out / "zigzag_variants.csv").exists():
         print(f"bench_zigzag_variants: {out} already holds a run (zigzag_variants.csv); pass another --out",
