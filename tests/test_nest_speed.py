@@ -215,23 +215,30 @@ def test_second_run_never_imports_onnx(tmp_path: Path) -> None:
     assert [r.stdout.split() for r in runs] == [["16", "True"], ["16", "False"]]
 
 
+def _orders(hw, sp: dict, layer) -> tuple[dict, dict, list]:
+    """``layer``'s effective unrolling on ``hw`` under its mapping file's entry ``sp``, the unrolling per memory
+    level of each operand, and every distinct order of its temporal loop factors."""
+    from npukit.sim import nest_mapper as nm
+    from npukit.sim.loopnest import effective_spatial, spatial_per_level
+
+    entry = sp.get("Conv" if layer.dims["FY"] > 1 or layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
+    sm = nm.clip_spatial(hw, layer, entry)
+    esm = effective_spatial(layer, sm)
+    su = {o: spatial_per_level(hw, o, esm) for o in "WIO"}
+    return esm, su, list(nm._distinct_orders(nm.temporal_lpfs(layer, sm)))
+
 
 @pytest.mark.parametrize("arch", ["eyeriss_like", "ascend_like", "tpu_like"])
 def test_batch_allocation_equals_the_scalar_one(arch: str) -> None:
     """Every order's temporal mapping and reach from the numpy batch equal the scalar allocation's, with
     fractional unrollings too (eyeriss_like's 14 x 12 array on 64 channels: 12.8 and 10.67 per PE)."""
     from npukit.sim import nest_mapper as nm
-    from npukit.sim.loopnest import effective_spatial, spatial_per_level
     from npukit.sim.nest_batch import allocate_all
 
     hw, sp = _hw(arch)
     fractional = False
     for layer in LAYERS:
-        entry = sp.get("Conv" if layer.dims["FY"] > 1 or layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
-        sm = nm.clip_spatial(hw, layer, entry)
-        esm = effective_spatial(layer, sm)
-        su = {o: spatial_per_level(hw, o, esm) for o in "WIO"}
-        orders = list(nm._distinct_orders(nm.temporal_lpfs(layer, sm)))
+        esm, su, orders = _orders(hw, sp, layer)
         batch = allocate_all(hw, layer, esm, orders, su)
         assert batch is not None and len(batch) == len(orders)
         memo: dict = {}
@@ -249,19 +256,14 @@ def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
     of loopnest._stationary_key (what the energy reads) and nest_transfers._links_key (what ZigZag's latency
     reads: the top ir and r runs of each level too), both in Python, and gives equal operand ids to equal
     operand keys; its coarse ids likewise to equal loop multisets per level."""
-    from npukit.sim import nest_mapper as nm
-    from npukit.sim.loopnest import _stationary_key, effective_spatial, spatial_per_level, stationary
+    from npukit.sim.loopnest import _stationary_key, stationary
     from npukit.sim.nest_batch import allocate_batch, stationary_groups, temporal_mapping
     from npukit.sim.nest_transfers import _links_key
 
     hw, sp = _hw(arch)
     merged = False
     for layer in LAYERS:
-        entry = sp.get("Conv" if layer.dims["FY"] > 1 or layer.dims["OY"] > 1 else "Gemm") or sp.get("default")
-        sm = nm.clip_spatial(hw, layer, entry)
-        esm = effective_spatial(layer, sm)
-        su = {o: spatial_per_level(hw, o, esm) for o in "WIO"}
-        orders = list(nm._distinct_orders(nm.temporal_lpfs(layer, sm)))
+        esm, su, orders = _orders(hw, sp, layer)
         batch = allocate_batch(hw, layer, esm, orders, su)
         firsts: dict = {}
         for k in range(len(orders)):
