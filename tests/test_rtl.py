@@ -145,10 +145,12 @@ def test_gemm_with_random_output_stalls(build_root, tmp_path, rows, cols, datafl
     for c in res.cases:
         assert c["passed"], f"seed {SEED}, {cfg.tag()}, stalls: {c['first_mismatch']}"
         assert c["rtl_cycles"] == c["model_cycles"], c
-        # the operand streams had tvalid gaps while loading and were offered junk while busy (not taken)
-        assert c["input_gaps"] > 0 and c["junk_offered"] > 0, c
-    # a short case (a single fold: a few output periods) may draw no stall at p = 0.3; most cases draw some
+        # the operand streams were offered junk while busy (not taken)
+        assert c["junk_offered"] > 0, c
+    # a short case (a single fold: a few output periods, a few words per stream) may draw no stall at p = 0.3
+    # and no input gap at the default gap probability (seed 938578150: single_fold 0 gaps); most cases draw some
     assert sum(c["stalls"] > 0 for c in res.cases) >= len(res.cases) // 2, [c["stalls"] for c in res.cases]
+    assert sum(c["input_gaps"] > 0 for c in res.cases) >= len(res.cases) // 2, [c["input_gaps"] for c in res.cases]
     # back-to-back input words (no gaps, no junk): the same cycles
     tight = run_gemm_suite(cfg, cases[:2], build_root, stall_prob=0.3, gap_prob=0.0)
     assert tight.passed and [c["input_gaps"] + c["junk_offered"] for c in tight.cases] == [0, 0]
