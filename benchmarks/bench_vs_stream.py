@@ -174,21 +174,21 @@ def npukit_workload(case: str):  # -> (Workload, bits)
 def node_round_trip_bytes(op, bits: int) -> float:
     """Bytes a vector op moves off chip and back under Stream's per-layer mode, which cuts the graph after every
     ONNX node (``fusion_cut_points = "per-layer"``), so each node reads its inputs from and writes its output to the
-    off-chip core. npukit applies vector ops on chip (the cores' vector units, next to the array), so its
-    layer-by-layer schedule does not move these bytes. Stream's ONNX parser splits a softmax into four nodes (max,
-    exp, sum, div: ``Op5_max`` ... in its results), whose full-size tensors cross six times (x to max, x to exp, e
-    from exp, e to sum, e to div, y from div; the row vectors, 1/row-length of that, are left out); an elementwise
-    op moves its ``inputs`` and its output."""
+    off-chip core. Stream's ONNX parser splits a softmax into four nodes (max, exp, sum, div: ``Op5_max`` ... in its
+    results), whose full-size tensors cross six times (x to max, x to exp, e from exp, e to sum, e to div, y from
+    div; the row vectors, 1/row-length of that, are left out); an elementwise op moves its ``inputs`` and its
+    output. npukit's layer-by-layer schedule moves ``inputs`` + 1 tensors for every vector op, the softmax one
+    operator (x in, y out)."""
     n = op.batch * op.elements * bits / 8
     return 6 * n if op.op == "softmax" else (op.inputs + 1) * n
 
 
 def per_node(res, wl, bits: int, march, table) -> tuple[float, float, float]:  # noqa: ANN001
-    """npukit's layer-by-layer cycles and pJ with Stream's per-layer off-chip round trips in place of what npukit
-    moves for each vector op (:func:`node_round_trip_bytes`): each vector node becomes its round trip over the
-    off-chip port, in series with its compute (Stream's transfer, node, transfer slots), instead of npukit's row
-    (its compute, or its bus transfer to and from the SIMD core when longer); the bus energy is replaced by the
-    off-chip energy. Returns (cycles, pJ, round-trip bytes)."""
+    """npukit's layer-by-layer cycles and pJ with Stream's per-layer off-chip round trips
+    (:func:`node_round_trip_bytes`) in place of npukit's own for each vector op: each vector node becomes its round
+    trip over the off-chip port in series with its compute (Stream's transfer, node, transfer slots), instead of
+    npukit's row (its DRAM transfers streamed beside its lanes, so the longer of the two); the DRAM (and any bus)
+    energy of the row is replaced by the round trip's. Returns (cycles, pJ, round-trip bytes)."""
     dram = march.cores[march.mac_cores[0]].arch.dram_bandwidth_bytes_per_cycle
     rows = {r["name"]: r for r in res.rows()}
     cycles, pj, trip = res.total_cycles, res.energy_pj, 0.0
@@ -199,7 +199,7 @@ def per_node(res, wl, bits: int, march, table) -> tuple[float, float, float]:  #
         r = rows[op.name]
         trip += b
         cycles += b / dram + r["compute_cycles"] - r["cycles"]
-        pj += b * 8 * table.dram_bit() - r.get("energy_bus_pj", 0.0)
+        pj += b * 8 * table.dram_bit() - r.get("energy_bus_pj", 0.0) - r.get("energy_dram_pj", 0.0)
     return cycles, pj, trip
 
 

@@ -276,6 +276,23 @@ def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: 
                 vector_unit.traffic(share, arch), vector_busy=busy, bus_bytes=link_bytes if link == BUS else 0.0)
 
 
+def with_dram(part: Part, read_bits: float, write_bits: float, width: int, port: float) -> Part:
+    """``part`` (a vector op on a simd core) also reading ``read_bits`` from and writing ``write_bits`` to DRAM
+    (operands of ``width`` bits) at ``port`` bytes per cycle, streamed beside its lanes and its bus transfers: the
+    core is busy for the longest of the three."""
+    if not read_bits and not write_bits:
+        return part
+    byts = (read_bits + write_bits) / 8
+    recs = list(part.records) + [("dram", "dram_read", (width,), read_bits / width),
+                                 ("dram", "dram_write", (width,), write_bits / width)]
+    traffic = dict(part.traffic)
+    traffic["dram_ifmap_read_bytes"] = traffic.get("dram_ifmap_read_bytes", 0.0) + read_bits / 8
+    traffic["dram_ofmap_write_bytes"] = traffic.get("dram_ofmap_write_bytes", 0.0) + write_bits / 8
+    stall = max(0.0, byts / port - part.compute)
+    return replace(part, stall=part.stall + stall, records=recs, dram_bytes=part.dram_bytes + byts, traffic=traffic,
+                   write_bytes=part.write_bytes + write_bits / 8)
+
+
 def _take(recs: dict, key: tuple, n: float) -> None:
     recs[key] = max(0.0, recs.get(key, 0) - n)
 

@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_cost import BUS, LINK, SHARED, Part, gemm_part, halo_elements, prefetched, sub_layer, vector_part, write_epilogue  # noqa: I001
+from ._multicore_cost import (  # noqa: I001
+    BUS,
+    LINK,
+    SHARED,
+    Part,
+    gemm_part,
+    halo_elements,
+    prefetched,
+    sub_layer,
+    vector_part,
+    with_dram,
+    write_epilogue,
+)
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
 from ._old_call import OldCall
@@ -127,7 +139,7 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
         return out
     if isinstance(schedule, str):
         policy, _, mode = schedule.partition("/")
-        schedule = make_schedule(workload, policy, mode or "split")
+        schedule = make_schedule(workload, policy, mode or "split", bool(march.simd_cores))
     return _run(workload, march, schedule, tab, memo)
 
 
@@ -216,26 +228,37 @@ class _Run:
         assert best is not None
         return best[1], best[2]
 
-    def vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
-        """Each core's share of vector op ``op`` (cached by its sizes unless a pipelined vector unit hides it)."""
+    def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
+                     dst_dram: bool = False) -> list[Part]:
+        """Each core's share of vector op ``op`` (cached by its sizes unless a pipelined vector unit hides it);
+        ``src_dram`` / ``dst_dram``: on a simd core, its inputs come from / its result goes to DRAM (the op is not
+        fused with its producer / consumer), else they cross the bus or links from / to the MAC cores."""
         if self.serial_one:
             return self._vector_parts(op, cores)
-        key = ("vparts", op.op, op.elements, op.reduce, op.inputs, op.params, op.batch, tuple(cores))
+        key = ("vparts", op.op, op.elements, op.reduce, op.inputs, op.params, op.batch, tuple(cores),
+               src_dram and bool(self.m.simd_cores), dst_dram and bool(self.m.simd_cores))
         if key not in self.memo:
-            self.memo[key] = self._vector_parts(op, cores)
+            self.memo[key] = self._vector_parts(op, cores, src_dram, dst_dram)
         return self.memo[key]
 
-    def _vector_parts(self, op: VectorOp, cores: list[int]) -> list[Part]:
+    def _vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
+                      dst_dram: bool = False) -> list[Part]:
         bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
-        if self.m.simd_cores:  # its inputs cross to the simd core and its result back: over the bus if any
+        if self.m.simd_cores:  # its inputs cross to the simd core and its result back (bus if any), or DRAM
             core = self.m.simd_cores[0]
             arch = self.m.cores[core].arch
-            moved = op.batch * op.elements * (op.inputs + (0 if op.op == "kv_append" else 1)) * arch.vector.bits
+            n = op.batch * op.elements * arch.vector.bits
+            out = 0 if op.op == "kv_append" else n  # a KV append's result is the cache write (vector_unit)
+            from_dram, to_dram = op.inputs * n if src_dram else 0, out if dst_dram else 0
+            moved = op.inputs * n + out - from_dram - to_dram
+            port = min(arch.dram_bandwidth_bytes_per_cycle, self.m.dram.total_bandwidth)
             bus = self.m.bus
             if bus is not None:
-                return [vector_part(op, core, arch, 1, moved, 0.0, bus.bandwidth_bytes_per_cycle, bus.latency_cycles,
-                                    BUS)]
-            return [vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)]
+                part = vector_part(op, core, arch, 1, moved, 0.0, bus.bandwidth_bytes_per_cycle, bus.latency_cycles,
+                                   BUS)
+            else:
+                part = vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)
+            return [with_dram(part, from_dram, to_dram, arch.vector.bits, port)]
         ways = len(cores)
         hide = self.hide if self.serial_one else 0.0
         return [vector_part(op, c, self.arch_for(c, ways), ways, 0.0, hide, bw, lat) for c in cores]
@@ -338,8 +361,8 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
         group = [ops[i] for i in st.indices]
         if not st.fused:
             op = group[0]
-            if isinstance(op, VectorOp):
-                r.t += r.commit(op, r.vector_parts(op, macs), r.t, 1.0, {"step": "layer", "split": "-"})
+            if isinstance(op, VectorOp):  # not fused: on a simd core its data goes through DRAM, as a GEMM's does
+                r.t += r.commit(op, r.vector_parts(op, macs, True, True), r.t, 1.0, {"step": "layer", "split": "-"})
                 r.hide = max(0.0, r.hide - r.rows[-1]["cycles"]) if r.serial_one else 0.0
             else:
                 dim, parts = r.best_dim(op, macs, "", "")
@@ -369,15 +392,15 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
     keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
     bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
     are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
-    fin, fout, sib, ffil = group_edges(group)
+    fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
     made: dict[int, float] = {}  # end cycle of each GEMM of the group
     links_free = r.t  # the cycle from which the links are idle
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
-        if isinstance(op, VectorOp):
-            vparts = r.vector_parts(op, macs)
+        if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
+            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1)
             links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
             r.t += r.commit(op, vparts, r.t, 1.0, {"step": "fused", "split": "-"})
             continue
@@ -409,6 +432,16 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
         made[k] = r.t
 
 
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
+    """:func:`~npukit.sim.schedule.group_edges`, and the last GEMM's output kept on chip when vector ops of the group
+    follow it (its epilogue: they read it there)."""
+    fin, fout, sib, ffil = group_edges(group)
+    tail = max(i for i, op in enumerate(group) if isinstance(op, Layer))
+    if tail < len(group) - 1:
+        fout[tail] = True
+    return fin, fout, sib, ffil
+
+
 def _links_after(free: float, start: float, cycles: float) -> float:
     """The cycle the links are idle from after a step starting at ``start`` uses them ``cycles`` (0: unchanged)."""
     return max(free, start) + cycles if cycles else free
@@ -435,7 +468,7 @@ def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
     cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
-    fin, fout, _, _ = group_edges(group)
+    fin, fout, _, _ = _edges(group)
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
@@ -443,7 +476,8 @@ def _run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles
         st = stage_of[k]
         cs = cores_of[st]
         if isinstance(op, VectorOp):
-            planned.append((op, r.vector_parts(op, cs), {"step": f"pipeline stage {st}", "split": "-"}, st))
+            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1),
+                            {"step": f"pipeline stage {st}", "split": "-"}, st))
             continue
         nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
         prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)

@@ -158,9 +158,27 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
     return groups
 
 
-def make_schedule(workload: Workload, policy: str, mode: str) -> Schedule:
-    """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split)."""
+def epilogue_end(workload: Workload, last: int) -> int:
+    """The index of the last vector op right after GEMM ``last`` that works on its output (an elementwise
+    epilogue: as many elements as its output, e.g. a ReLU or a residual add), ``last`` if none."""
+    ops = workload.layers
+    gemm = ops[last]
+    end = last
+    while end + 1 < len(ops) and isinstance(ops[end + 1], VectorOp):
+        v = ops[end + 1]
+        if v.batch * v.elements != gemm.batch * gemm.M * gemm.N or v.op in ("softmax", "kv_append"):
+            break
+        end += 1
+    return end
+
+
+def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = False) -> Schedule:
+    """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split);
+    ``epilogue``: a group also takes the elementwise vector ops on its last GEMM's output (:func:`epilogue_end`),
+    so that output reaches them on chip (for a simd core: over the bus, not through DRAM)."""
     groups = fusion_groups(workload, policy)
+    if epilogue:
+        groups = [(first, epilogue_end(workload, last)) for first, last in groups]
     steps: list[Step] = []
     i = 0
     for first, last in groups + [(len(workload.layers), len(workload.layers))]:
@@ -182,7 +200,7 @@ def candidates(workload: Workload, march: MultiCoreArch) -> list[Schedule]:
         for mode in MODES:
             if mode == "pipeline" and len(march.mac_cores) < 2:
                 continue
-            s = make_schedule(workload, policy, mode)
+            s = make_schedule(workload, policy, mode, bool(march.simd_cores))
             key = tuple(s.steps)
             if key not in seen:
                 seen.add(key)
