@@ -3,10 +3,12 @@ figure (one bar per core per layer, cycles on x)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .multicore_sim import MultiCoreResult
 from .output import format_table
+from .palette import cycle_colors
 from .result_text import arch_header
 
 
@@ -58,6 +60,15 @@ def core_rows(result: MultiCoreResult) -> list[dict[str, Any]]:
             for c, b in zip(result.arch.cores, result.core_busy, strict=True)]
 
 
+DISTINCT = 20  # colours cycle_colors gives before it repeats
+
+
+def _series(name: str) -> str:
+    """A layer's series in the timeline: its name with block and layer numbers as ``#`` (every block's q
+    projection one colour), so a model of many repeated blocks still gets a legend of its layer roles."""
+    return re.sub(r"\d+", "#", name)
+
+
 def timeline_figure(result: MultiCoreResult, max_bars: int = 4000) -> Any:
     """A matplotlib Figure: per core, a bar per layer it works on (x: cycles); the caller saves and closes it."""
     return timeline_from_meta(result.ledger.meta["multicore"], result.workload, result.total_cycles, max_bars)
@@ -72,22 +83,31 @@ def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float,
     timeline = meta.get("timeline", [])
     fig = Figure(figsize=(11, 1.2 + 0.45 * max(1, len(cores))))
     ax = fig.add_subplot(1, 1, 1)
-    names = list(dict.fromkeys(str(t[3]) for t in timeline))
-    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    keys = {n: _series(n) for n in dict.fromkeys(str(t[3]) for t in timeline)}
+    series = list(dict.fromkeys(keys.values()))
+    colors = dict(zip(series, cycle_colors(len(series)), strict=True))
+    span = max(total_cycles, 1)
     for core, start, end, name in timeline[:max_bars]:
-        ax.barh(core, end - start, left=start, height=0.7, color=colors[str(name)], edgecolor="none")
+        ax.barh(core, end - start, left=start, height=0.7, color=colors[keys[str(name)]], edgecolor="white",
+                linewidth=0.3)
+        if (end - start) / span >= 0.06:  # wide enough to carry its name
+            ax.text((start + end) / 2, core, str(name).replace("$", r"\$")[:24], ha="center", va="center",
+                    fontsize=6, clip_on=True)
     ax.set_yticks(range(len(cores)), [f"{c} ({k})" for c, k in zip(cores, kinds, strict=False)])
     ax.invert_yaxis()
     ax.set_xlabel("cycle")
     cut = f", first {max_bars} bars" if len(timeline) > max_bars else ""
     arch = meta.get("arch", {}).get("name", "")
     ax.set_title(f"{workload} on {arch}: schedule {meta.get('schedule', '')}{cut}".replace("$", r"\$"))
-    ax.set_xlim(0, max(total_cycles, 1))
+    ax.set_xlim(0, span)
     ax.grid(axis="x", alpha=0.3)
-    if len(names) <= 12:
-        from matplotlib.patches import Patch
+    from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=colors[n], label=n.replace("$", r"\$")) for n in names], fontsize=7,
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shown = series[:DISTINCT]
+    handles = [Patch(color=colors[k], label=k.replace("$", r"\$")) for k in shown]
+    if len(series) > len(shown):  # colours repeat from here on: say so rather than mislabel
+        handles.append(Patch(color="none", label=f"+ {len(series) - len(shown)} more (colours repeat)"))
+    ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              ncol=1 + len(handles) // 16)
     fig.tight_layout()
     return fig
