@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", default="npu128",
                    help="built-in arch (npu128, npu32), npukit .toml (keys it leaves out come from its "
                    "base = \"npu128\" or \"npu32\", else npukit's defaults; printed), SCALE-Sim .cfg, "
-                   "a ZigZag hardware file with optional spatial mapping (zigzag:HW.yaml[,MAPPING.yaml]), or a "
+                   "a ZigZag hardware file with optional spatial mapping (zigzag:HW.yaml[,MAPPING.yaml]), a Stream multi-core "
+                   "hardware file (stream:CHIP.yaml; its core files beside it or in cores/), or a "
                    "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
     p.add_argument("--schedule", default="search",
                    help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
@@ -101,7 +102,12 @@ def run_multicore(args: argparse.Namespace) -> int:
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.sim.schedule import MODES, POLICIES
 
-    march = load_multicore_arch(args.arch)
+    if args.arch.startswith("stream:"):
+        from npukit.sim.stream_io import load_stream_hardware
+
+        march = load_stream_hardware(args.arch.split(":", 1)[1])
+    else:
+        march = load_multicore_arch(args.arch)
     changes = arch_changes(args)
     if changes:
         march = replace(march, cores=tuple(replace(c, arch=c.arch.with_(**changes)) for c in march.cores))
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         return run_zigzag(args)
     from npukit.sim.multicore import is_multicore_toml
 
-    if is_multicore_toml(args.arch):
+    if is_multicore_toml(args.arch) or args.arch.startswith("stream:"):
         return run_multicore(args)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .arch import OBJECTIVES, Arch, load_arch
+from .energy import EnergyTable
 from .errors import ConfigError
 from .hardware import Hardware
 from .interconnect import Dram, Interconnect, SharedMemory
@@ -95,6 +96,7 @@ class MultiCoreArch:
     dram: Dram = field(default_factory=Dram)
     objective: str = "edp"
     bus: Interconnect | None = None
+    table: EnergyTable | None = None  # the chip's own energy table (a Stream YAML's costs); None: the first core's
 
     def __post_init__(self) -> None:
         if not self.cores:
@@ -126,7 +128,8 @@ class MultiCoreArch:
 
     @property
     def energy_table(self) -> str:
-        return self.cores[0].arch.energy_table
+        """The name of the energy table that prices the chip (:attr:`table`'s, else the first core's)."""
+        return self.table.name if self.table is not None else self.cores[0].arch.energy_table
 
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -140,7 +143,8 @@ class MultiCoreArch:
                 "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict(),
                            **({"nest": c.nest.name} if c.nest is not None else {})} for c in self.cores],
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
-                "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None}
+                "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None,
+                "energy_table": self.energy_table}
 
 
 def single_core(arch: Arch) -> MultiCoreArch:

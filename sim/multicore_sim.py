@@ -98,7 +98,9 @@ class MultiCoreResult:
 
 
 def _table(march: MultiCoreArch, table: EnergyTable | str | None) -> EnergyTable:
-    return table if isinstance(table, EnergyTable) else load_table(table or march.energy_table)
+    if isinstance(table, EnergyTable):
+        return table
+    return march.table if table is None and march.table is not None else load_table(table or march.energy_table)
 
 
 def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:

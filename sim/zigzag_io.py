@@ -21,16 +21,54 @@ _MEM_KEYS = {"size", "r_cost", "w_cost", "operands", "served_dimensions", "ports
 _ARRAY_KEYS = {"unit_energy", "dimensions", "sizes", "systolic_dimensions", "input_precision"}
 
 
+MAX_YAML_BYTES = 16 * 2**20  # a hardware or mapping file is a few kB
+MAX_NESTING = 64  # flow brackets or indentation steps; libyaml's parser crashes the process on deep nesting
+
+
+def _nesting(text: str) -> int:
+    """An upper bound on the YAML's nesting: the deepest run of open ``[``/``{`` (outside quotes and comments)
+    plus the indentation levels of its deepest line."""
+    depth = worst = 0
+    quote = ""
+    for line in text.splitlines():
+        indent = (len(line) - len(line.lstrip(" "))) // 2
+        for ch in line:
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "[{":
+                depth += 1
+            elif ch in "]}":
+                depth = max(0, depth - 1)
+            worst = max(worst, depth + indent)
+        quote = ""
+    return worst
+
+
 def _load_yaml(path: str | Path) -> object:
     import yaml
 
     try:
+        p = Path(path)
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {p.stat().st_size} bytes is too large for a hardware or mapping file "
+                              f"(at most {MAX_YAML_BYTES})")
+        text = p.read_text(encoding="utf-8")
+        if _nesting(text) > MAX_NESTING:
+            raise ConfigError(f"{path}: nested more than {MAX_NESTING} levels deep; not a hardware or mapping file")
         # libyaml's parser where PyYAML has it (same safe constructors, several times faster)
-        return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
 
 
 def _warn(path: str | Path, what: str) -> None:

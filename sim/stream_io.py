@@ -1,0 +1,209 @@
+"""Read a Stream 2.1.1 (``stream-dse``) multi-core hardware YAML into a :class:`~npukit.sim.multicore.MultiCoreArch`.
+
+A Stream chip file lists its ``cores`` (core id -> a core YAML, ZigZag's hardware format plus ``type``,
+``operator_types`` and ``operand_precision``), the ``offchip_core_id`` (the core whose memory is DRAM) and
+``core_connectivity`` (``link`` and ``bus`` entries: ``cores``, ``bandwidth`` in bits per cycle,
+``unit_energy_cost`` in pJ per bit, defaulting to the file's ``unit_energy_cost``). npukit builds:
+
+* **MAC cores**: compute cores with an array of two or more dimensions whose ``operator_types``, if listed, are
+  matrix operators (GEMM, MatMul, Conv, Einsum): each a loop-nest core (:attr:`Core.nest`, the core YAML read by
+  :func:`~npukit.sim.zigzag_io.load_zigzag_hardware`, mapped by npukit's loop-nest mapper), its operands at the
+  core's ``operand_precision`` ``input`` width and its partial sums at its ``accumulator`` width (8 and 32 bits
+  when absent). They have no vector unit when the chip has a SIMD core (Stream runs vector nodes only on cores
+  that list them).
+* **the SIMD core**: the first compute core with a one-dimensional array (its lanes) or whose ``operator_types``
+  are elementwise operators; further SIMD cores and pooling-only cores are left out with a one-line warning
+  (npukit's multi-core model has one SIMD core and no pooling operator).
+* **DRAM**: one channel at the off-chip core's widest port (bits per cycle / 8) and its ``r_cost`` per access.
+* **the interconnect**: the narrowest ``link`` (bandwidth, pJ per bit); **the bus** to the SIMD core: the widest
+  ``bus`` entry that holds it.
+* **the energy table** (:func:`stream_energy_table`): the first MAC core's ``unit_energy`` and memories and the
+  off-chip memory's costs (Stream's own numbers), so DRAM, vector, link and bus energies are priced at the YAML's
+  costs; a loop-nest core prices its own array and memories from its YAML directly.
+
+Not read (a one-line warning names each present): ``core_memory_sharing``, ``bandwidth`` (per-port ceilings),
+``technology_node``; ``core_coordinates`` is read silently and not used (links get a mesh's mean hop count; with
+hop-independent link cycles this changes cycles only through the link energy per hop). Source of the format:
+KU Leuven MICAS, Stream (``stream-dse`` 2.1.1, MIT License), ``stream/inputs/examples/hardware/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._multicore_nest import with_bits
+from .arch import Arch, Bits, SramKiB, VectorUnit
+from .energy import EnergyTable
+from .errors import ConfigError
+from .interconnect import Dram, Interconnect, SharedMemory
+from .multicore import Core, MultiCoreArch
+from .zigzag_io import _load_yaml, load_zigzag_hardware
+
+MATRIX_OPS = {"gemm", "matmul", "conv", "einsum"}
+_UNREAD = ("core_memory_sharing", "bandwidth", "technology_node")
+_TOP = {"name", "cores", "offchip_core_id", "unit_energy_cost", "core_connectivity", "core_coordinates", *_UNREAD}
+
+
+def _warn(path: Path, what: str) -> None:
+    print(f"warning: {path.name}: {what} is not modelled by npukit (ignored)", file=sys.stderr)
+
+
+def _bits(name: object, default: int) -> int:
+    """Element width in bits of a Stream type name (``int8``, ``bf16``, ``fp32``, ``int24``)."""
+    digits = "".join(ch for ch in str(name or "") if ch.isdigit())
+    return int(digits) if digits else default
+
+
+def _core_file(root: Path, rel: object, cid: object) -> Path:
+    """A core YAML named in the chip file: relative to it, else in its ``cores/`` folder (as Stream resolves it)."""
+    if not isinstance(rel, str) or not rel:
+        raise ConfigError(f"{root}: cores.{cid} must name a core YAML file, got {rel!r}")
+    for p in (root.parent / rel, root.parent / "cores" / Path(rel).name):
+        if p.is_file():
+            return p
+    raise ConfigError(f"{root}: core {cid}'s file {rel} is not there (looked beside it and in cores/)")
+
+
+def _dict(path: Path, what: str) -> dict[str, Any]:
+    d = _load_yaml(path)
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: not a Stream {what} file (a mapping of fields)")
+    return d
+
+
+def _kind(core: dict[str, Any]) -> str:
+    """``mac``, ``simd`` or ``other`` (pooling-only, memory-only or unknown) for a parsed core YAML."""
+    sizes = (core.get("operational_array") or {}).get("sizes") or []
+    ops = {str(o).lower() for o in core.get("operator_types") or []}
+    if not str(core.get("type", "compute")).endswith("compute") or not sizes:
+        return "other"
+    if len(sizes) >= 2 and (not ops or ops <= MATRIX_OPS):
+        return "mac"
+    if len(sizes) == 1 or (ops and not ops & MATRIX_OPS and ops - {"maxpool", "averagepool", "globalaveragepool",
+                                                                  "globalmaxpool"}):
+        return "simd"
+    return "other"
+
+
+def _port_bits(mem: dict[str, Any]) -> int:
+    return max((int(p.get("bandwidth_max", 0)) for p in mem.get("ports") or []), default=0)
+
+
+def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, Any]) -> EnergyTable:
+    """An npukit energy table of a Stream chip's own costs: MAC energy = the MAC core's ``unit_energy`` (per 8x8
+    MAC); register pJ per bit = its smallest memory's ``r_cost`` per port bit; SRAM = its largest memory (capacity,
+    ``r_cost`` per access of its port width, ``w_cost / r_cost`` for writes); DRAM = the off-chip memory's
+    ``r_cost`` per access of its port width. Floating-point ALU energies (the SIMD core's) are not in Stream's
+    files: Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm)."""
+    mems = sorted((m for m in (mac_core.get("memories") or {}).items()), key=lambda kv: float(kv[1]["size"]))
+    (reg_name, reg), (sram_name, sram) = mems[0], mems[-1]
+    dram_name, dram = next(iter((offchip.get("memories") or {}).items()))
+    mac = float(mac_core["operational_array"]["unit_energy"])
+    src = f"Stream {name}.yaml"
+    data = {
+        "name": f"stream-{name}", "description": f"costs of Stream's {name}.yaml",
+        "int_add": {"intercept_pj": 0.0, "slope_pj_per_bit": 1e-9, "source": f"{src}: adds inside unit_energy"},
+        "int_mult": {"pj_per_bit2": mac / 64, "source": f"{src}: operational_array unit_energy {mac} pJ per MAC"},
+        "register": {"pj_per_bit": float(reg["r_cost"]) / max(1, _port_bits(reg)), "source": f"{src}: {reg_name}"},
+        "sram": {"capacity_bytes": [float(sram["size"]) / 8], "pj_per_access": [float(sram["r_cost"])],
+                 "access_bits": max(1, _port_bits(sram)), "write_factor": float(sram["w_cost"]) / float(sram["r_cost"]),
+                 "source": f"{src}: {sram_name}"},
+        "dram": {"pj_per_access": float(dram["r_cost"]), "access_bits": max(1, _port_bits(dram)),
+                 "source": f"{src}: off-chip {dram_name}"},
+        "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp16_mult": {"pj": 1.1, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp32_add": {"pj": 0.9, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+        "fp32_mult": {"pj": 3.7, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
+    }
+    return EnergyTable.from_dict(data, origin=src)
+
+
+def load_stream_hardware(path: str | Path, objective: str = "latency") -> MultiCoreArch:
+    """A Stream hardware YAML -> :class:`MultiCoreArch` (its :attr:`~MultiCoreArch.table` the chip's own costs);
+    ``objective``: what the schedule search minimises (Stream's own is latency). Raises ConfigError naming the bad
+    field or file."""
+    root = Path(path)
+    top = _dict(root, "hardware")
+    for k in top:
+        if k not in _TOP:
+            _warn(root, f"field '{k}'")
+        elif k in _UNREAD:
+            _warn(root, f"'{k}'")
+    cores_in = top.get("cores")
+    if not isinstance(cores_in, dict) or not cores_in:
+        raise ConfigError(f"{root}: not a Stream hardware file (needs 'cores': core id -> core YAML)")
+    off_id = top.get("offchip_core_id")
+    if off_id not in cores_in:
+        raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores")
+    files = {cid: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
+    parsed = {cid: _dict(p, "core") for cid, p in files.items()}
+    name = str(top.get("name", root.stem))
+    kinds = {cid: "dram" if cid == off_id else _kind(c) for cid, c in parsed.items()}
+    macs = [cid for cid, k in kinds.items() if k == "mac"]
+    simds = [cid for cid, k in kinds.items() if k == "simd"]
+    if not macs:
+        raise ConfigError(f"{root}: no MAC core (a compute core with a 2-D or larger array running matrix operators)")
+    for cid, k in kinds.items():
+        if k == "other" or (k == "simd" and cid != simds[0]):
+            _warn(root, f"core {cid} ({files[cid].name}: {'a further SIMD core' if k == 'simd' else 'not a MAC or SIMD core'})")
+    off_mems = list((parsed[off_id].get("memories") or {}).values())
+    if not off_mems:
+        raise ConfigError(f"{root}: the off-chip core {off_id} ({files[off_id].name}) has no memory")
+    port = _port_bits(off_mems[0]) / 8
+    if port <= 0:
+        raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
+    mac0 = parsed[macs[0]]
+    prec = mac0.get("operand_precision") or {}
+    wbits = _bits(prec.get("input"), 8)
+    acc = max(_bits(prec.get("accumulator"), 32), wbits)
+    sizes = [int(s) for s in mac0["operational_array"]["sizes"]]
+    kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
+    arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
+                bits=Bits(input=wbits, weight=wbits, pe_psum=acc, psum_buffer=acc, output=wbits),
+                sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4), dram_bandwidth_bytes_per_cycle=port,
+                stationary_words=1)
+    default_pj = float(top.get("unit_energy_cost") or 0.0)
+    conns = top.get("core_connectivity") or []
+    if not isinstance(conns, list):
+        raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
+    entries = []
+    for e in conns:
+        try:
+            entries.append((str(e["type"]), [c for c in e["cores"]], float(e["bandwidth"]),
+                            float(e.get("unit_energy_cost", default_pj) or 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
+    if any(bw <= 0 for _, _, bw, _ in entries):
+        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive (bits per cycle)")
+    links = [e for e in entries if e[0] == "link"] or entries
+    src = f"Stream {name}.yaml"
+    ic = Interconnect(min(e[2] for e in links) / 8, 0.0, links[0][3], "mesh", src) if links else \
+        Interconnect(port, 0.0, 0.0, "mesh", src)
+    simd = simds[0] if simds else None
+    nest = with_bits(load_zigzag_hardware(files[macs[0]]), wbits, wbits, wbits, acc)
+    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=simd is None,
+                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid]))
+                  for cid in macs)
+    bus = None
+    if simd is not None:
+        sc = parsed[simd]
+        vbits = _bits((sc.get("operand_precision") or {}).get("input"), 16 if wbits >= 16 else wbits)
+        lanes = int((sc.get("operational_array") or {}).get("sizes", [1])[0])
+        vec = VectorUnit(lanes=lanes, bits=vbits, number="fp" if vbits in (16, 32) else "int")
+        cores += (Core(replace(arch, vector=vec), "simd", f"simd{simd}"),)
+        on = [e for e in entries if e[0] == "bus" and simd in e[1]]
+        if on:
+            e = max(on, key=lambda e: e[2])
+            bus = Interconnect(e[2] / 8, 0.0, e[3], "bus", src)
+    table = stream_energy_table(name, mac0, parsed[off_id])
+    return MultiCoreArch(name, cores, ic, SharedMemory(0.0), Dram(1, port), objective, bus, table)
+
+
+def _nest(path: Path, core: dict[str, Any]):  # -> Hardware
+    """A further MAC core that differs from the first: its own YAML, at its own widths."""
+    prec = core.get("operand_precision") or {}
+    w = _bits(prec.get("input"), 8)
+    return with_bits(load_zigzag_hardware(path), w, w, w, max(_bits(prec.get("accumulator"), 32), w))

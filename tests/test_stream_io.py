@@ -1,0 +1,108 @@
+"""Stream's multi-core hardware YAMLs read by npukit (``npukit.sim.stream_io``, ``npukit sim --arch stream:...``),
+on two of Stream's own chip files copied into tests/data/stream_hw (no Stream install needed)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from _cli_util import refused
+
+from npukit.cli import main
+from npukit.sim import ConfigError, Layer, VectorOp, Workload
+from npukit.sim.multicore_sim import simulate_multicore
+from npukit.sim.stream_io import load_stream_hardware
+
+HW = Path(__file__).parent / "data" / "stream_hw"
+
+
+def test_eyeriss_dual_core_reads_its_cores_links_bus_and_dram(capsys) -> None:
+    m = load_stream_hardware(HW / "eyeriss_like_dual_core.yaml")
+    # two eyeriss-like MAC cores (loop-nest cores of the core YAML, 14 x 12), the SIMD core; the pooling core is
+    # named in a warning
+    assert [c.kind for c in m.cores] == ["mac", "mac", "simd"]
+    assert "pooling.yaml" in capsys.readouterr().err
+    nest = m.cores[0].nest
+    assert nest is not None and nest.array.dims == {"D1": 14, "D2": 12} and m.cores[1].nest is nest
+    assert not m.cores[0].vector_unit and m.cores[2].arch.vector.lanes == 64
+    # int16 operands and int16 accumulator (the core's operand_precision)
+    assert nest.bits == {"I": 16, "W": 16, "O": 16, "O_final": 16}
+    # the 32-bit links, the 128-bit bus to the SIMD core, the 64-bit off-chip port (bits per cycle / 8)
+    assert m.interconnect.bandwidth_bytes_per_cycle == 4 and m.bus.bandwidth_bytes_per_cycle == 16
+    assert m.dram.total_bandwidth == 8
+    # the chip's own costs price DRAM: offchip.yaml's 1000 pJ per 64-bit access
+    assert m.table is not None and m.energy_table == "stream-eyeriss_like_dual_core"
+    assert m.table.dram_bit() == pytest.approx(1000 / 64)
+
+
+def test_tpu_like_quad_core_widths_and_a_simulation(capsys) -> None:
+    m = load_stream_hardware(HW / "tpu_like_quad_core.yaml")
+    assert [c.kind for c in m.cores].count("mac") == 4 and m.cores[-1].kind == "simd"
+    nest = m.cores[0].nest
+    assert nest.array.dims == {"D1": 32, "D2": 32}
+    assert nest.bits["I"] == 8 and nest.bits["O"] == 32  # int8 operands, int32 accumulator
+    wl = Workload("g", [Layer("G1", 64, 32, 32), VectorOp("Relu", "other", 64 * 32), Layer("G2", 64, 32, 32)])
+    res = simulate_multicore(wl, m, "chain/split")
+    rows = {r["name"]: r for r in res.rows()}
+    # the loop-nest energy of each share is in the ledger at the YAML's costs, and the relu crosses the bus
+    assert any(k.startswith("energy_nest:") for k in rows["G1"]) and rows["Relu"]["bus_bytes"] > 0
+    assert 0 < res.energy_pj < float("inf") and res.total_cycles > 0
+
+
+def _copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "hw"
+    shutil.copytree(HW, dst)
+    return dst
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: 9"), "offchip_core_id"),
+    (lambda t: t.replace("0: eyeriss_like.yaml", "0: missing.yaml"), "missing.yaml"),
+    (lambda t: t.replace("bandwidth: 128", "bandwidth: -1"), "positive"),
+    (lambda t: t.replace("type: bus", "typo: bus"), "core_connectivity"),
+    (lambda t: "- just\n- a list\n", "not a Stream hardware file"),
+    (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: [32"), "not valid YAML"),
+])
+def test_bad_files_raise_one_clear_error(tmp_path, edit, needle) -> None:
+    d = _copy(tmp_path)
+    p = d / "eyeriss_like_dual_core.yaml"
+    p.write_text(edit(p.read_text()))
+    with pytest.raises(ConfigError, match=needle):
+        load_stream_hardware(p)
+
+
+def test_no_mac_core_is_refused(tmp_path) -> None:
+    d = _copy(tmp_path)
+    p = d / "eyeriss_like_dual_core.yaml"
+    p.write_text(p.read_text().replace("0: eyeriss_like.yaml", "0: simd.yaml").replace("1: eyeriss_like.yaml",
+                                                                                       "1: simd.yaml"))
+    with pytest.raises(ConfigError, match="no MAC core"):
+        load_stream_hardware(p)
+
+
+def test_cli_runs_a_stream_chip_and_refuses_a_bad_one(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    argv = ["sim", "--arch", f"stream:{HW / 'eyeriss_like_dual_core.yaml'}", "--workload", "gemm:M=64,N=32,K=48",
+            "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "wrote" in printed and "eyeriss_like_dual_core" in printed
+    assert len(list(out.glob("*_timeline.png"))) == 1
+    refused(["sim", "--arch", f"stream:{tmp_path / 'nope.yaml'}", "--out", str(tmp_path / "o2")], capsys, "nope.yaml")
+    assert not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"a: " + b"[" * 100000 + b"]" * 100000, "nested more than"),  # libyaml's parser used to crash the process
+    (b"".join(b" " * (2 * i) + b"k%d:\n" % i for i in range(200)), "nested more than"),
+    (b"\xff\xfe\x00name: x", "not UTF-8"),
+])
+def test_hostile_yaml_is_refused_by_both_readers(tmp_path, content, needle) -> None:
+    from npukit.sim.zigzag_io import load_zigzag_hardware
+
+    p = tmp_path / "bad.yaml"
+    p.write_bytes(content)
+    for load in (load_stream_hardware, load_zigzag_hardware):
+        with pytest.raises(ConfigError, match=needle):
+            load(p)
