@@ -156,7 +156,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
         calc_stall = n * c.ofmap_stall_cycles if arch.memory == "scalesim" and arch.bandwidth_mode == "calc" else None
     else:
-        ns = nest_share(layer, nest, (b.input, b.weight, b.output), nest_objective, memo)
+        ns = nest_share(layer, nest, (b.input, b.weight, b.output), nest_objective, memo, tab.dram_bit())
         records, ifmap, fills, final = ns.records, ns.ifmap, ns.fills, ns.final
         traffic = {"dram_ifmap_read_bytes": ifmap * b.input / 8, "dram_filter_read_bytes": fills * b.weight / 8,
                    "dram_ofmap_write_bytes": final * b.output / 8}

@@ -15,8 +15,9 @@ receives each operand of its share once from DRAM and sends its outputs once: in
 padded input rows, a GEMM's ``M x K``), weights (per group of ``shared`` batch instances) and outputs, priced as
 ``dram_read``/``dram_write`` by the multi-core arch's energy table and timed through the core's share of the DRAM
 port by the caller (:mod:`npukit.sim._multicore_cost`): the YAML says nothing of overlapping that transfer with the
-array, so the whole share is one fold (operands in, compute, outputs out). An operand of the share that does not
-fit the top memory is a :class:`~npukit.sim.errors.ConfigError` from the mapper.
+array, so the whole share is one fold (operands in, compute, outputs out). A share whose operands do not fit the core's
+memories (a large conv's weights on a small core) is mapped with DRAM as its top level (:func:`with_offchip`): its
+DRAM traffic is then the mapping's, re-fetches included.
 """
 
 from __future__ import annotations
@@ -152,22 +153,63 @@ def map_share(hw: Hardware, nl: NestLayer, objective: str):  # -> NestMapping
     return alt if score(alt.cost) < score(m.cost) else m
 
 
-def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective: str, memo: dict) -> NestShare:
+OFFCHIP = "offchip"  # the DRAM level added to a core whose memories cannot hold a share (:func:`with_offchip`)
+OFFCHIP_PORT_BITS = 1 << 12  # its port in bits per cycle: wide, so the nest hardly stalls on it (the caller times
+# the share's DRAM bytes through the arch's port, as for every share)
+
+
+def with_offchip(hw: Hardware, dram_pj_per_bit: float) -> Hardware:
+    """``hw`` with a DRAM level on top holding every operand (ZigZag's ``dram``), each access of
+    :data:`OFFCHIP_PORT_BITS` priced at ``dram_pj_per_bit`` (pJ per bit, the multi-core arch's DRAM cost), so the
+    mapper keeps the share's re-fetches from DRAM as few as the DRAM energy is worth."""
+    from .hardware import DIRECTIONS, MemLevel
+
+    ops = tuple(dict.fromkeys(o for m in hw.memories for o in m.operands))
+    width = OFFCHIP_PORT_BITS
+    bw = {(o, d): (8, width) for o in ops for d in DIRECTIONS}  # counted to the byte (ZigZag's bandwidth_min)
+    top = MemLevel(OFFCHIP, float(2**62), dram_pj_per_bit * width, dram_pj_per_bit * width, ops,
+                   tuple(hw.array.dims), bw, False, {k: "rw_port" for k in bw})
+    return replace(hw, memories=(*hw.memories, top))
+
+
+def _offchip_elements(hw: Hardware, cost) -> tuple[float, float, float]:  # noqa: ANN001
+    """(input, weight, output) elements the mapping ``cost`` moves between DRAM (the top level of each operand)
+    and the core: reads of inputs and weights, writes of final outputs (ZigZag's words of the DRAM port width,
+    converted to elements at each operand's width; partial sums spilled to DRAM and read back are left out)."""
+    out = []
+    for op, dirs, bits in (("I", ("tl",), hw.bits["I"]), ("W", ("tl",), hw.bits["W"]),
+                           ("O", ("fl",), hw.bits["O_final"])):
+        top = cost.accesses[op][-1]
+        out.append(sum(top.get(d, 0.0) for d in dirs) * OFFCHIP_PORT_BITS / max(1, bits))
+    return out[0], out[1], out[2]
+
+
+def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective: str, memo: dict,
+               dram_pj_per_bit: float = 0.0) -> NestShare:
     """Map ``layer`` on ``hw`` (under ``objective``: energy, latency or edp) and return its :class:`NestShare`;
-    ``bits``: the (input, weight, output) widths of the DRAM records; ``memo`` caches by shape."""
+    ``bits``: the (input, weight, output) widths of the DRAM records; ``memo`` caches by shape. A share whose
+    operands do not fit the core's memories is mapped with DRAM on top (:func:`with_offchip`, at
+    ``dram_pj_per_bit``): its DRAM traffic is then the mapping's, re-fetches included, not each operand once."""
     hw = on_chip(hw)
     key = ("nest", id(hw), hw.name, layer.M, layer.N, layer.K, layer.batch, layer.conv, layer.shared, objective)
     if key in memo:
         return memo[key]
-    m = map_share(hw, nest_layer(layer), objective)
+    nl = nest_layer(layer)
+    try:
+        m, top = map_share(hw, nl, objective), hw
+        ifmap, fills, final = dram_elements(layer)
+    except ConfigError:
+        top = memo.setdefault(("offchip", id(hw), dram_pj_per_bit), with_offchip(hw, dram_pj_per_bit))
+        m = map_share(top, nl, objective)
+        ifmap, fills, final = _offchip_elements(top, m.cost)
     c = m.cost
     recs: list[Record] = [(MAC, "transfer", (1,), c.mac_pj)]
     per_level: dict[str, float] = {}
     for op, levels in c.energy.items():
-        for mem, e in zip(hw.levels(op), levels, strict=True):
-            per_level[mem.name] = per_level.get(mem.name, 0.0) + e
+        for mem, e in zip(top.levels(op), levels, strict=True):
+            if mem.name != OFFCHIP:  # priced below as DRAM records, at the same cost
+                per_level[mem.name] = per_level.get(mem.name, 0.0) + e
     recs += [(PREFIX + name, "transfer", (1,), e) for name, e in per_level.items()]
-    ifmap, fills, final = dram_elements(layer)
     recs += [("dram", "dram_read", (bits[0],), ifmap), ("dram", "dram_read", (bits[1],), fills),
              ("dram", "dram_write", (bits[2],), final)]
     out = NestShare(tuple(recs), math.ceil(c.cycles), ifmap, fills, final, _label(m.spatial))

@@ -155,6 +155,8 @@ class _Run:
         self.ledger = Ledger()
         self.ref = march.cores[march.mac_cores[0]].arch
         self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)
+        if march.table is tab:  # a chip's own table (a Stream YAML's costs) has no file: the ledger carries it
+            self.ledger.meta["energy_table_data"] = {"name": tab.name, "description": tab.description, **tab.sections}
         _declare(self.ledger, march, march.mac_cores[0])
         self.t = 0.0
         self.busy = [0.0] * len(march.cores)

@@ -223,6 +223,9 @@ def resolve_table(led: Ledger, table: EnergyTable | str | None, label: str) -> E
     if table is not None:
         return load_table(str(table))
     name = led.meta.get("energy_table") if isinstance(led.meta, dict) else None
+    data = led.meta.get("energy_table_data") if isinstance(led.meta, dict) else None
+    if isinstance(data, dict):  # a chip's own table, carried by the ledger (validated like a table file)
+        return EnergyTable.from_dict(data, origin=f"ledger '{label}'")
     if name is None:
         return load_table(DEFAULT_TABLE)
     try:

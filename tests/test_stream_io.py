@@ -106,3 +106,36 @@ def test_hostile_yaml_is_refused_by_both_readers(tmp_path, content, needle) -> N
     for load in (load_stream_hardware, load_zigzag_hardware):
         with pytest.raises(ConfigError, match=needle):
             load(p)
+
+
+def test_the_ledger_carries_the_chips_own_table(tmp_path) -> None:
+    from npukit.sim import Ledger
+    from npukit.sim.report_model import resolve_table
+
+    m = load_stream_hardware(HW / "eyeriss_like_dual_core.yaml")
+    wl = Workload("g", [Layer("G1", 64, 32, 32), VectorOp("Relu", "other", 64 * 32), Layer("G2", 64, 32, 32)])
+    res = simulate_multicore(wl, m, "none/split")
+    led = Ledger.load(res.ledger.save(tmp_path / "l.ledger.json"))
+    tab = resolve_table(led, None, "l")  # no file names it: the ledger's own copy
+    assert tab.name == m.energy_table and led.energy(tab) == pytest.approx(res.energy_pj)
+    led.meta["energy_table_data"]["dram"]["pj_per_access"] = float("nan")  # a corrupted copy is refused
+    with pytest.raises(Exception, match="dram.pj_per_access"):
+        resolve_table(led, None, "l")
+
+
+def test_a_share_too_large_for_the_core_is_mapped_with_dram_on_top() -> None:
+    """A 3x3 conv of 512 -> 512 channels has 2.25 MiB of int8 weights, more than a tpu_like core holds: its share is
+    mapped with DRAM as the top level, and the weights it reads from DRAM are at least all of them."""
+    from npukit.sim import conv_layer
+    from npukit.sim._multicore_nest import map_share, nest_share, on_chip
+    from npukit.sim.nest_sim import nest_layer
+
+    m = load_stream_hardware(HW / "tpu_like_quad_core.yaml")
+    conv = conv_layer("big", 9, 9, 3, 3, 512, 512, 1)
+    with pytest.raises(ConfigError, match="no loop order fits"):  # on chip alone it does not fit
+        map_share(on_chip(m.cores[0].nest), nest_layer(conv), "edp")
+    share = nest_share(conv, m.cores[0].nest, (8, 8, 8), "edp", {}, m.table.dram_bit())
+    assert share.fills >= 3 * 3 * 512 * 512 and share.ifmap >= 7 * 7 * 512 and share.final == 7 * 7 * 512
+    assert share.cycles > 0 and not any(r[0] == "nest:offchip" for r in share.records)
+    res = simulate_multicore(Workload("w", [conv]), m, "none/split")
+    assert 0 < res.energy_pj < float("inf") and res.rows()[0]["dram_bytes"] >= 3 * 3 * 512 * 512
