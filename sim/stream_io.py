@@ -29,6 +29,7 @@ KU Leuven MICAS, Stream (``stream-dse`` 2.1.1, MIT License), ``stream/inputs/exa
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -125,7 +126,14 @@ def load_stream_hardware(path: str | Path, objective: str = "latency") -> MultiC
     """A Stream hardware YAML -> :class:`MultiCoreArch` (its :attr:`~MultiCoreArch.table` the chip's own costs);
     ``objective``: what the schedule search minimises (Stream's own is latency). Raises ConfigError naming the bad
     field or file."""
-    root = Path(path)
+    try:
+        return _load(Path(path), objective)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
+                          f"{str(exc)[:120]})") from None
+
+
+def _load(root: Path, objective: str) -> MultiCoreArch:
     top = _dict(root, "hardware")
     for k in top:
         if k not in _TOP:
@@ -153,7 +161,7 @@ def load_stream_hardware(path: str | Path, objective: str = "latency") -> MultiC
     if not off_mems:
         raise ConfigError(f"{root}: the off-chip core {off_id} ({files[off_id].name}) has no memory")
     port = _port_bits(off_mems[0]) / 8
-    if port <= 0:
+    if not 0 < port < math.inf:
         raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
     mac0 = parsed[macs[0]]
     prec = mac0.get("operand_precision") or {}
@@ -176,8 +184,9 @@ def load_stream_hardware(path: str | Path, objective: str = "latency") -> MultiC
                             float(e.get("unit_energy_cost", default_pj) or 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
-    if any(bw <= 0 for _, _, bw, _ in entries):
-        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive (bits per cycle)")
+    if not all(0 < bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in entries):
+        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive and finite (bits per cycle), "
+                          "energies finite and >= 0 (pJ per bit)")
     links = [e for e in entries if e[0] == "link"] or entries
     src = f"Stream {name}.yaml"
     ic = Interconnect(min(e[2] for e in links) / 8, 0.0, links[0][3], "mesh", src) if links else \

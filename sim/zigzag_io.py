@@ -10,6 +10,7 @@ they do not change energy or cycles here).
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -71,6 +72,15 @@ def _load_yaml(path: str | Path) -> object:
         raise ConfigError(f"{path}: not UTF-8 text") from None
 
 
+def _num(path: str | Path, where: str, value: object, least: float = 0.0) -> float:
+    """``value`` as a finite number >= ``least`` (1 for sizes, counts and bandwidths; 0 for energies), else a
+    ConfigError naming the field."""
+    v = float(value)  # type: ignore[arg-type]
+    if isinstance(value, bool) or not math.isfinite(v) or v < least or v > 2.0**63:
+        raise ConfigError(f"{path}: {where} = {value!r} must be a finite number >= {least:g}")
+    return v
+
+
 def _warn(path: str | Path, what: str) -> None:
     print(f"warning: {Path(path).name}: {what} is not modelled by npukit (ignored)", file=sys.stderr)
 
@@ -85,8 +95,10 @@ def load_zigzag_hardware(path: str | Path) -> Hardware:
         if k not in _ARRAY_KEYS and k not in _SILENT:
             _warn(path, f"operational_array.{k}")
     try:
-        dims = {str(n): int(s) for n, s in zip(oa["dimensions"], oa["sizes"], strict=True)}
-        array = MacArray(dims, float(oa["unit_energy"]), tuple(oa.get("systolic_dimensions") or ()))
+        dims = {str(n): int(_num(path, f"operational_array.sizes[{n}]", s, 1)) for n, s in
+                zip(oa["dimensions"], oa["sizes"], strict=True)}
+        array = MacArray(dims, _num(path, "operational_array.unit_energy", oa["unit_energy"]),
+                         tuple(oa.get("systolic_dimensions") or ()))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: operational_array needs dimensions, sizes and unit_energy ({exc})") from None
     mems = []
@@ -102,9 +114,12 @@ def load_zigzag_hardware(path: str | Path) -> Hardware:
                     op, direction = (s.strip() for s in alloc.split(","))
                     if direction not in DIRECTIONS:
                         raise ConfigError(f"{path}: memories.{name}: unknown port direction '{direction}'")
-                    bw[(op, direction)] = (int(port["bandwidth_min"]), int(port["bandwidth_max"]))
+                    bw[(op, direction)] = (int(_num(path, f"memories.{name}.bandwidth_min", port["bandwidth_min"], 1)),
+                                           int(_num(path, f"memories.{name}.bandwidth_max", port["bandwidth_max"], 1)))
                     pname[(op, direction)] = str(port.get("name", f"port{i}"))
-            mems.append(MemLevel(str(name), float(m["size"]), float(m["r_cost"]), float(m["w_cost"]),
+            mems.append(MemLevel(str(name), _num(path, f"memories.{name}.size", m["size"], 1),
+                                 _num(path, f"memories.{name}.r_cost", m["r_cost"]),
+                                 _num(path, f"memories.{name}.w_cost", m["w_cost"]),
                                  tuple(m["operands"]), tuple(m.get("served_dimensions") or ()), bw,
                                  bool(m.get("force_double_buffering", False)), pname))
         except (KeyError, TypeError, ValueError) as exc:

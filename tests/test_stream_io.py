@@ -139,3 +139,29 @@ def test_a_share_too_large_for_the_core_is_mapped_with_dram_on_top() -> None:
     assert share.cycles > 0 and not any(r[0] == "nest:offchip" for r in share.records)
     res = simulate_multicore(Workload("w", [conv]), m, "none/split")
     assert 0 < res.energy_pj < float("inf") and res.rows()[0]["dram_bytes"] >= 3 * 3 * 512 * 512
+
+
+@pytest.mark.parametrize("old, new, needle", [
+    ("r_cost: 1.0", "r_cost: .nan", "r_cost"),
+    ("unit_energy: 0.5", "unit_energy: .inf", "unit_energy"),
+    ("size: 512", "size: 1e400", "size"),
+    ("bandwidth_max: 8", "bandwidth_max: true", "bandwidth_max"),
+])
+def test_a_core_file_with_non_finite_or_wrong_numbers_is_refused(tmp_path, old, new, needle) -> None:
+    from npukit.sim.zigzag_io import load_zigzag_hardware
+
+    d = _copy(tmp_path)
+    core = d / "cores" / "eyeriss_like.yaml"
+    core.write_text(core.read_text().replace(old, new, 1))
+    for load, arg in ((load_stream_hardware, d / "eyeriss_like_dual_core.yaml"), (load_zigzag_hardware, core)):
+        with pytest.raises(ConfigError, match=needle):
+            load(arg)
+
+
+@pytest.mark.parametrize("new", ["bandwidth: .nan", "bandwidth: .inf"])
+def test_non_finite_link_bandwidths_are_refused(tmp_path, new) -> None:
+    d = _copy(tmp_path)
+    p = d / "eyeriss_like_dual_core.yaml"
+    p.write_text(p.read_text().replace("bandwidth: 128", new))
+    with pytest.raises(ConfigError, match="finite"):
+        load_stream_hardware(p)
