@@ -167,6 +167,7 @@ def _load(root: Path, objective: str) -> MultiCoreArch:
     prec = mac0.get("operand_precision") or {}
     wbits = _bits(prec.get("input"), 8)
     acc = max(_bits(prec.get("accumulator"), 32), wbits)
+    nest = with_bits(load_zigzag_hardware(files[macs[0]]), wbits, wbits, wbits, acc)  # validates the core file
     sizes = [int(s) for s in mac0["operational_array"]["sizes"]]
     kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
     arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
@@ -192,7 +193,6 @@ def _load(root: Path, objective: str) -> MultiCoreArch:
     ic = Interconnect(min(e[2] for e in links) / 8, 0.0, links[0][3], "mesh", src) if links else \
         Interconnect(port, 0.0, 0.0, "mesh", src)
     simd = simds[0] if simds else None
-    nest = with_bits(load_zigzag_hardware(files[macs[0]]), wbits, wbits, wbits, acc)
     cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=simd is None,
                        nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid]))
                   for cid in macs)
