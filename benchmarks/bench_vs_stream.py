@@ -3,10 +3,12 @@
 Stream runs in its own virtualenv (``.peers/stream``, Python >= 3.12, created with ``--install``; never an npukit
 dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipped hardware YAMLs and solves its
 test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`: ``tpu_like_quad_core``, the two eyeriss-like
-chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``) layer by layer (Stream's ``fusion_cut_points =
-"per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`:
-the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read from the core YAML on
-the others; the SIMD core and the bus to it; the off-chip port; the links) and prices it with an energy table made
+chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``; ``--hardware simba,tpu_v7_ironwood`` runs the
+36-chiplet Simba and the two-chip TPU v7 slice, about 90 s of Stream for both) layer by layer (Stream's
+``fusion_cut_points = "per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML
+(:func:`npukit_arch`: the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read
+from the core YAML on the others; the vector cores and the bus to them; the off-chip port and the links to it; the
+links between cores) and prices it with an energy table made
 of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
 (``chain/split``). Prints per hardware a table (latency and energy per pair, their ratio, wall times: npukit's first,
 cold call and its later calls, which reuse the loop-nest mapper's cache) and Stream's latency by its terms, and
