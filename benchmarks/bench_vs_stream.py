@@ -164,7 +164,7 @@ def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
                 bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
                 dram_bandwidth_bytes_per_cycle=core_port, stationary_words=1)
     nest = None
-    if hw["name"] not in ARCH_CORES:
+    if hw["name"] not in ARCH_CORES:  # a top memory shared by several cores (ironwood's VMEM) is each one's own here
         nest = with_bits(load_zigzag_hardware(core_yaml(c0["path"])), bits, bits, bits, acc)
     src = f"Stream {hw['name']}.yaml"
     ic = Interconnect(narrow["bandwidth_bits"] / 8 if narrow else 8.0, 0.0,
