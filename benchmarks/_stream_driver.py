@@ -30,7 +30,8 @@ def _hw_dir() -> str:
 
 
 def hardware_summary(name: str) -> dict:
-    """Core count, array sizes, memories (bits, pJ per access, port bits), links (bits/cycle, pJ/bit)."""
+    """Core count, array sizes, memories (bits, pJ per access, port bits), links (bits/cycle, pJ/bit), the groups
+    of cores that share their top memory (``core_memory_sharing``)."""
     import yaml
 
     root = _hw_dir()
@@ -56,7 +57,10 @@ def hardware_summary(name: str) -> dict:
     links = [{"type": e.get("type"), "cores": e.get("cores"), "bandwidth_bits": e.get("bandwidth"),
               "unit_energy_cost": e.get("unit_energy_cost", top.get("unit_energy_cost", 0))}
              for e in top.get("core_connectivity") or []]
-    return {"name": name, "cores": cores, "offchip_core_id": top.get("offchip_core_id"), "links": links}
+    # core_memory_sharing: groups of cores with one top memory ("3, 0, 1, 2": the first owns it)
+    sharing = [[int(c) for c in str(g).split(",")] for g in top.get("core_memory_sharing") or []]
+    return {"name": name, "cores": cores, "offchip_core_id": top.get("offchip_core_id"), "links": links,
+            "memory_sharing": sharing}
 
 
 def _workload(case: str) -> str:

@@ -3,10 +3,12 @@
 Stream runs in its own virtualenv (``.peers/stream``, Python >= 3.12, created with ``--install``; never an npukit
 dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipped hardware YAMLs and solves its
 test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`: ``tpu_like_quad_core``, the two eyeriss-like
-chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``) layer by layer (Stream's ``fusion_cut_points =
-"per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML (:func:`npukit_arch`:
-the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read from the core YAML on
-the others; the SIMD core and the bus to it; the off-chip port; the links) and prices it with an energy table made
+chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``; ``--hardware simba,tpu_v7_ironwood`` runs the
+36-chiplet Simba and the two-chip TPU v7 slice, about 90 s of Stream for both) layer by layer (Stream's
+``fusion_cut_points = "per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML
+(:func:`npukit_arch`: the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read
+from the core YAML on the others; the vector cores and the bus to them; the off-chip port and the links to it; the
+links between cores) and prices it with an energy table made
 of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
 (``chain/split``). Prints per hardware a table (latency and energy per pair, their ratio, wall times: npukit's first,
 cold call and its later calls, which reuse the loop-nest mapper's cache) and Stream's latency by its terms, and
@@ -36,10 +38,11 @@ LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycl
 
 
 def stream_table(hw: dict) -> dict:
-    """An npukit energy table (as a dict) from a Stream hardware summary's first MAC core and off-chip core:
+    """An npukit energy table (as a dict) from a Stream hardware summary's first MAC core (:func:`mac_cores`) and
+    off-chip core:
     MAC energy = the array's ``unit_energy``; register pJ/bit = the smallest memory's r_cost per port bit; SRAM pJ
     per bit = the largest on-core memory's r_cost per port bit; DRAM = the off-chip memory's r_cost per port bit."""
-    core = hw["cores"]["0"]
+    core = mac_cores(hw)[0][1]
     off = hw["cores"][str(hw["offchip_core_id"])]
     mems = sorted(core["memories"], key=lambda m: m["size_bits"])
     reg, sram = mems[0], mems[-1]
@@ -81,11 +84,34 @@ def core_yaml(path: str) -> Path:
                      "install Stream (--install) or rerun Stream")
 
 
+# ONNX operator types of the workloads' GEMMs and convs, and of their elementwise ops (Stream sends a core only the
+# operator types its ``operator_types`` lists)
+MAC_OPS = ("Conv", "Gemm", "MatMul")
+VECTOR_OPS = ("Add", "Mul", "Relu", "Silu")
+
+
 def mac_cores(hw: dict) -> list[tuple[str, dict]]:
-    """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions and no
-    ``operator_types`` (Stream sends a core only the operator types it lists: the pooling and SIMD cores)."""
+    """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions that list
+    no ``operator_types`` or list every type of :data:`MAC_OPS` (``tpu_v7_ironwood``'s MXUs; the pooling and SIMD
+    cores list others)."""
     return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute")
-            and len(c["array"] or []) >= 2 and not c.get("operator_types")]
+            and len(c["array"] or []) >= 2 and set(MAC_OPS) <= set(c.get("operator_types") or MAC_OPS)]
+
+
+def simd_cores(hw: dict) -> list[tuple[str, dict]]:
+    """The vector cores of a Stream hardware summary: compute cores that are not MAC cores and have a 1-D array
+    (``simd.yaml``) or list an elementwise type of :data:`VECTOR_OPS` (``tpu_v7_vpu.yaml``, an 8 x 128 x 4 array);
+    the pooling core lists neither."""
+    macs = {cid for cid, _ in mac_cores(hw)}
+    return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and cid not in macs
+            and (len(c["array"] or []) == 1 or set(VECTOR_OPS) & set(c.get("operator_types") or ()))]
+
+
+def _lanes(core: dict) -> int:
+    n = 1
+    for d in core["array"]:
+        n *= int(d)
+    return n
 
 
 def _element_bits(name: str | None, default: int) -> int:
@@ -94,15 +120,19 @@ def _element_bits(name: str | None, default: int) -> int:
 
 
 def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
-    """The npukit multi-core arch of a Stream hardware summary. MAC cores: on ``tpu_like_quad_core``
-    (:data:`ARCH_CORES`) ws cores of the array's size with the core's largest memory split over the four buffers;
-    on the others the core YAML itself as a loop-nest Hardware (``Core.nest``: any array dimensions and memory
-    hierarchy, mapped by npukit's loop-nest mapper; the YAML's fields it does not model are named in a one-line
-    warning), its operands at the workload's ``bits`` and its partial sums at the core's ``operand_precision``
-    accumulator (as Stream's cost estimator does). The off-chip port is the DRAM, the narrowest links the
-    interconnect. A SIMD core (a compute core with a 1-D array: Stream runs the vector nodes there, its MAC cores
-    have only an array) becomes npukit's ``simd`` core with that many lanes, the MAC cores lose their vector unit,
-    and the bus joining them (the widest ``bus`` entry holding the SIMD core) is the arch's ``bus``."""
+    """The npukit multi-core arch of a Stream hardware summary. MAC cores (:func:`mac_cores`): on
+    ``tpu_like_quad_core`` (:data:`ARCH_CORES`) ws cores of the array's size with the core's largest memory split
+    over the four buffers; on the others the core YAML itself as a loop-nest Hardware (``Core.nest``: any array
+    dimensions and memory hierarchy, mapped by npukit's loop-nest mapper; the YAML's fields it does not model are
+    named in a one-line warning), its operands at the workload's ``bits`` and its partial sums at the core's
+    ``operand_precision`` accumulator (as Stream's cost estimator does). The DRAM: the off-chip core's port, or,
+    where links join it to the cores (``simba``'s six column links, ``tpu_v7_ironwood``'s four HBM links), one
+    channel per link at the link's width, all of them together at most the port. The interconnect: the narrowest
+    link between two cores. Vector cores (:func:`simd_cores`: Stream runs the vector nodes there, its MAC cores
+    have only an array) become npukit's one ``simd`` core with all their lanes, the MAC cores lose their vector
+    unit, and the bus joining them is the widest ``bus`` entry holding a vector core, or, where the vector cores
+    share their top memory with the MAC cores (``core_memory_sharing``), that memory's read port of each group,
+    at 0 pJ (the vector unit's own SRAM reads price it)."""
     from dataclasses import replace
 
     from npukit.sim import Arch
@@ -115,32 +145,49 @@ def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
     macs = mac_cores(hw)
     c0 = macs[0][1]
     kib = max(m["size_bits"] for m in c0["memories"]) / 8 / 1024
-    off = hw["cores"][str(hw["offchip_core_id"])]["memories"][0]
+    off_id = int(hw["offchip_core_id"])
+    port = hw["cores"][str(off_id)]["memories"][0]["port_bits"] / 8
     links = [e for e in hw["links"] if e["type"] == "link"]
-    link_bits = min((e["bandwidth_bits"] for e in links), default=64)
+    to_off = [e for e in links if off_id in e["cores"]]
+    # one DRAM channel per link to the off-chip core, all together at most its port (simba: six 256-bit column
+    # links behind a 64-bit port; ironwood: four 13,400-bit HBM links, together its 53,600-bit port)
+    dram = Dram(len(to_off), min(min(e["bandwidth_bits"] for e in to_off) / 8, port / len(to_off))) if to_off \
+        else Dram(1, port)
+    core_port = min(max(e["bandwidth_bits"] for e in to_off) / 8, port) if to_off else port
+    # one link width for every pair of cores: the narrowest (ironwood: the 364-bit ICI link between the chips, which
+    # any split over both chips' MXUs crosses; its 2,182-bit die-to-die links and the MXUs' shared VMEM are wider)
+    narrow = min((e for e in links if e not in to_off), key=lambda e: e["bandwidth_bits"], default=None)
     acc = _element_bits((c0.get("operand_precision") or {}).get("accumulator"), bits)
     widths = Bits(input=bits, weight=bits, pe_psum=max(acc, bits), psum_buffer=max(acc, bits), output=bits)
     rows, cols = (c0["array"] + [1])[:2]
     arch = Arch(name=hw["name"], rows=rows, cols=cols, dataflow="ws", timing="double-buffered",
                 bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
-                dram_bandwidth_bytes_per_cycle=off["port_bits"] / 8, stationary_words=1)
+                dram_bandwidth_bytes_per_cycle=core_port, stationary_words=1)
     nest = None
-    if hw["name"] not in ARCH_CORES:
+    if hw["name"] not in ARCH_CORES:  # a top memory shared by several cores (ironwood's VMEM) is each one's own here
         nest = with_bits(load_zigzag_hardware(core_yaml(c0["path"])), bits, bits, bits, acc)
     src = f"Stream {hw['name']}.yaml"
-    ic = Interconnect(link_bits / 8, 0.0, float(links[0]["unit_energy_cost"] or 0.0) if links else 0.0, "mesh", src)
-    simd = [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and len(c["array"] or []) == 1]
+    ic = Interconnect(narrow["bandwidth_bits"] / 8 if narrow else 8.0, 0.0,
+                      float(narrow["unit_energy_cost"] or 0.0) if narrow else 0.0, "mesh", src)
+    simd = simd_cores(hw)
     cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simd, nest=nest) for cid, _ in macs)
     bus = None
     if simd:
-        cid, c = simd[0]
-        vec = VectorUnit(lanes=int(c["array"][0]), bits=bits, number="fp" if bits in (16, 32) else "int")
-        cores += (Core(replace(arch, vector=vec), "simd", f"simd{cid}"),)
-        on = [e for e in hw["links"] if e["type"] == "bus" and int(cid) in e["cores"]]
+        # npukit has one simd core: Stream's vector cores (ironwood: one VPU per TensorCore, four) pooled into
+        # one with all their lanes, a vector op split over all of them as Stream splits it, on one bus
+        ids = [int(cid) for cid, _ in simd]
+        vec = VectorUnit(lanes=sum(_lanes(c) for _, c in simd), bits=bits, number="fp" if bits in (16, 32) else "int")
+        cores += (Core(replace(arch, vector=vec), "simd", "simd" + "+".join(map(str, ids))),)
+        on = [e for e in hw["links"] if e["type"] == "bus" and set(ids) & set(e["cores"])]
+        macs_ids = {int(cid) for cid, _ in macs}
+        shared = [g for g in hw.get("memory_sharing") or [] if set(g) & set(ids) and set(g) & macs_ids]
         if on:
             e = max(on, key=lambda e: e["bandwidth_bits"])
             bus = Interconnect(e["bandwidth_bits"] / 8, 0.0, float(e["unit_energy_cost"] or 0.0), "bus", src)
-    return MultiCoreArch(hw["name"], cores, ic, SharedMemory(0.0), Dram(1, off["port_bits"] / 8), "latency", bus)
+        elif shared:  # the vector core reads the MAC cores' results in place, at its top memory's read port
+            top = max(simd[0][1]["memories"], key=lambda m: m["size_bits"])
+            bus = Interconnect(len(shared) * top["port_bits"] / 8, 0.0, 0.0, "bus", f"{src} core_memory_sharing")
+    return MultiCoreArch(hw["name"], cores, ic, SharedMemory(0.0), dram, "latency", bus)
 
 
 def npukit_workload(case: str):  # -> (Workload, bits)
