@@ -5,13 +5,13 @@ dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipp
 test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`: ``tpu_like_quad_core``, the two eyeriss-like
 chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``; ``--hardware simba,tpu_v7_ironwood`` runs the
 36-chiplet Simba and the two-chip TPU v7 slice, about 90 s of Stream for both) layer by layer (Stream's
-``fusion_cut_points = "per-layer"``) and fused (Stream's own fusion groups). npukit builds the same chip from the YAML
-(:func:`npukit_arch`: the MAC cores, as npukit's 2-D ws cores on ``tpu_like_quad_core`` and as loop-nest cores read
-from the core YAML on the others; the vector cores and the bus to them; the off-chip port and the links to it; the
-links between cores) and prices it with an energy table made
-of the YAML's own costs (:func:`stream_table`), then runs the same workloads ``none/split`` and with fusion
-(``chain/split``). Prints per hardware a table (latency and energy per pair, their ratio, wall times: npukit's first,
-cold call and its later calls, which reuse the loop-nest mapper's cache) and Stream's latency by its terms, and
+``fusion_cut_points = "per-layer"``) and fused (Stream's own fusion groups). npukit reads the same chip file with its
+Stream reader (:func:`npukit_arch`, :func:`npukit.sim.stream_io.load_stream_hardware`: the MAC cores, as npukit's 2-D
+ws cores on ``tpu_like_quad_core`` and as loop-nest cores of their core YAML on the others; the vector cores and the
+bus to them; the off-chip port and the links to it; the links between cores; an energy table of the file's own
+costs), then runs the same workloads ``none/split`` and with fusion (``chain/split``). Prints per hardware a table
+(latency and energy per pair, their ratio, wall times: npukit's first, cold call and its later calls, which reuse the
+loop-nest mapper's cache) and Stream's latency by its terms, and
 writes CSV (``bench_vs_stream.csv``; ``npukit_layers.csv``: npukit's per-layer rows); skips cleanly (exit 0) when
 Stream is absent. See docs/multicore.md for what differs and why.
 
@@ -37,33 +37,6 @@ LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycl
                  "interconnect_cycles", "dram_bytes", "interconnect_bytes", "core_mapping")
 
 
-def stream_table(hw: dict) -> dict:
-    """An npukit energy table (as a dict) from a Stream hardware summary's first MAC core (:func:`mac_cores`) and
-    off-chip core:
-    MAC energy = the array's ``unit_energy``; register pJ/bit = the smallest memory's r_cost per port bit; SRAM pJ
-    per bit = the largest on-core memory's r_cost per port bit; DRAM = the off-chip memory's r_cost per port bit."""
-    core = mac_cores(hw)[0][1]
-    off = hw["cores"][str(hw["offchip_core_id"])]
-    mems = sorted(core["memories"], key=lambda m: m["size_bits"])
-    reg, sram = mems[0], mems[-1]
-    dram = off["memories"][0]
-    mac = float(core["mac_pj"])
-    return {
-        "name": f"stream-{hw['name']}", "description": f"costs of Stream's {hw['name']}.yaml (stream-dse 2.1.1)",
-        "int_add": {"intercept_pj": 0.0, "slope_pj_per_bit": 1e-9, "source": "Stream YAML: adds inside unit_energy"},
-        "int_mult": {"pj_per_bit2": mac / 64, "source": f"Stream YAML operational_array unit_energy {mac} pJ per 8x8 MAC"},
-        "register": {"pj_per_bit": reg["r_cost"] / max(1, reg["port_bits"]), "source": f"Stream YAML {reg['name']}"},
-        "sram": {"capacity_bytes": [sram["size_bits"] / 8], "pj_per_access": [sram["r_cost"]],
-                 "access_bits": sram["port_bits"], "write_factor": sram["w_cost"] / sram["r_cost"],
-                 "source": f"Stream YAML {sram['name']}"},
-        "dram": {"pj_per_access": dram["r_cost"], "access_bits": dram["port_bits"], "source": "Stream YAML offchip"},
-        "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
-        "fp16_mult": {"pj": 1.1, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
-        "fp32_add": {"pj": 0.9, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
-        "fp32_mult": {"pj": 3.7, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
-    }
-
-
 SIDE_BY_SIDE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_quad_core", "simba_small",
                 "meta_prototype_dual_core_simd_offchip")
 ARCH_CORES = ("tpu_like_quad_core",)  # MAC cores npukit's 2-D weight-stationary Arch describes (tpu_like.yaml)
@@ -87,107 +60,39 @@ def core_yaml(path: str) -> Path:
 # ONNX operator types of the workloads' GEMMs and convs, and of their elementwise ops (Stream sends a core only the
 # operator types its ``operator_types`` lists)
 MAC_OPS = ("Conv", "Gemm", "MatMul")
-VECTOR_OPS = ("Add", "Mul", "Relu", "Silu")
 
 
 def mac_cores(hw: dict) -> list[tuple[str, dict]]:
     """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions that list
     no ``operator_types`` or list every type of :data:`MAC_OPS` (``tpu_v7_ironwood``'s MXUs; the pooling and SIMD
-    cores list others)."""
+    cores list others). The hardware table's count; :func:`npukit_arch` reads the chip file itself."""
     return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute")
             and len(c["array"] or []) >= 2 and set(MAC_OPS) <= set(c.get("operator_types") or MAC_OPS)]
 
 
-def simd_cores(hw: dict) -> list[tuple[str, dict]]:
-    """The vector cores of a Stream hardware summary: compute cores that are not MAC cores and have a 1-D array
-    (``simd.yaml``) or list an elementwise type of :data:`VECTOR_OPS` (``tpu_v7_vpu.yaml``, an 8 x 128 x 4 array);
-    the pooling core lists neither."""
-    macs = {cid for cid, _ in mac_cores(hw)}
-    return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute") and cid not in macs
-            and (len(c["array"] or []) == 1 or set(VECTOR_OPS) & set(c.get("operator_types") or ()))]
-
-
-def _lanes(core: dict) -> int:
-    n = 1
-    for d in core["array"]:
-        n *= int(d)
-    return n
-
-
-def _element_bits(name: str | None, default: int) -> int:
-    digits = "".join(ch for ch in str(name or "") if ch.isdigit())
-    return int(digits) if digits else default
+def chip_yaml(hw: dict) -> Path:
+    """The Stream chip file of a hardware summary: ``NAME.yaml`` beside its core files (their folder, or the
+    folder above a ``cores/`` folder), under this checkout's Stream install (:func:`core_yaml`)."""
+    core = core_yaml(next(iter(hw["cores"].values()))["path"])
+    root = core.parent.parent if core.parent.name == "cores" else core.parent
+    return root / f"{hw['name']}.yaml"
 
 
 def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
-    """The npukit multi-core arch of a Stream hardware summary. MAC cores (:func:`mac_cores`): on
-    ``tpu_like_quad_core`` (:data:`ARCH_CORES`) ws cores of the array's size with the core's largest memory split
-    over the four buffers; on the others the core YAML itself as a loop-nest Hardware (``Core.nest``: any array
-    dimensions and memory hierarchy, mapped by npukit's loop-nest mapper; the YAML's fields it does not model are
-    named in a one-line warning), its operands at the workload's ``bits`` and its partial sums at the core's
-    ``operand_precision`` accumulator (as Stream's cost estimator does). The DRAM: the off-chip core's port, or,
-    where links join it to the cores (``simba``'s six column links, ``tpu_v7_ironwood``'s four HBM links), one
-    channel per link at the link's width, all of them together at most the port. The interconnect: the narrowest
-    link between two cores. Vector cores (:func:`simd_cores`: Stream runs the vector nodes there, its MAC cores
-    have only an array) become npukit's one ``simd`` core with all their lanes, the MAC cores lose their vector
-    unit, and the bus joining them is the widest ``bus`` entry holding a vector core, or, where the vector cores
-    share their top memory with the MAC cores (``core_memory_sharing``), that memory's read port of each group,
-    at 0 pJ (the vector unit's own SRAM reads price it)."""
+    """The npukit multi-core arch of a Stream hardware summary: its chip file read by npukit's Stream reader
+    (:func:`npukit.sim.stream_io.load_stream_hardware`: MAC cores as loop-nest cores of their YAML, the vector cores
+    pooled into one ``simd`` core and its bus, DRAM channels, the narrowest link), its operands at the workload's
+    ``bits`` as Stream's cost estimator takes them; on ``tpu_like_quad_core`` (:data:`ARCH_CORES`) the MAC cores are
+    npukit's 2-D weight-stationary arrays of the YAML's size instead (the core's largest memory split over the four
+    buffers)."""
     from dataclasses import replace
 
-    from npukit.sim import Arch
-    from npukit.sim._multicore_nest import with_bits
-    from npukit.sim.arch import Bits, SramKiB, VectorUnit
-    from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
-    from npukit.sim.multicore import Core, MultiCoreArch
-    from npukit.sim.zigzag_io import load_zigzag_hardware
+    from npukit.sim.stream_io import load_stream_hardware
 
-    macs = mac_cores(hw)
-    c0 = macs[0][1]
-    kib = max(m["size_bits"] for m in c0["memories"]) / 8 / 1024
-    off_id = int(hw["offchip_core_id"])
-    port = hw["cores"][str(off_id)]["memories"][0]["port_bits"] / 8
-    links = [e for e in hw["links"] if e["type"] == "link"]
-    to_off = [e for e in links if off_id in e["cores"]]
-    # one DRAM channel per link to the off-chip core, all together at most its port (simba: six 256-bit column
-    # links behind a 64-bit port; ironwood: four 13,400-bit HBM links, together its 53,600-bit port)
-    dram = Dram(len(to_off), min(min(e["bandwidth_bits"] for e in to_off) / 8, port / len(to_off))) if to_off \
-        else Dram(1, port)
-    core_port = min(max(e["bandwidth_bits"] for e in to_off) / 8, port) if to_off else port
-    # one link width for every pair of cores: the narrowest (ironwood: the 364-bit ICI link between the chips, which
-    # any split over both chips' MXUs crosses; its 2,182-bit die-to-die links and the MXUs' shared VMEM are wider)
-    narrow = min((e for e in links if e not in to_off), key=lambda e: e["bandwidth_bits"], default=None)
-    acc = _element_bits((c0.get("operand_precision") or {}).get("accumulator"), bits)
-    widths = Bits(input=bits, weight=bits, pe_psum=max(acc, bits), psum_buffer=max(acc, bits), output=bits)
-    rows, cols = (c0["array"] + [1])[:2]
-    arch = Arch(name=hw["name"], rows=rows, cols=cols, dataflow="ws", timing="double-buffered",
-                bits=widths, sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
-                dram_bandwidth_bytes_per_cycle=core_port, stationary_words=1)
-    nest = None
-    if hw["name"] not in ARCH_CORES:  # a top memory shared by several cores (ironwood's VMEM) is each one's own here
-        nest = with_bits(load_zigzag_hardware(core_yaml(c0["path"])), bits, bits, bits, acc)
-    src = f"Stream {hw['name']}.yaml"
-    ic = Interconnect(narrow["bandwidth_bits"] / 8 if narrow else 8.0, 0.0,
-                      float(narrow["unit_energy_cost"] or 0.0) if narrow else 0.0, "mesh", src)
-    simd = simd_cores(hw)
-    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simd, nest=nest) for cid, _ in macs)
-    bus = None
-    if simd:
-        # npukit has one simd core: Stream's vector cores (ironwood: one VPU per TensorCore, four) pooled into
-        # one with all their lanes, a vector op split over all of them as Stream splits it, on one bus
-        ids = [int(cid) for cid, _ in simd]
-        vec = VectorUnit(lanes=sum(_lanes(c) for _, c in simd), bits=bits, number="fp" if bits in (16, 32) else "int")
-        cores += (Core(replace(arch, vector=vec), "simd", "simd" + "+".join(map(str, ids))),)
-        on = [e for e in hw["links"] if e["type"] == "bus" and set(ids) & set(e["cores"])]
-        macs_ids = {int(cid) for cid, _ in macs}
-        shared = [g for g in hw.get("memory_sharing") or [] if set(g) & set(ids) and set(g) & macs_ids]
-        if on:
-            e = max(on, key=lambda e: e["bandwidth_bits"])
-            bus = Interconnect(e["bandwidth_bits"] / 8, 0.0, float(e["unit_energy_cost"] or 0.0), "bus", src)
-        elif shared:  # the vector core reads the MAC cores' results in place, at its top memory's read port
-            top = max(simd[0][1]["memories"], key=lambda m: m["size_bits"])
-            bus = Interconnect(len(shared) * top["port_bits"] / 8, 0.0, 0.0, "bus", f"{src} core_memory_sharing")
-    return MultiCoreArch(hw["name"], cores, ic, SharedMemory(0.0), dram, "latency", bus)
+    m = load_stream_hardware(chip_yaml(hw), "latency", operand_bits=bits, warn=False)
+    if hw["name"] in ARCH_CORES:
+        m = replace(m, cores=tuple(replace(c, nest=None) if c.kind == "mac" else c for c in m.cores))
+    return m
 
 
 def npukit_workload(case: str):  # -> (Workload, bits)
@@ -281,7 +186,7 @@ def main() -> int:
                     "running Stream again")
     args = ap.parse_args()
     from benchmarks._peers import peer_python
-    from npukit.sim import EnergyTable, format_table, prepare_out_dir, write_csv
+    from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.multicore_sim import simulate_multicore
 
     out = None
@@ -325,19 +230,18 @@ def main() -> int:
             rows.append({"hardware": name, "case": run["case"], "fused": run["fused"], "error": run["error"]})
             continue
         hw = hws[name]
-        table = EnergyTable.from_dict(stream_table(hw), origin=f"stream {name}")
         wl, bits = npukit_workload(run["case"])
         march = npukit_arch(hw, bits)  # a new loop-nest Hardware per pair: the mapper's cache (by identity) is cold
         alive.append(march)  # kept, so that no later Hardware reuses its identity
         walls = []
         for _ in range(3):  # the first call is cold; the later ones reuse the mapper's in-process cache
             t1 = time.perf_counter()
-            res = simulate_multicore(wl, march, "chain/split" if run["fused"] else "none/split", table=table)
+            res = simulate_multicore(wl, march, "chain/split" if run["fused"] else "none/split")
             walls.append(time.perf_counter() - t1)
         wall, warm = walls[0], min(walls[1:])
         layer_rows += [{"hardware": name, "case": run["case"], "fused": run["fused"],
                         **{k: v for k, v in lr.items() if k in LAYER_COLUMNS}} for lr in res.rows()]
-        node_cycles, node_pj, trip = per_node(res, wl, bits, march, table) if not run["fused"] else \
+        node_cycles, node_pj, trip = per_node(res, wl, bits, march, march.table) if not run["fused"] else \
             (res.total_cycles, res.energy_pj, 0.0)
         rows.append({"hardware": name, "case": run["case"], "fused": run["fused"], "stream_cycles": run["cycles"],
                      "npukit_cycles": res.total_cycles, "cycles_ratio": res.total_cycles / run["cycles"],

@@ -8,20 +8,25 @@ A Stream chip file lists its ``cores`` (core id -> a core YAML, ZigZag's hardwar
 * **MAC cores**: compute cores with an array of two or more dimensions whose ``operator_types``, if listed, are
   matrix operators (GEMM, MatMul, Conv, Einsum): each a loop-nest core (:attr:`Core.nest`, the core YAML read by
   :func:`~npukit.sim.zigzag_io.load_zigzag_hardware`, mapped by npukit's loop-nest mapper), its operands at the
-  core's ``operand_precision`` ``input`` width and its partial sums at its ``accumulator`` width (8 and 32 bits
-  when absent). They have no vector unit when the chip has a SIMD core (Stream runs vector nodes only on cores
-  that list them).
-* **the SIMD core**: the first compute core with a one-dimensional array (its lanes) or whose ``operator_types``
-  are elementwise operators; further SIMD cores and pooling-only cores are left out with a one-line warning
-  (npukit's multi-core model has one SIMD core and no pooling operator).
-* **DRAM**: one channel at the off-chip core's widest port (bits per cycle / 8) and its ``r_cost`` per access.
-* **the interconnect**: the narrowest ``link`` (bandwidth, pJ per bit); **the bus** to the SIMD core: the widest
-  ``bus`` entry that holds it.
+  core's ``operand_precision`` ``input`` width (or ``operand_bits``) and its partial sums at its ``accumulator``
+  width (the operands' when absent, as Stream's cost estimator takes them). They have no vector unit when the chip
+  has a vector core (Stream runs vector nodes only on cores that list them).
+* **the SIMD core**: the compute cores with a one-dimensional array or elementwise ``operator_types``, pooled into
+  npukit's one ``simd`` core with all their lanes (``tpu_v7_ironwood``'s four VPUs: a vector op split over all of
+  them, each assumed to find its data in its own TensorCore); its bus is the widest ``bus`` entry holding one, or,
+  where the vector cores share their top memory with MAC cores (``core_memory_sharing``), that memory's read port of
+  each group, at 0 pJ per bit (the vector unit's own reads price it). Pooling-only and memory-only cores are left
+  out with a one-line warning (npukit has no pooling operator; a memory core's memory is its sharers' top memory).
+* **DRAM**: the off-chip core's widest port (bits per cycle / 8), or, where ``link`` entries join it to the cores,
+  one channel per link at the link's width, all of them together at most the port (``simba``'s six column links
+  behind a 64-bit port, ``tpu_v7_ironwood``'s four HBM links); each core's own port at most its widest such link.
+* **the interconnect**: the narrowest ``link`` between two cores (not to the off-chip core).
 * **the energy table** (:func:`stream_energy_table`): the first MAC core's ``unit_energy`` and memories and the
   off-chip memory's costs (Stream's own numbers), so DRAM, vector, link and bus energies are priced at the YAML's
   costs; a loop-nest core prices its own array and memories from its YAML directly.
 
-Not read (a one-line warning names each present): ``core_memory_sharing``, ``bandwidth`` (per-port ceilings),
+A memory shared by several cores (``core_memory_sharing``) is each MAC core's own here: neither its capacity nor its
+port is split between them. Not read (a one-line warning names each present): ``bandwidth`` (per-port ceilings),
 ``technology_node``; ``core_coordinates`` is read silently and not used (links get a mesh's mean hop count; with
 hop-independent link cycles this changes cycles only through the link energy per hop). Source of the format:
 KU Leuven MICAS, Stream (``stream-dse`` 2.1.1, MIT License), ``stream/inputs/examples/hardware/``.
@@ -44,11 +49,12 @@ from .multicore import Core, MultiCoreArch
 from .zigzag_io import _load_yaml, load_zigzag_hardware
 
 MATRIX_OPS = {"gemm", "matmul", "conv", "einsum"}
-_UNREAD = ("core_memory_sharing", "bandwidth", "technology_node")
-_TOP = {"name", "cores", "offchip_core_id", "unit_energy_cost", "core_connectivity", "core_coordinates", *_UNREAD}
+_UNREAD = ("bandwidth", "technology_node")
+_TOP = {"name", "cores", "offchip_core_id", "unit_energy_cost", "core_connectivity", "core_coordinates",
+        "core_memory_sharing", *_UNREAD}
 
 
-def _warn(path: Path, what: str) -> None:
+def _warn_stderr(path: Path, what: str) -> None:
     print(f"warning: {path.name}: {what} is not modelled by npukit (ignored)", file=sys.stderr)
 
 
@@ -122,18 +128,41 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
     return EnergyTable.from_dict(data, origin=src)
 
 
-def load_stream_hardware(path: str | Path, objective: str = "latency") -> MultiCoreArch:
+def load_stream_hardware(path: str | Path, objective: str = "latency", operand_bits: int | None = None,
+                         warn: bool = True) -> MultiCoreArch:
     """A Stream hardware YAML -> :class:`MultiCoreArch` (its :attr:`~MultiCoreArch.table` the chip's own costs);
-    ``objective``: what the schedule search minimises (Stream's own is latency). Raises ConfigError naming the bad
-    field or file."""
+    ``objective``: what the schedule search minimises (Stream's own is latency); ``operand_bits``: the operands'
+    width (bits) of the MAC and vector cores in place of the MAC core's ``operand_precision`` input width (Stream
+    takes it from the workload's tensors); ``warn``: name what is not modelled on stderr. Raises ConfigError naming
+    the bad field or file."""
     try:
-        return _load(Path(path), objective)
+        return _load(Path(path), objective, operand_bits, warn)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None
 
 
-def _load(root: Path, objective: str) -> MultiCoreArch:
+def _entries(root: Path, top: dict[str, Any]) -> list[tuple[str, list[int], float, float]]:
+    """``core_connectivity`` as (type, cores, bits per cycle, pJ per bit) tuples, checked."""
+    default_pj = float(top.get("unit_energy_cost") or 0.0)
+    conns = top.get("core_connectivity") or []
+    if not isinstance(conns, list):
+        raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
+    out = []
+    for e in conns:
+        try:
+            out.append((str(e["type"]), [int(c) for c in e["cores"]], float(e["bandwidth"]),
+                        float(e.get("unit_energy_cost", default_pj) or 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
+    if not all(0 < bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in out):
+        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive and finite (bits per cycle), "
+                          "energies finite and >= 0 (pJ per bit)")
+    return out
+
+
+def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> MultiCoreArch:
+    _warn = _warn_stderr if warn else (lambda *_: None)
     top = _dict(root, "hardware")
     for k in top:
         if k not in _TOP:
@@ -146,8 +175,9 @@ def _load(root: Path, objective: str) -> MultiCoreArch:
     off_id = top.get("offchip_core_id")
     if off_id not in cores_in:
         raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores")
-    files = {cid: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
+    files = {int(cid): _core_file(root, rel, cid) for cid, rel in cores_in.items()}
     parsed = {cid: _dict(p, "core") for cid, p in files.items()}
+    off_id = int(off_id)
     name = str(top.get("name", root.stem))
     kinds = {cid: "dram" if cid == off_id else _kind(c) for cid, c in parsed.items()}
     macs = [cid for cid, k in kinds.items() if k == "mac"]
@@ -155,64 +185,68 @@ def _load(root: Path, objective: str) -> MultiCoreArch:
     if not macs:
         raise ConfigError(f"{root}: no MAC core (a compute core with a 2-D or larger array running matrix operators)")
     for cid, k in kinds.items():
-        if k == "other" or (k == "simd" and cid != simds[0]):
-            _warn(root, f"core {cid} ({files[cid].name}: {'a further SIMD core' if k == 'simd' else 'not a MAC or SIMD core'})")
+        if k == "other":
+            _warn(root, f"core {cid} ({files[cid].name}: not a MAC or SIMD core)")
     off_mems = list((parsed[off_id].get("memories") or {}).values())
     if not off_mems:
         raise ConfigError(f"{root}: the off-chip core {off_id} ({files[off_id].name}) has no memory")
     port = _port_bits(off_mems[0]) / 8
     if not 0 < port < math.inf:
         raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
+    entries = _entries(root, top)
+    links = [e for e in entries if e[0] == "link"]
+    to_off = [e for e in links if off_id in e[1]]
+    # one DRAM channel per link to the off-chip core, all together at most its port (simba: six 256-bit column links
+    # behind a 64-bit port; ironwood: four 13,400-bit HBM links, together its 53,600-bit port)
+    dram = Dram(len(to_off), min(min(e[2] for e in to_off) / 8, port / len(to_off))) if to_off else Dram(1, port)
+    core_port = min(max(e[2] for e in to_off) / 8, port) if to_off else port
     mac0 = parsed[macs[0]]
     prec = mac0.get("operand_precision") or {}
-    wbits = _bits(prec.get("input"), 8)
-    acc = max(_bits(prec.get("accumulator"), 32), wbits)
+    wbits = operand_bits or _bits(prec.get("input"), 8)
+    acc = max(_bits(prec.get("accumulator"), wbits), wbits)
     nest = with_bits(load_zigzag_hardware(files[macs[0]]), wbits, wbits, wbits, acc)  # validates the core file
-    sizes = [int(s) for s in mac0["operational_array"]["sizes"]]
+    sizes = [int(s) for s in mac0["operational_array"]["sizes"]] + [1]
     kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
     arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
                 bits=Bits(input=wbits, weight=wbits, pe_psum=acc, psum_buffer=acc, output=wbits),
-                sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4), dram_bandwidth_bytes_per_cycle=port,
+                sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4), dram_bandwidth_bytes_per_cycle=core_port,
                 stationary_words=1)
-    default_pj = float(top.get("unit_energy_cost") or 0.0)
-    conns = top.get("core_connectivity") or []
-    if not isinstance(conns, list):
-        raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
-    entries = []
-    for e in conns:
-        try:
-            entries.append((str(e["type"]), [c for c in e["cores"]], float(e["bandwidth"]),
-                            float(e.get("unit_energy_cost", default_pj) or 0.0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
-    if not all(0 < bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in entries):
-        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive and finite (bits per cycle), "
-                          "energies finite and >= 0 (pJ per bit)")
-    links = [e for e in entries if e[0] == "link"] or entries
     src = f"Stream {name}.yaml"
-    ic = Interconnect(min(e[2] for e in links) / 8, 0.0, links[0][3], "mesh", src) if links else \
-        Interconnect(port, 0.0, 0.0, "mesh", src)
-    simd = simds[0] if simds else None
-    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=simd is None,
-                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid]))
+    # one link width for every pair of cores: the narrowest between two cores (ironwood: the 364-bit ICI link
+    # between its chips, which a split over both chips' MXUs crosses; its die-to-die links are wider)
+    narrow = min((e for e in links if e not in to_off), key=lambda e: e[2], default=None)
+    ic = Interconnect(narrow[2] / 8 if narrow else 8.0, 0.0, narrow[3] if narrow else 0.0, "mesh", src)
+    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simds,
+                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid], operand_bits))
                   for cid in macs)
     bus = None
-    if simd is not None:
-        sc = parsed[simd]
-        vbits = _bits((sc.get("operand_precision") or {}).get("input"), 16 if wbits >= 16 else wbits)
-        lanes = int((sc.get("operational_array") or {}).get("sizes", [1])[0])
+    if simds:
+        # npukit has one simd core: Stream's vector cores (ironwood: one VPU per TensorCore, four) pooled into one
+        # with all their lanes, a vector op split over all of them as Stream splits it, on one bus
+        sc = parsed[simds[0]]
+        vbits = operand_bits or _bits((sc.get("operand_precision") or {}).get("input"), 16 if wbits >= 16 else wbits)
+        lanes = sum(math.prod(int(d) for d in parsed[c]["operational_array"]["sizes"]) for c in simds)
         vec = VectorUnit(lanes=lanes, bits=vbits, number="fp" if vbits in (16, 32) else "int")
-        cores += (Core(replace(arch, vector=vec), "simd", f"simd{simd}"),)
-        on = [e for e in entries if e[0] == "bus" and simd in e[1]]
+        cores += (Core(replace(arch, vector=vec), "simd", "simd" + "+".join(map(str, simds))),)
+        on = [e for e in entries if e[0] == "bus" and set(simds) & set(e[1])]
+        shared = [g for g in _sharing(top) if set(g) & set(simds) and set(g) & set(macs)]
         if on:
             e = max(on, key=lambda e: e[2])
             bus = Interconnect(e[2] / 8, 0.0, e[3], "bus", src)
+        elif shared:  # the vector cores read the MAC cores' results in place, at their top memory's read port
+            mem = max((sc.get("memories") or {}).values(), key=lambda m: float(m["size"]))
+            bus = Interconnect(len(shared) * _port_bits(mem) / 8, 0.0, 0.0, "bus", f"{src} core_memory_sharing")
     table = stream_energy_table(name, mac0, parsed[off_id])
-    return MultiCoreArch(name, cores, ic, SharedMemory(0.0), Dram(1, port), objective, bus, table)
+    return MultiCoreArch(name, cores, ic, SharedMemory(0.0), dram, objective, bus, table)
 
 
-def _nest(path: Path, core: dict[str, Any]):  # -> Hardware
+def _sharing(top: dict[str, Any]) -> list[list[int]]:
+    """``core_memory_sharing``: groups of cores with one top memory (``"3, 0, 1, 2"``: the first owns it)."""
+    return [[int(c) for c in str(g).split(",")] for g in top.get("core_memory_sharing") or []]
+
+
+def _nest(path: Path, core: dict[str, Any], operand_bits: int | None):  # -> Hardware
     """A further MAC core that differs from the first: its own YAML, at its own widths."""
     prec = core.get("operand_precision") or {}
-    w = _bits(prec.get("input"), 8)
-    return with_bits(load_zigzag_hardware(path), w, w, w, max(_bits(prec.get("accumulator"), 32), w))
+    w = operand_bits or _bits(prec.get("input"), 8)
+    return with_bits(load_zigzag_hardware(path), w, w, w, max(_bits(prec.get("accumulator"), w), w))

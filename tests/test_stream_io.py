@@ -165,3 +165,45 @@ def test_non_finite_link_bandwidths_are_refused(tmp_path, new) -> None:
     p.write_text(p.read_text().replace("bandwidth: 128", new))
     with pytest.raises(ConfigError, match="finite"):
         load_stream_hardware(p)
+
+
+def test_ironwood_mxus_vpus_shared_vmem_hbm_links_and_ici() -> None:
+    """tpu_v7_ironwood: per TensorCore two MXUs (listing the matrix operator types), a VPU and a VMEM core sharing one
+    memory; four HBM links; die-to-die and ICI links between the TensorCores."""
+    m = load_stream_hardware(HW / "tpu_v7_ironwood.yaml", warn=False)
+    assert len(m.mac_cores) == 8 and all(m.cores[i].nest is not None for i in m.mac_cores)
+    assert m.cores[0].nest.array.units == 256 * 256 * 2
+    # npukit's one simd core: the four VPUs pooled (4 x 8 x 128 x 4 lanes), reading the MXUs' results in place from
+    # each TensorCore's shared VMEM (its read port, four of them), at no link energy
+    (s,) = m.simd_cores
+    assert m.cores[s].arch.vector.lanes == 4 * 8 * 128 * 4 and m.cores[s].name == "simd2+6+10+14"
+    assert m.bus is not None and m.bus.energy_pj_per_bit == 0 and m.bus.bandwidth_bytes_per_cycle > 0
+    # one DRAM channel per HBM link (13,400 bits a cycle each, the four together the 53,600-bit port), a core at
+    # most its chiplet's link; the interconnect the narrowest core-to-core link, the 364-bit ICI between the chips
+    assert (m.dram.channels, m.dram.bandwidth_bytes_per_cycle) == (4, 13400 / 8)
+    assert m.cores[0].arch.dram_bandwidth_bytes_per_cycle == 13400 / 8
+    assert m.interconnect.bandwidth_bytes_per_cycle == 364 / 8
+    b = m.cores[0].arch.bits
+    assert (b.input, b.pe_psum) == (16, 32)  # bf16 operands, the fp32 accumulator
+    wl = Workload("s", [Layer("G", 1, 32, 16), VectorOp("Silu", "silu", 32), Layer("D", 1, 16, 32)])
+    res = simulate_multicore(wl, m, "chain/split")
+    rows = {r["name"]: r for r in res.rows()}
+    assert rows["Silu"]["core_ids"] == str(s) and rows["Silu"]["bus_bytes"] == 2 * 32 * 4  # the VPU's fp32
+
+
+def test_simba_36_chiplets_behind_one_64_bit_port() -> None:
+    """simba: 36 loop-nest chiplets on a 256-bit mesh, six 256-bit column links to a DRAM controller whose port is
+    64 bits: six channels that together carry the port's 8 B/cycle; no vector core, so the chiplets keep theirs."""
+    m = load_stream_hardware(HW / "simba.yaml", warn=False)
+    assert len(m.mac_cores) == 36 and m.simd_cores == [] and m.bus is None
+    assert all(c.vector_unit and c.nest is not None for c in m.cores)
+    assert m.dram.channels == 6 and m.dram.total_bandwidth == 8.0
+    assert m.cores[0].arch.dram_bandwidth_bytes_per_cycle == 8.0
+    assert m.interconnect.bandwidth_bytes_per_cycle == 32.0 and m.interconnect.hops(36) == 4.0
+    assert (m.cores[0].arch.bits.pe_psum, m.cores[0].arch.bits.output) == (24, 8)  # int24 accumulator, int8 operands
+
+
+def test_operand_bits_override_and_a_core_without_an_accumulator() -> None:
+    m = load_stream_hardware(HW / "tpu_like_quad_core.yaml", operand_bits=16, warn=False)
+    assert m.cores[0].nest.bits == {"I": 16, "W": 16, "O": 32, "O_final": 16}
+    assert m.cores[m.simd_cores[0]].arch.vector.bits == 16
