@@ -23,6 +23,7 @@ from ._multicore_nest import nest_share
 from .arch import Arch
 from .energy import EnergyTable
 from .hardware import Hardware
+from .schedule import grid
 from .simulator import map_layer
 from .workload import Layer, VectorOp
 
@@ -77,6 +78,10 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
     None when it gets nothing."""
     if c == 1 or dim == "-":
         return layer
+    g = grid(dim)
+    if g is not None:  # a grid: row band i // b, then its column part i % b
+        band = sub_layer(layer, "M", g[0], i // g[1])
+        return None if band is None else sub_layer(band, "N", g[1], i % g[1])
     if dim == "M" and layer.batch % c == 0:
         b = layer.batch // c
         return replace(layer, batch=b, shared=math.gcd(layer.shared, b))
@@ -182,10 +187,11 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
             _add(recs, (shared, "sram_read", (b.weight,)), fills)
             fil_bits = fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
             link_bits += fil_bits
-    if multicast == "ifmap" and ifmap and not fused_in:
+    shared_ops = multicast.split("+")
+    if "ifmap" in shared_ops and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
         traffic["dram_ifmap_read_bytes"] = 0.0
-    elif multicast == "filter" and fills and not fused_filter:
+    if "filter" in shared_ops and fills and not fused_filter:
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
         traffic["dram_filter_read_bytes"] = 0.0
     out_to = fused_out

@@ -39,19 +39,31 @@ from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .multicore import MultiCoreArch
 from .schedule import (  # noqa: I001
-    SPLIT_DIMS,
     Schedule,
     Step,
     candidates,
     flattens,
+    grid,
     group_edges,
     make_schedule,
     objective_value,
+    split_dims,
 )
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
 _MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
+
+
+def _multicast(dim: str, i: int) -> str:
+    """What core ``i`` of a split on ``dim`` receives in a DRAM fetch another core of the split made (``ifmap``,
+    ``filter``, both joined by ``+``, or nothing): on ``N`` the input, on ``M`` the weights, all but the first core;
+    on a grid ``M{a}N{b}`` its row band's input from the band's first core and its column part's weights from the
+    first band's core."""
+    g = grid(dim)
+    if g is None:
+        return _MULTICAST.get(dim, "") if i > 0 else ""
+    return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
 
 
 @dataclass
@@ -199,7 +211,7 @@ class _Run:
                                    reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                                   multicast=_MULTICAST.get(dim, "") if i > 0 and self.ic.multicast else "",
+                                   multicast=_multicast(dim, i) if self.ic.multicast else "",
                                    halo=halo_elements(prod, layer, ways, i) if prod is not None else 0,
                                    nest=nest, nest_objective=nest_objective(self.m.objective)))
         return parts
@@ -223,7 +235,7 @@ class _Run:
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
         best = None
-        for dim in SPLIT_DIMS:
+        for dim in split_dims(len(cores)):
             parts = self.gemm_parts(layer, cores, dim, fin, fout)
             e = sum(self._energy(p) for p in parts)
             val = objective_value(e, max(p.busy for p in parts), self.m.objective)
@@ -413,7 +425,7 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
         best = None
-        for dim in (SPLIT_DIMS if len(macs) > 1 else ("-",)):
+        for dim in (split_dims(len(macs)) if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
             src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
             if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band

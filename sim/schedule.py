@@ -3,7 +3,8 @@
 A schedule is a list of :class:`Step` s, each one operator or one fused group of consecutive operators:
 
 * ``split``: every GEMM of the step runs on all MAC cores at once, split on ``M`` (the batch first), ``N`` or
-  ``K`` (the dimension chosen per GEMM by the objective); vector ops run on the SIMD core if there is one,
+  ``K``, or on ``M`` and ``N`` at once as a grid of cores (:func:`grid_dims`; the split chosen per GEMM by the
+  objective); vector ops run on the SIMD core if there is one,
   else split over the MAC cores.
 * ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
   the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
@@ -25,6 +26,7 @@ arch's objective (``edp``, ``energy`` or ``latency``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .multicore import MultiCoreArch
@@ -33,6 +35,27 @@ from .workload import Layer, VectorOp, Workload
 POLICIES = ("none", "blocks", "chain")
 MODES = ("split", "pipeline")
 SPLIT_DIMS = ("M", "N", "K")
+
+
+def grid_dims(cores: int) -> tuple[str, ...]:
+    """The 2-D splits of ``cores`` cores: ``M{a}N{b}`` (``a`` row parts x ``b`` column parts, ``a * b = cores``) for
+    the most square factorisation and its transpose, none for a prime count."""
+    a = max((d for d in range(2, int(cores ** 0.5) + 1) if cores % d == 0), default=0)
+    if not a:
+        return ()
+    return tuple(dict.fromkeys((f"M{a}N{cores // a}", f"M{cores // a}N{a}")))
+
+
+def split_dims(cores: int) -> tuple[str, ...]:
+    """Every split of a GEMM over ``cores`` cores the search compares: on ``M``, ``N`` or ``K``, and the 2-D grids
+    of :func:`grid_dims` (rows and columns at once, as a mesh of cores splits a layer's output)."""
+    return SPLIT_DIMS + grid_dims(cores)
+
+
+def grid(dim: str) -> tuple[int, int] | None:
+    """(row parts, column parts) of a 2-D split label ``M{a}N{b}``, None for a 1-D split."""
+    m = re.fullmatch(r"M(\d+)N(\d+)", dim)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,31 @@ def test_m_split_divides_rows_and_n_split_divides_columns() -> None:
     assert all(p.link_bytes == 0 for p in m_parts + n_parts)
 
 
+def test_grid_split_divides_rows_and_columns_and_reads_each_operand_once() -> None:
+    """A 2-D split of 4 cores (``M2N2``): core i gets row band i // 2 and column part i % 2; with multicast the input
+    bands and the weight parts are each fetched from DRAM once, so the four cores together read what one core
+    reads, and each of their partial outputs is written once."""
+    from npukit.sim.multicore_sim import _multicast, _Run, _table
+    from npukit.sim.schedule import grid_dims, split_dims
+
+    assert grid_dims(4) == ("M2N2",) and grid_dims(8) == ("M2N4", "M4N2") and grid_dims(36) == ("M6N6",)
+    assert grid_dims(2) == grid_dims(7) == () and split_dims(16) == ("M", "N", "K", "M4N4")
+    assert [_multicast("M2N2", i) for i in range(4)] == ["", "ifmap", "filter", "ifmap+filter"]
+    arch = load_arch("npu128")
+    mc = homogeneous(arch, 4)
+    run = _Run(Workload("x", []), mc, _table(mc, None), {})
+    layer = Layer("g", 1000, 256, 512)
+    parts = run.gemm_parts(layer, mc.mac_cores, "M2N2", "", "")
+    one = run.gemm_parts(layer, [0], "-", "", "")[0]
+    assert [p.macs for p in parts] == [500 * 128 * 512] * 4
+    for key in ("dram_ifmap_read_bytes", "dram_filter_read_bytes", "dram_ofmap_write_bytes"):
+        assert sum(p.traffic[key] for p in parts) == pytest.approx(one.traffic[key])
+    # without multicast every core fetches its own band and part: the input twice, the weights twice
+    solo = homogeneous(arch, 4, Interconnect(32.0, 0.0, 0.1, "mesh", multicast=False))
+    ps = _Run(Workload("x", []), solo, _table(solo, None), {}).gemm_parts(layer, solo.mac_cores, "M2N2", "", "")
+    assert sum(p.traffic["dram_ifmap_read_bytes"] for p in ps) == pytest.approx(2 * one.traffic["dram_ifmap_read_bytes"])
+
+
 def test_pipeline_moves_the_intermediate_over_the_interconnect() -> None:
     arch = load_arch("npu128")
     mc = homogeneous(arch, 2, Interconnect(32.0, 0.0, 0.1, "bus"), shared_kib=1024)
