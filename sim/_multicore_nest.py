@@ -110,10 +110,10 @@ def utilization(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -
 
 
 def mixed_spatial(hw: Hardware, layer: NestLayer) -> dict[str, dict[str, int]]:
-    """An unrolling that may put two loops on one array dimension (ZigZag's mixed spatial mappings, which Stream's
-    cost estimator tries when they fill more of the array than one loop per dimension): array dimensions in
-    order, each taking the one loop or the pair of loops (the second sized to what the first leaves) that keeps
-    most of its PEs busy on what is left of the layer's loops."""
+    """An unrolling that may put two or three loops on one array dimension (ZigZag's mixed spatial mappings, which
+    Stream's cost estimator tries when they fill more of the array than one loop per dimension): array dimensions in
+    order, each taking the one loop, the pair or the triple of loops (each sized to what the ones before leave) that
+    keeps most of its PEs busy on what is left of the layer's loops."""
     left = {d: n for d, n in layer.dims.items() if n > 1}
     out: dict[str, dict[str, int]] = {}
     for name, size in hw.array.dims.items():
@@ -126,7 +126,12 @@ def mixed_spatial(hw: Hardware, layer: NestLayer) -> dict[str, dict[str, int]]:
             for b in names:
                 fb = min(size // fa, left[b]) if b != a else 1
                 if fb > 1:
-                    opts.append(({a: fa, b: fb}, eff_a * left[b] / math.ceil(left[b] / fb)))
+                    eff_b = eff_a * left[b] / math.ceil(left[b] / fb)
+                    opts.append(({a: fa, b: fb}, eff_b))
+                    for c in names:  # a third loop in what the pair leaves (ZigZag's mixed mappings allow it)
+                        fc = min(size // (fa * fb), left[c]) if c not in (a, b) else 1
+                        if fc > 1:
+                            opts.append(({a: fa, b: fb, c: fc}, eff_b * left[c] / math.ceil(left[c] / fc)))
             for loops, eff in opts:
                 if eff > best[0]:
                     best = (eff, loops)
