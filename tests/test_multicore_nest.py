@@ -74,3 +74,18 @@ def test_mixed_unrolling_fills_more_of_the_array() -> None:
     assert utilization(hw, nl, mix) > utilization(hw, nl, one.spatial)
     best = map_share(hw, nl, "edp")
     assert best.cost.cycles < one.cost.cycles and best.spatial == map_layer(hw, nl, mix, "edp").spatial
+
+
+def test_mixed_unrolling_takes_three_loops_where_they_fill_a_dimension() -> None:
+    # a 144-wide array dimension on a 3x3 conv of 16 input channels: C16 x FX3 x FY3 = 144 fills it, which no pair
+    # does (C16 x FX3 = 48, a third of it)
+    from dataclasses import replace
+
+    from npukit.sim.hardware import MacArray
+
+    _, hw = _two_eyeriss()
+    hw = on_chip(with_bits(hw, 8, 8, 8, 16))
+    hw = replace(hw, array=MacArray({"D1": 4, "D2": 144}, hw.array.unit_energy_pj, ()))
+    nl = nest_layer(conv_layer("c", 10, 10, 3, 3, 16, 4, 1))
+    mix = mixed_spatial(hw, nl)
+    assert sorted(mix["D2"].values()) == [3, 3, 16] and utilization(hw, nl, mix) == pytest.approx(1.0)
