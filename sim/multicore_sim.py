@@ -55,6 +55,12 @@ MAX_FUSED_TILES = 256
 _MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
 
 
+def _ranked(energy_pj: float, cycles: float, objective: str) -> tuple[float, float]:
+    """How a split is ranked: the objective, then on a tie (several splits bound by the same DRAM port take the
+    same cycles) the other of energy and cycles, as ZigZag breaks ties (equal latency: lower energy)."""
+    return objective_value(energy_pj, cycles, objective), cycles if objective == "energy" else energy_pj
+
+
 def _multicast(dim: str, i: int) -> str:
     """What core ``i`` of a split on ``dim`` receives in a DRAM fetch another core of the split made (``ifmap``,
     ``filter``, both joined by ``+``, or nothing): on ``N`` the input, on ``M`` the weights, all but the first core;
@@ -238,7 +244,7 @@ class _Run:
         for dim in split_dims(len(cores)):
             parts = self.gemm_parts(layer, cores, dim, fin, fout)
             e = sum(self._energy(p) for p in parts)
-            val = objective_value(e, max(p.busy for p in parts), self.m.objective)
+            val = _ranked(e, max(p.busy for p in parts), self.m.objective)
             if best is None or val < best[0]:
                 best = (val, dim, parts)
         assert best is not None
@@ -435,7 +441,7 @@ def _run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) ->
             dst = "" if not i_out else "local" if rows else "shared"
             raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
             parts = prefetched(raw, ahead)
-            val = objective_value(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
+            val = _ranked(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
                 sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
                 best = (val, dim, parts, sent)

@@ -207,3 +207,20 @@ def test_operand_bits_override_and_a_core_without_an_accumulator() -> None:
     m = load_stream_hardware(HW / "tpu_like_quad_core.yaml", operand_bits=16, warn=False)
     assert m.cores[0].nest.bits == {"I": 16, "W": 16, "O": 32, "O_final": 16}
     assert m.cores[m.simd_cores[0]].arch.vector.bits == 16
+
+
+def test_a_split_tie_in_cycles_goes_to_the_lower_energy() -> None:
+    """On simba's 36 chiplets behind one 64-bit port, several splits of a small GEMM take the same cycles (the port
+    bounds them); under the latency objective the search keeps the one with the least energy among them."""
+    from npukit.sim.multicore_sim import _Run, _table
+    from npukit.sim.schedule import split_dims
+
+    m = load_stream_hardware(HW / "simba.yaml", warn=False)
+    run = _Run(Workload("x", []), m, _table(m, None), {})
+    layer = Layer("up", 1, 32, 16)
+    dim, _ = run.best_dim(layer, m.mac_cores, "", "")
+    scored = {d: (max(p.busy for p in ps), sum(run._energy(p) for p in ps))
+              for d in split_dims(len(m.mac_cores)) for ps in [run.gemm_parts(layer, m.mac_cores, d, "", "")]}
+    fastest = min(c for c, _ in scored.values())
+    tied = [d for d, (c, _) in scored.items() if c == fastest]
+    assert len(tied) > 1 and scored[dim] == min((scored[d] for d in tied), key=lambda v: v[1])
