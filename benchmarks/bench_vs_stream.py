@@ -2,9 +2,9 @@
 
 Stream runs in its own virtualenv (``.peers/stream``, Python >= 3.12, created with ``--install``; never an npukit
 dependency) through ``benchmarks/_stream_driver.py``, which reads Stream's shipped hardware YAMLs and solves its
-test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`: ``tpu_like_quad_core``, the two eyeriss-like
-chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``; ``--hardware simba,tpu_v7_ironwood`` runs the
-36-chiplet Simba and the two-chip TPU v7 slice, about 90 s of Stream for both) layer by layer (Stream's
+test workloads on each of ``--hardware`` (default :data:`SIDE_BY_SIDE`, all seven chips Stream ships for them:
+``tpu_like_quad_core``, the two eyeriss-like chips, ``simba_small``, ``meta_prototype_dual_core_simd_offchip``, the
+36-chiplet ``simba`` and the two-chip ``tpu_v7_ironwood`` slice) layer by layer (Stream's
 ``fusion_cut_points = "per-layer"``) and fused (Stream's own fusion groups). npukit reads the same chip file with its
 Stream reader (:func:`npukit_arch`, :func:`npukit.sim.stream_io.load_stream_hardware`: the MAC cores, as npukit's 2-D
 ws cores on ``tpu_like_quad_core`` and as loop-nest cores of their core YAML on the others; the vector cores and the
@@ -38,7 +38,7 @@ LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycl
 
 
 SIDE_BY_SIDE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_quad_core", "simba_small",
-                "meta_prototype_dual_core_simd_offchip")
+                "meta_prototype_dual_core_simd_offchip", "simba", "tpu_v7_ironwood")
 ARCH_CORES = ("tpu_like_quad_core",)  # MAC cores npukit's 2-D weight-stationary Arch describes (tpu_like.yaml)
 
 
