@@ -234,3 +234,9 @@ def candidates(workload: Workload, march: MultiCoreArch) -> list[Schedule]:
 def objective_value(energy_pj: float, cycles: float, objective: str) -> float:
     """The number the search minimises: ``energy`` (pJ), ``latency`` (cycles) or ``edp`` (pJ x cycles)."""
     return energy_pj if objective == "energy" else cycles if objective == "latency" else energy_pj * cycles
+
+
+def split_rank(energy_pj: float, cycles: float, objective: str) -> tuple[float, float]:
+    """How a split is ranked: the objective, then on a tie (several splits bound by the same DRAM port take the
+    same cycles) the other of energy and cycles, as ZigZag breaks ties (equal latency: lower energy)."""
+    return objective_value(energy_pj, cycles, objective), cycles if objective == "energy" else energy_pj

@@ -1,0 +1,129 @@
+"""A fused group's steps on a multi-core NPU (:func:`npukit.sim.multicore_sim.simulate_multicore`'s ``*/split`` and
+``*/pipeline`` steps): each GEMM split over all MAC cores with its intermediates kept on chip, or the group's GEMMs as
+pipeline stages on disjoint shares of the cores. ``r`` is the simulation in progress (``multicore_sim._Run``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._multicore_cost import Part, prefetched
+from .schedule import flattens, group_edges, split_dims, split_rank
+from .workload import Layer, VectorOp
+
+if TYPE_CHECKING:
+    from .multicore_sim import _Run
+
+
+def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
+    """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
+    each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
+    through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
+    keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
+    bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
+    are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
+    fin, fout, sib, ffil = _edges(group)
+    prev_dim = ""
+    prev: Layer | None = None
+    dims: dict[int, str] = {}
+    made: dict[int, float] = {}  # end cycle of each GEMM of the group
+    links_free = r.t  # the cycle from which the links are idle
+    for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
+        if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
+            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1)
+            links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
+            r.t += r.commit(op, vparts, r.t, 1.0, {"step": "fused", "split": "-"})
+            continue
+        ahead = max(0.0, r.t - max(made[i_fil], links_free)) if i_fil >= 0 else 0.0
+        flat = i_in and prev is not None and flattens(prev, op)
+        fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
+            "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
+        best = None
+        for dim in (split_dims(len(macs)) if len(macs) > 1 else ("-",)):
+            rows = dim in ("M", "-")
+            src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+            if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
+                src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
+            if i_sib and dim == prev_dim:
+                src = "local"  # each core still holds its part of the common input
+            dst = "" if not i_out else "local" if rows else "shared"
+            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            parts = prefetched(raw, ahead)
+            val = split_rank(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
+            if best is None or val < best[0]:
+                sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
+                best = (val, dim, parts, sent)
+        assert best is not None
+        prev_dim, prev, dims[k] = best[1], op, best[1]
+        if ahead:  # the links carried the prefetched part first, from when its producer finished
+            links_free = max(made[i_fil], links_free) + best[3]
+        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in best[2]))
+        r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+        made[k] = r.t
+
+
+def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
+    """:func:`~npukit.sim.schedule.group_edges`, and the last GEMM's output kept on chip when vector ops of the group
+    follow it (its epilogue: they read it there)."""
+    fin, fout, sib, ffil = group_edges(group)
+    tail = max(i for i, op in enumerate(group) if isinstance(op, Layer))
+    if tail < len(group) - 1:
+        fout[tail] = True
+    return fin, fout, sib, ffil
+
+
+def _links_after(free: float, start: float, cycles: float) -> float:
+    """The cycle the links are idle from after a step starting at ``start`` uses them ``cycles`` (0: unchanged)."""
+    return max(free, start) + cycles if cycles else free
+
+
+def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:
+    """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
+    in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory."""
+    gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    n_st = min(len(gemm_idx), len(macs))
+    total = sum(group[i].macs for i in gemm_idx)
+    bounds, acc, s = [], 0, 0  # stage of each GEMM, balanced by MACs
+    for i in gemm_idx:
+        bounds.append(min(s, n_st - 1))
+        acc += group[i].macs
+        if acc >= total * (s + 1) / n_st:
+            s += 1
+    stage_of = {}
+    cur = 0
+    for k, op in enumerate(group):
+        if isinstance(op, Layer):
+            cur = bounds[gemm_idx.index(k)]
+        stage_of[k] = cur
+    per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
+    starts = [sum(per[:s]) for s in range(n_st)]
+    cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
+    fin, fout, _, _ = _edges(group)
+    rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
+    tiles = max(1, min(rows, max(tiles, 2 * n_st)))
+    planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
+    for k, op in enumerate(group):
+        st = stage_of[k]
+        cs = cores_of[st]
+        if isinstance(op, VectorOp):
+            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1),
+                            {"step": f"pipeline stage {st}", "split": "-"}, st))
+            continue
+        nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
+        prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)
+        src = "" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared"
+        dst = "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared"
+        dim = "M" if len(cs) > 1 else "-"
+        planned.append((op, r.gemm_parts(op, cs, dim, src, dst), {"step": f"pipeline stage {st}", "split": dim}, st))
+    stage_t = [0.0] * n_st
+    for _, parts, _, st in planned:
+        stage_t[st] += max(p.busy for p in parts)
+    latency = sum(stage_t) / tiles + (tiles - 1) * max(stage_t) / tiles
+    scale = latency / sum(stage_t) if sum(stage_t) else 1.0
+    offset = [sum(stage_t[:s]) / tiles for s in range(n_st)]
+    t0 = r.t
+    inner = [0.0] * n_st
+    for op, parts, extra, st in planned:
+        start = t0 + offset[st] + inner[st]
+        extra = {**extra, "tiles": tiles}
+        inner[st] += r.commit(op, parts, start, scale, extra)
+    r.t = t0 + latency
