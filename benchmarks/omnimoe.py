@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from npukit.benchmarks._timing import Spread, measure, ratio_interval, spread, wide_warnings
+from npukit.benchmarks._omnimoe_report import PLOT_NAME, gpu_targets, results_html, router_speedup
+from npukit.benchmarks._timing import Spread, measure, spread, wide_warnings
 
 DEFAULT_OUT = "out/bench/omnimoe"
 GPU_GRID = dict(tokens=[1024, 4096], experts=[4096, 65536, 1048576], hidden=1024, topk=[16, 32])
@@ -309,7 +310,6 @@ def cuda_selfcheck() -> list[str]:
 # ---------------------------------------------------------------------------------------------- grid
 PATHS = ("router (cartesian)", "router (dense N-way)", "scheduler", "expert fwd", "token-centric fwd", "layer fwd",
          "torch reference fwd", "expert bwd", "token-centric bwd", "layer fwd+bwd", "PEER fwd (npukit)", "PEER-pytorch fwd")
-PLOT_NAME = "omnimoe_ms"  # perf_report's CSV and plot: PLOT_NAME.csv, PLOT_NAME.png
 
 
 def _point_label(T: int, N: int, H: int, k: int) -> str:
@@ -426,7 +426,7 @@ def run(args: argparse.Namespace) -> int:
         print(ln)
     lines = [f"device: {device}", f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
              f"ceilings: copy {ceil['gbps']:.1f} GB/s, matmul {ceil['gflops']:.1f} GFLOP/s"]
-    sp = _router_speedup(rows)
+    sp = router_speedup(rows)
     if sp is not None:
         (ratio, lo, hi), where, wide = sp
         line = (f"router speedup: {ratio:.0f}x (Cartesian vs dense N-way router at {where}; ratio of medians, "
@@ -437,7 +437,7 @@ def run(args: argparse.Namespace) -> int:
             ln = "warning: the router speedup's range is wider than 2x: too noisy to quote one number"
             print(ln)
             lines.append(ln)
-    for ln in _gpu_targets(rows, cuda):
+    for ln in gpu_targets(rows, cuda):
         print(ln)
         lines.append(ln)
     lines += warnings + checks
@@ -466,62 +466,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {write_csv(Path(out) / 'npu_cost.csv', npu['rows'])}")
     print(f"wrote {write_text(Path(out) / 'summary.txt', chr(10).join(lines) + chr(10) + table + chr(10))}")
     return 0
-
-
-def _router_speedup(rows: list[dict[str, Any]]) -> tuple[tuple[float, float, float], str, bool] | None:
-    """(median ratio, low, high), where, whether the range is too wide: dense over Cartesian router at the target
-    point (the largest measured router point when the target was skipped)."""
-    by: dict[tuple[int, int, int, int], dict[str, Spread]] = {}
-    for r in rows:
-        if r["path"].startswith("router (") and r["n"]:
-            kind = "dense" if "dense" in r["path"] else "cart"
-            by.setdefault((r["tokens"], r["experts"], r["hidden"], r["topk"]), {})[kind] = Spread(
-                n=r["n"], min=r["low_ms"], median=r["median_ms"], max=r["high_ms"])
-    pts = [(key, v) for key, v in by.items() if "dense" in v and "cart" in v]
-    if not pts:
-        return None
-    key, v = max(pts, key=lambda p: (p[0][1], p[0][0]))
-    ratio = ratio_interval(v["dense"], v["cart"])
-    wide = v["dense"].wide or v["cart"].wide or ratio[2] > 2 * ratio[1]
-    return ratio, f"N={key[1]:,}, tokens={key[0]:,}, hidden={key[2]:,}, k={key[3]}", wide
-
-
-def results_html(device: str, lines: list[str], headers: list[str], rows: list[dict[str, Any]]) -> str:
-    """``results.html``: the plot, the summary lines (warnings included) and the whole table."""
-    from html import escape
-
-    keys = ["path", "tokens", "experts", "topk", "reuse", "median_ms", "low_ms", "high_ms", "n", "spread",
-            "spread_flag", "gflop", "hbm_mb", "gflops_per_s", "gb_per_s", "pct_bw_ceiling", "note"]
-
-    def cell(v: Any) -> str:
-        return escape(f"{v:.4g}" if isinstance(v, float) else str(v))
-
-    body = "".join("<tr" + (' class="wide"' if r.get("spread_flag") else "") + ">"
-                   + "".join(f"<td>{cell(r.get(k, ''))}</td>" for k in keys) + "</tr>\n" for r in rows)
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    summary = "".join(f"<li>{escape(ln)}</li>" for ln in lines)
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>npukit bench omnimoe</title><style>"
-            "body{font-family:sans-serif} table{border-collapse:collapse;font-size:13px} "
-            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right} td:first-child,td:last-child{text-align:left}"
-            " tr.wide{background:#fde2e2}</style></head><body>"
-            f"<h1>npukit bench omnimoe</h1><p>{escape(device)}</p><ul>{summary}</ul>"
-            f"<img src='{PLOT_NAME}.png' alt='median ms per path and point' style='max-width:100%'>"
-            "<p>ms: min / median / max over n samples; max/min above 2 is flagged WIDE (red rows): too noisy to read."
-            f"</p><table><tr>{head}</tr>\n{body}</table></body></html>\n")
-
-
-def _gpu_targets(rows: list[dict[str, Any]], cuda: bool) -> list[str]:
-    if not cuda:
-        return ["GPU targets (layer >= 10x PEER at 4,096 tokens; expert kernel >= 50% of the bandwidth ceiling): "
-                "not measured, no CUDA device in this run"]
-    out = []
-    lay = {(r["tokens"], r["experts"], r["topk"]): r["median_ms"] for r in rows if r["path"] == "layer fwd"}
-    peer = {(r["tokens"], r["experts"], r["topk"]): r["median_ms"] for r in rows if r["path"] == "PEER fwd (npukit)"}
-    for key in sorted(set(lay) & set(peer)):
-        if key[0] == 4096:
-            out.append(f"layer vs PEER kernel at T={key[0]} N={key[1]} k={key[2]}: {peer[key] / lay[key]:.1f}x (target >= 10x)")
-    for r in rows:
-        if r["path"] == "expert fwd" and r["tokens"] == 1024 and r["topk"] == 32:
-            out.append(f"expert fwd T=1024 N={r['experts']} k=32: {r['pct_bw_ceiling']:.0f}% of the bandwidth ceiling "
-                       "(target >= 50%)")
-    return out
