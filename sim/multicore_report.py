@@ -21,12 +21,13 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
              f"{ic.bandwidth_bytes_per_cycle:g} B/cycle/link, {ic.latency_cycles:g} cycles, {ic.energy_pj_per_bit:g} pJ/bit "
              f"({ic.topology}, {ic.source}), shared memory {m.shared_memory.kib:g} KiB, DRAM {m.dram.channels} x "
              f"{m.dram.bandwidth_bytes_per_cycle:g} B/cycle; schedule {result.schedule.label} (objective {m.objective})"]
-    groups: dict[Any, list[str]] = {}
-    for c in m.cores:  # one header per distinct core arch: array, widths, number formats, SRAM sizes
-        groups.setdefault(c.arch, []).append(c.name)
-    for arch, names in groups.items():
-        lines.append(f"  cores {', '.join(names)}: {arch.name}")
-        lines += [f"    {x}" for x in arch_header(arch, arch.energy_table, dram=False)]
+    groups: dict[Any, list[Any]] = {}
+    for c in m.cores:  # one header per distinct core: array, widths, number formats, memories
+        groups.setdefault((c.arch, c.kind, id(c.nest), c.vector_unit), [c]).append(c.name)
+    for (arch, kind, _, vector), (first, *names) in groups.items():
+        nest = first.nest
+        lines.append(f"  cores {', '.join(names)}: {nest.name if nest is not None else arch.name}")
+        lines += [f"    {x}" for x in _core_header(arch, kind, nest, vector, m.energy_table)]
     lines.append("")
     if not quiet:
         headers = ["layer", "step", "split", "cores", "start", "cycles", "interconnect cyc", "DRAM MB", "link MB", "uJ"]
@@ -51,6 +52,27 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
     lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
                  "busy % = the cycles a core works / total cycles")
     return "\n".join(lines)
+
+
+def _core_header(arch: Any, kind: str, nest: Any, vector: bool, table: str) -> list[str]:
+    """A core as printed above a multi-core result: a simd core's vector unit; a loop-nest core's array and memory
+    levels (its YAML's, with their sizes, operands and costs); else the 2-D core's :func:`arch_header`."""
+    v = arch.vector
+    vec = f"vector unit {v.lanes} lanes {v.number}{v.bits} at {arch.clock_ghz:g} GHz, energy table {table}"
+    if kind == "simd":
+        return [vec]
+    if nest is None:
+        return arch_header(arch, table, dram=False) if vector else \
+            arch_header(arch, table, dram=False)[:1] + ["no vector unit (vector ops run on the simd core)"]
+    dims = " x ".join(f"{d} {n}" for d, n in nest.array.dims.items())
+    mems = "; ".join(f"{mem.name} {mem.size_bits / 8:,.0f} B ({', '.join(mem.operands)}; {mem.r_cost_pj:g}/"
+                     f"{mem.w_cost_pj:g} pJ per access)" for mem in nest.memories)
+    b = nest.bits
+    return [f"loop-nest core: array {dims} ({nest.array.units:,} PEs, {nest.array.unit_energy_pj:g} pJ per MAC), "
+            f"mapped by the loop-nest mapper; operands I {b['I']} b, W {b['W']} b, partial sums {b['O']} b, "
+            f"outputs {b['O_final']} b",
+            f"memories: {mems}",
+            vec if vector else "no vector unit (vector ops run on the simd core)"]
 
 
 def core_rows(result: MultiCoreResult) -> list[dict[str, Any]]:

@@ -224,3 +224,13 @@ def test_a_split_tie_in_cycles_goes_to_the_lower_energy() -> None:
     fastest = min(c for c, _ in scored.values())
     tied = [d for d, (c, _) in scored.items() if c == fastest]
     assert len(tied) > 1 and scored[dim] == min((scored[d] for d in tied), key=lambda v: v[1])
+
+
+def test_the_text_describes_loop_nest_and_simd_cores_as_they_are(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["sim", "--arch", f"stream:{HW / 'eyeriss_like_dual_core.yaml'}", "--workload", "gemm:M=64,N=32,K=48",
+                 "--out", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "loop-nest core: array D1 14 x D2 12 (168 PEs" in text and "sram_1M 1,048,576 B" in text
+    assert "vector unit 64 lanes" in text and "energy table stream-eyeriss_like_dual_core" in text
+    assert "horowitz45" not in text
