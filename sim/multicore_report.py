@@ -59,8 +59,8 @@ def _core_header(arch: Any, kind: str, nest: Any, vector: bool, table: str) -> l
     levels (its YAML's, with their sizes, operands and costs); else the 2-D core's :func:`arch_header`."""
     v = arch.vector
     vec = f"vector unit {v.lanes} lanes {v.number}{v.bits} at {arch.clock_ghz:g} GHz, energy table {table}"
-    if kind == "simd":
-        return [vec]
+    if kind == "simd":  # its buffers price the vector unit's reads and writes
+        return [vec, arch_header(arch, table, dram=False)[2]]
     if nest is None:
         return arch_header(arch, table, dram=False) if vector else \
             arch_header(arch, table, dram=False)[:1] + ["no vector unit (vector ops run on the simd core)"]
