@@ -259,8 +259,11 @@ def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | N
             objective: str, memo: dict | None = None) -> bool:
     """ZigZag's rule for keeping ``cand`` (``score``) over ``best``: a lower score; on an equal energy the
     lower latency (``MinimalEnergyStage``), on an equal latency the lower energy (``MinimalLatencyStage``);
-    else the first stays."""
-    if best is None or score < best_score:
+    else the first stays. With no best yet, ``best_score`` is :func:`map_layer`'s ``bound`` (inf: none), which
+    ``cand`` must be below."""
+    if best is None:
+        return score < best_score or best_score == math.inf
+    if score < best_score:
         return True
     if score > best_score:
         return False
@@ -298,6 +301,22 @@ def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm:
         # the operands weighing most in the best so far are costed first (earlier cuts)
         return cand, energy, _first(parts[1])
     return best, best_score, first
+
+
+def _cached_cut(ctx: dict, total_cycle: int, objective: str, best_score: float, cids: tuple[int, ...],
+                fids: tuple[int, ...], local: dict, memo: dict) -> bool:
+    """Whether the parts of an order's operands already costed for other orders (kept in ``local`` by their
+    ids, as :func:`_consider` keeps them) prove it cannot replace the best (score ``best_score``): the
+    cut :func:`_consider` would make once it had them, made before the order's mapping is even built."""
+    lats = [local.get(("lat", k, fids[k])) for k in range(3)]
+    lats = [lat if lat is not None else local.get(("tr", k, cids[k])) for k, lat in enumerate(lats)]
+    if objective == "latency":
+        return any(lat is not None for lat in lats) and latency_bound(memo, lats) > best_score
+    energy = lower_bound(ctx, total_cycle, [local.get((k, cids[k])) for k in range(3)], "energy")
+    if objective == "energy":
+        return energy > best_score
+    lat_lb = latency_bound(memo, lats) if any(lat is not None for lat in lats) else total_cycle
+    return energy * lat_lb >= best_score
 
 
 def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
@@ -377,18 +396,23 @@ def _finish(hw: Hardware, m: NestMapping) -> NestMapping:
 
 
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
-              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False,
+              bound: float = math.inf) -> NestMapping | None:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
     fixes the unrolling (a ZigZag mapping file's), else it is searched. ``exhaustive``: allocate and cost
     every distinct order of the loop prime factors, without the pruning, the shared allocation decisions
-    or the cache (slow; the reference the fast search must equal)."""
+    or the cache (slow; the reference the fast search must equal). ``bound``: the best mapping only if its
+    score (:func:`mapping_score`) is below ``bound``, else None; orders that cannot beat it are cut (the
+    search's own bounds), so a caller that only wants a mapping better than one it holds pays little."""
     ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
     hit = None if exhaustive else _CACHE.get(ckey)
     if hit is not None:
+        if bound < math.inf and not mapping_score(hit.cost, objective) < bound:
+            return None
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
     cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
     best: NestMapping | None = None
-    best_score = math.inf
+    best_score = bound if not exhaustive else math.inf
     first = (0, 1, 2)
     feasible = 0
     for sm in cands:
@@ -422,9 +446,13 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
         if batch is not None:
             local: dict = {}
+            total = None
             for k, ids, cids in stationary_groups(batch, coarse=True):
                 fits = True
+                if total is not None and _cached_cut(ctx, total, objective, best_score, cids, ids, local, lmemo):
+                    continue
                 tm = temporal_mapping(batch, k)
+                total = math.prod(s for lv in tm["O"] for _, s in lv)
                 # the energy parts read only the coarse loops (cids), the latency parts the fine ones (ids)
                 best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, cids, local,
                                                    lmemo, ids)
@@ -460,9 +488,17 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first,
                                                 memo=lmemo)
         feasible += fits
-    if best is None:
+    if not feasible:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
+    if best is None or (exhaustive and not best_score < bound):
+        return None  # no mapping below ``bound``
     best = _finish(hw, best)
     if not exhaustive:
         _CACHE[ckey] = best
     return best
+
+
+def mapping_score(cost: NestCost, objective: str) -> float:
+    """A mapping's score under ``objective``: energy (pJ), latency (cycles) or their product (edp); exactly the
+    score the search compares (:class:`NestCost`'s ``energy_pj`` and ``cycles`` after ZigZag's latency)."""
+    return _score(cost, objective)
