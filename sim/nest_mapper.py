@@ -197,6 +197,12 @@ def _first(parts: list[tuple]) -> tuple[int, ...]:
 def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
     """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
     utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
+    return list(itertools.islice(_ranked_spatial(hw, layer), keep))
+
+
+def _ranked_spatial(hw: Hardware, layer: NestLayer):
+    """The unrollings of :func:`spatial_candidates` that fit, highest utilization first (ties: in enumeration
+    order), each checked against the memories only when the caller asks for the next."""
     dims = list(hw.array.dims.items())
     allowed = getattr(hw.array, "allowed", None) or {}
     opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
@@ -209,10 +215,11 @@ def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[di
             left[d] = math.ceil(left.get(d, 1) / max(f, 1))
             sm[name] = {d: f}
             used *= f
-        if _spatial_fits(hw, layer, sm):
-            scored.append((-used, len(scored), sm))
+        scored.append((-used, len(scored), sm))
     scored.sort()
-    return [s for _, _, s in scored[:keep]]
+    for _, _, sm in scored:
+        if _spatial_fits(hw, layer, sm):
+            yield sm
 
 
 def _spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
@@ -341,6 +348,16 @@ def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
     fine = [local.get(("lat", k, fids[k])) for k in range(3)] if fids is not None else [None, None, None]
     ks = sorted(first, key=lambda k: 0 if fine[k] is not None else 2 if ids is None or ("tr", k, ids[k]) not in local else 1)
     lat_lb: float = total_cycle  # the latency is at least the temporal cycles
+    if objective == "edp" and ids is not None:
+        # all three energies first (cheaper than transfers, and kept by their coarse ids), against the
+        # latency bound of the transfers known already
+        lats = [f if f is not None else local.get(("tr", k, ids[k])) for k, f in enumerate(fine)]
+        if any(x is not None for x in lats):
+            lat_lb = latency_bound(memo, lats)
+        for k in ks:
+            parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+            if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
+                return best, best_score, first
     for stage in (0, 1):
         for k in ks:
             if stage == 0:
@@ -410,7 +427,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         if bound < math.inf and not mapping_score(hit.cost, objective) < bound:
             return None
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
-    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
+    cands = [spatial] if spatial is not None else itertools.islice(_ranked_spatial(hw, layer), 64)
     best: NestMapping | None = None
     best_score = bound if not exhaustive else math.inf
     first = (0, 1, 2)
