@@ -315,15 +315,21 @@ def _cached_cut(ctx: dict, total_cycle: int, objective: str, best_score: float, 
     """Whether the parts of an order's operands already costed for other orders (kept in ``local`` by their
     ids, as :func:`_consider` keeps them) prove it cannot replace the best (score ``best_score``): the
     cut :func:`_consider` would make once it had them, made before the order's mapping is even built."""
-    lats = [local.get(("lat", k, fids[k])) for k in range(3)]
-    lats = [lat if lat is not None else local.get(("tr", k, cids[k])) for k, lat in enumerate(lats)]
-    if objective == "latency":
-        return any(lat is not None for lat in lats) and latency_bound(memo, lats) > best_score
-    energy = lower_bound(ctx, total_cycle, [local.get((k, cids[k])) for k in range(3)], "energy")
+    get = local.get
     if objective == "energy":
-        return energy > best_score
-    lat_lb = latency_bound(memo, lats) if any(lat is not None for lat in lats) else total_cycle
-    return energy * lat_lb >= best_score
+        return lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy") > best_score
+    lats = [get(("lat", k, fids[k])) for k in range(3)]
+    lats = [lat if lat is not None else get(("tr", k, cids[k])) for k, lat in enumerate(lats)]
+    if lats[0] is None and lats[1] is None and lats[2] is None:
+        lat_lb = total_cycle
+    else:  # the same parts recur in many orders: their bound is kept (by the parts' identities)
+        key = ("lb", id(lats[0]), id(lats[1]), id(lats[2]))
+        lat_lb = get(key)
+        if lat_lb is None:
+            lat_lb = local[key] = latency_bound(memo, lats)
+    if objective == "latency":
+        return lat_lb > best_score
+    return lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy") * lat_lb >= best_score
 
 
 def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
