@@ -321,9 +321,9 @@ def _ir_prefix(op: str, loops: list[Loop]) -> int:
 _PORTS: dict[tuple, list] = {}
 
 
-def _ports(hw: Hardware, op: str) -> list[tuple]:
+def _ports(hw: Hardware, op: str) -> tuple[list[tuple], int]:
     """Per memory level of ``op``: port bandwidths and (memory, port) keys in direction order tl, fh, fl,
-    th, read and write cost (cached per hardware)."""
+    th, read and write cost; and :func:`_load_bw` (both cached per hardware)."""
     key = (id(hw), hw.name, op)
     out = _PORTS.get(key)
     if out is None or out[0] is not hw:
@@ -331,7 +331,7 @@ def _ports(hw: Hardware, op: str) -> list[tuple]:
         levels = [(tuple(m.port_bw(mem_op, d) for d in ("tl", "fh", "fl", "th")),
                    tuple((m.name, m.port_of(mem_op, d)) for d in ("tl", "fh", "fl", "th")), m.r_cost_pj, m.w_cost_pj)
                   for m in hw.levels(op)]
-        out = _PORTS[key] = [hw, levels]
+        out = _PORTS[key] = [hw, (levels, _load_bw(hw, op))]
     return out[1]
 
 
@@ -339,7 +339,7 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles, energy,
     busiest port); ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
     su, boost, tot_sp = ctx[op]
-    levels, load_bw = _ports(hw, op), _load_bw(hw, op)
+    levels, load_bw = _ports(hw, op)
     L = len(levels)
     # cumulative sizes up to each level: its temporal loops, then the spatial loops it serves
     cur: dict[str, float] = {}
