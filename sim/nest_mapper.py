@@ -152,13 +152,17 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
     swap = {}
     for a, b in sym:
         swap[a], swap[b] = b, a
-    for perm in itertools.permutations(lpfs):
-        if perm in seen:
+    # equal loops as one index (the same distinct orders, in the same order); loops compared by their rank
+    uniq = list(dict.fromkeys(lpfs))
+    rank = {x: r for r, x in enumerate(sorted(set(uniq) | {(swap.get(d, d), f) for d, f in uniq}))}
+    rk, rk_swap = [rank[x] for x in uniq], [rank[(swap.get(d, d), f)] for d, f in uniq]
+    for p in itertools.permutations([uniq.index(x) for x in lpfs]):
+        if p in seen:
             continue
-        seen.add(perm)
-        if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
+        seen.add(p)
+        if swap and list(map(rk_swap.__getitem__, p)) < list(map(rk.__getitem__, p)):
             continue
-        yield list(perm)
+        yield list(map(uniq.__getitem__, p))
 
 
 def _distinct_orders(lpfs: list[Loop]):
@@ -207,17 +211,20 @@ def _ranked_spatial(hw: Hardware, layer: NestLayer):
     allowed = getattr(hw.array, "allowed", None) or {}
     opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
     scored = []
+    sizes = [size for _, size in dims]
     for combo in itertools.product(*opts):
-        left = dict(layer.dims)
-        sm, used = {}, 1.0
-        for (name, size), d in zip(dims, combo, strict=True):
-            f = min(size, left.get(d, 1))
-            left[d] = math.ceil(left.get(d, 1) / max(f, 1))
-            sm[name] = {d: f}
+        left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
+        fs, used = [], 1.0
+        for size, d in zip(sizes, combo, strict=True):
+            n = left[d] if d in left else layer.dims.get(d, 1)
+            f = min(size, n)
+            left[d] = math.ceil(n / max(f, 1))
+            fs.append(f)
             used *= f
-        scored.append((-used, len(scored), sm))
-    scored.sort()
-    for _, _, sm in scored:
+        scored.append((-used, len(scored), combo, fs))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    for _, _, combo, fs in scored:
+        sm = {name: {d: f} for (name, _), d, f in zip(dims, combo, fs, strict=True)}
         if _spatial_fits(hw, layer, sm):
             yield sm
 
@@ -318,18 +325,24 @@ def _cached_cut(ctx: dict, total_cycle: int, objective: str, best_score: float, 
     get = local.get
     if objective == "energy":
         return lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy") > best_score
-    lats = [get(("lat", k, fids[k])) for k in range(3)]
-    lats = [lat if lat is not None else get(("tr", k, cids[k])) for k, lat in enumerate(lats)]
-    if lats[0] is None and lats[1] is None and lats[2] is None:
+    a, b, c = get(("lat", 0, fids[0])), get(("lat", 1, fids[1])), get(("lat", 2, fids[2]))
+    if a is None:
+        a = get(("tr", 0, cids[0]))
+    if b is None:
+        b = get(("tr", 1, cids[1]))
+    if c is None:
+        c = get(("tr", 2, cids[2]))
+    if a is None and b is None and c is None:
         lat_lb = total_cycle
     else:  # the same parts recur in many orders: their bound is kept (by the parts' identities)
-        key = ("lb", id(lats[0]), id(lats[1]), id(lats[2]))
+        key = ("lb", id(a), id(b), id(c))
         lat_lb = get(key)
         if lat_lb is None:
-            lat_lb = local[key] = latency_bound(memo, lats)
+            lat_lb = local[key] = latency_bound(memo, [a, b, c])
     if objective == "latency":
         return lat_lb > best_score
-    return lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy") * lat_lb >= best_score
+    energy = lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy")
+    return energy * lat_lb >= best_score
 
 
 def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
