@@ -94,6 +94,7 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
     idx = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat)).reshape(N, n)
     D = np.array([di[d] for d, _ in loops], dtype=np.int64)[idx]
     F = np.array([f for _, f in loops], dtype=np.float64)[idx]
+    in_d = {di[d] for d, _ in loops}
     rows = np.arange(N)
     # suffix products of each order, right to left from 1.0 (the scalar ``suf``)
     SP = np.ones((N, n + 1))
@@ -145,7 +146,7 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
                 choices.append((n_o[:, None], whole[:, None], np.zeros((N, 1)), np.ones((N, 1), dtype=bool)))
                 continue
             full = whole_el * prec if mem.double_buffered else None
-            S, V = _sizes(np, o, cum[o], di, D, F, c[o], n_o, prec, full, mem.size_bits, (sy, sx), (ey, ex), n)
+            S, V = _sizes(np, o, cum[o], di, D, F, c[o], n_o, prec, full, mem.size_bits, (sy, sx), (ey, ex), n, in_d)
             ok &= V[:, 0]
             ln = V.sum(axis=1)
             ext = np.minimum(n, c[o] + ln)
@@ -240,6 +241,16 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
                 tops.append(np.rint(CP[r, hi] / CP[r, start]).astype(np.int64))
         keys.append(np.hstack([counts, st.astype(np.int64)[:, None], np.stack(tops, axis=1)]))
         widths.append(counts.shape[1] + (o != "O"))  # an output's cost does not read its bottom ir run
+    fine = [_row_codes(np, k) for k in keys]
+    crs = [_row_codes(np, k[:, :w]) for k, w in zip(keys, widths, strict=True)] if coarse else []
+    if all(c is not None for c in fine + crs):  # the codes as the ids (they mean only equal or not)
+        _, first = _unique_rows(np, np.stack(fine, axis=1))
+        first.sort()
+        ids = [c[first].tolist() for c in fine]
+        out = rows[first].tolist()
+        if not coarse:
+            return list(zip(out, zip(*ids, strict=True), strict=True))
+        return list(zip(out, zip(*ids, strict=True), zip(*[c[first].tolist() for c in crs], strict=True), strict=True))
     _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
     ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]
@@ -247,6 +258,23 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
         return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
     cids = [_unique_rows(np, k[first][:, :w])[0].tolist() for k, w in zip(keys, widths, strict=True)]
     return list(zip(rows[first].tolist(), zip(*ids, strict=True), zip(*cids, strict=True), strict=True))
+
+
+def _row_codes(np: Any, a: Any) -> Any:
+    """One int64 per row of an int64 matrix, equal exactly when the rows are (its non-constant columns as
+    the digits of a mixed radix), or None when that does not fit 62 bits."""
+    if a.shape[1] == 0:
+        return np.zeros(a.shape[0], dtype=np.int64)
+    lo = a.min(axis=0)
+    span = a.max(axis=0) - lo + 1
+    keep = span > 1
+    mult, total = [], 1
+    for x in span[keep].tolist():
+        mult.append(total)
+        total *= x
+    if total >= 2**62:
+        return None
+    return (a[:, keep] - lo[keep]) @ np.array(mult, dtype=np.int64)
 
 
 def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
@@ -259,9 +287,10 @@ def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
 
 
 def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,
-           full: Any, cap: float, stride: tuple[int, int], extent: tuple[int, int], n: int) -> tuple[Any, Any]:
+           full: Any, cap: float, stride: tuple[int, int], extent: tuple[int, int], n: int,
+           in_d: set[int]) -> tuple[Any, Any]:
     """Tile bits ``S`` (N, n + 1) of operand ``o`` keeping i = 0..n more loops, and ``V``: the sizes the scalar
-    list holds (i <= loops left, every size up to i fits ``cap``)."""
+    list holds (i <= loops left, every size up to i fits ``cap``); ``in_d``: the dimensions the orders' loops have."""
     N = D.shape[0]
     S = np.zeros((N, n + 1))
     V = np.zeros((N, n + 1), dtype=bool)
@@ -275,6 +304,9 @@ def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any
     still = np.ones(N, dtype=bool)
     base = g("B") * g("C") * g("G")  # inputs: B*C*G once, then times each B/C/G loop (the scalar order)
     in_bcg = _lut(np, len(di), [di[d] for d in ("B", "C", "G") if d in di])
+    # the r dimensions whose running products can differ from 1 (a loop of the orders has it, or it is not 1
+    # already): multiplying by the others' exact 1.0 changes no bit, so they are left out
+    active = [di[d] for d in R_DIMS[o] if d in di and (di[d] in in_d or bool((cur[di[d]] != 1.0).any()))]
     for i in range(n + 1):
         if i:
             p = c + i - 1
@@ -290,9 +322,9 @@ def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any
             px = _pr(np, g("OX"), g("FX"), stride[1], extent[1])
             s = base * py * px * prec
         else:
-            el = one.copy()
-            for d in R_DIMS[o]:
-                el = el * g(d)
+            el = one
+            for d in active:
+                el = el * cur[d]
             s = el * prec
         if full is not None:
             s = np.where((i < n_o) & (s < full), s * 2, s)
