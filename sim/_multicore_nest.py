@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .hardware import Hardware
 from .loopnest import NestLayer, effective_spatial
-from .nest_mapper import SPATIAL_CANDIDATES, map_layer, mapping_score
+from .nest_mapper import map_layer, mapping_score
 from .nest_sim import nest_layer
+from .nest_spatial import SPATIAL_CANDIDATES
 from .workload import Layer
 
 PREFIX = "nest:"

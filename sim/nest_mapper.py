@@ -47,14 +47,16 @@ from .loopnest import (
     spatial_context,
     spatial_per_level,
 )
-from .nest_alloc import _tensor, allocate
+from .nest_alloc import allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
 from .nest_latency import NestLatency, latency_bound, latency_of, nest_latency, with_latency
+from .nest_spatial import SPATIAL_CANDIDATES as SPATIAL_CANDIDATES  # re-exported: its old home
+from .nest_spatial import clip_spatial, ranked_spatial
+from .nest_spatial import spatial_candidates as spatial_candidates  # re-exported: its old home
 from .nest_transfers import _top_run, operand_latency, operand_transfers
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
-SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
 
 
 @dataclass
@@ -198,65 +200,7 @@ def _first(parts: list[tuple]) -> tuple[int, ...]:
     return tuple(sorted(range(3), key=lambda j: -parts[j][4]))
 
 
-def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
-    """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
-    utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
-    return list(itertools.islice(_ranked_spatial(hw, layer), keep))
-
-
-def _ranked_spatial(hw: Hardware, layer: NestLayer):
-    """The unrollings of :func:`spatial_candidates` that fit, highest utilization first (ties: in enumeration
-    order), each checked against the memories only when the caller asks for the next."""
-    dims = list(hw.array.dims.items())
-    allowed = getattr(hw.array, "allowed", None) or {}
-    opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
-    scored = []
-    sizes = [size for _, size in dims]
-    for combo in itertools.product(*opts):
-        left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
-        fs, used = [], 1.0
-        for size, d in zip(sizes, combo, strict=True):
-            n = left[d] if d in left else layer.dims.get(d, 1)
-            f = min(size, n)
-            left[d] = math.ceil(n / max(f, 1))
-            fs.append(f)
-            used *= f
-        scored.append((-used, len(scored), combo, fs))
-    scored.sort(key=lambda x: (x[0], x[1]))
-    for _, _, combo, fs in scored:
-        sm = {name: {d: f} for (name, _), d, f in zip(dims, combo, fs, strict=True)}
-        if _spatial_fits(hw, layer, sm):
-            yield sm
-
-
-def _spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
-    """Whether each operand's lowest memory holds the data its spatial loops put there."""
-    from .loopnest import spatial_per_level
-
-    for op in ("W", "I", "O"):
-        loops = spatial_per_level(hw, op, sm)[0]
-        bits = hw.bits["O_final"] if op == "O" else hw.bits[op]
-        if _tensor(layer, op, loops) * bits > hw.levels(op)[0].size_bits:
-            return False
-    return True
-
-
 SPATIAL_KEEP = 3  # feasible spatial candidates evaluated when the unrolling is searched
-
-
-def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """ZigZag's ``check_and_reduce``: each unrolling clipped to the layer's loop size and the array dimension's
-    size (an unknown array dimension is an error); factors of 1 dropped."""
-    out: dict[str, dict[str, int]] = {}
-    for dim, loops in sm.items():
-        if dim not in hw.array.dims:
-            raise ConfigError(f"spatial mapping names array dimension {dim}, {hw.name} has {', '.join(hw.array.dims)}")
-        out[dim] = {}
-        for d, f in loops.items():
-            f = min(f, layer.dims.get(d, 1), hw.array.dims[dim])
-            if f > 1:
-                out[dim][d] = f
-    return out
 
 
 _CACHE: dict[tuple, NestMapping] = {}
@@ -446,7 +390,7 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         if bound < math.inf and not mapping_score(hit.cost, objective) < bound:
             return None
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
-    cands = [spatial] if spatial is not None else itertools.islice(_ranked_spatial(hw, layer), 64)
+    cands = [spatial] if spatial is not None else itertools.islice(ranked_spatial(hw, layer), 64)
     best: NestMapping | None = None
     best_score = bound if not exhaustive else math.inf
     first = (0, 1, 2)
