@@ -364,7 +364,10 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     psum = [False] * (L + 1)
     if op == "O":
         ir_o = IR_DIMS["O"]
-        irf = [any(d in ir_o and s > 1 for d, s in (tm_op[a - 1] if a else []) + su[a]) for a in range(L + 1)]
+        sp_ir = ctx.get(("sp_ir", op))  # per level: does the unrolling put an ir loop there (kept per context)
+        if sp_ir is None:
+            sp_ir = ctx[("sp_ir", op)] = [any(d in ir_o and s > 1 for d, s in su[a]) for a in range(L + 1)]
+        irf = [sp_ir[a] or (a > 0 and any(d in ir_o and s > 1 for d, s in tm_op[a - 1])) for a in range(L + 1)]
         psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     accs, ens, ports = [], [], {}
     for m, (bw, pkeys, r_cost, w_cost) in enumerate(levels):

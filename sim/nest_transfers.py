@@ -143,9 +143,11 @@ def _links(hw: Hardware, layer: NestLayer, op: str, sp: tuple,
     psum = _psum_flags(op, sp_ir, tms)
     prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * (L + 1)
     out = []
+
+    def link(a: int, amount: float, boosted: float = 1) -> _Link:
+        return _Link(amount, prec[a], int(cyc[a]), int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted), a)
+
     for m in range(L):
-        def link(a: int, amount: float, boosted: float = 1) -> _Link:
-            return _Link(amount, prec[a], int(cyc[a]), int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted), a)
         low = link(m, elem[m] * boost[m] if op != "O" else int(elem[m] * boost[m]), boost[m])
         high = link(m + 1, elem[m + 1]) if m < L - 1 else _IDLE
         if op != "O":
