@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .hardware import Hardware
 from .loopnest import NestLayer, effective_spatial
-from .nest_mapper import SPATIAL_CANDIDATES, map_layer
+from .nest_mapper import map_layer, mapping_score
 from .nest_sim import nest_layer
+from .nest_spatial import SPATIAL_CANDIDATES
 from .workload import Layer
 
 PREFIX = "nest:"
@@ -150,12 +151,11 @@ def map_share(hw: Hardware, nl: NestLayer, objective: str):  # -> NestMapping
     if not mix or utilization(hw, nl, mix) <= utilization(hw, nl, m.spatial) + 1e-9:
         return m
     try:
-        alt = map_layer(hw, nl, mix, objective)
+        # only a mapping scoring below m's replaces it: the search cuts every order that cannot (None: none can)
+        alt = map_layer(hw, nl, mix, objective, bound=mapping_score(m.cost, objective))
     except ConfigError:  # the mixed unrolling does not fit the lowest memories
         return m
-    score = {"energy": lambda c: c.energy_pj, "latency": lambda c: c.cycles}.get(objective,
-                                                                              lambda c: c.energy_pj * c.cycles)
-    return alt if score(alt.cost) < score(m.cost) else m
+    return m if alt is None else alt
 
 
 OFFCHIP = "offchip"  # the DRAM level added to a core whose memories cannot hold a share (:func:`with_offchip`)

@@ -321,9 +321,9 @@ def _ir_prefix(op: str, loops: list[Loop]) -> int:
 _PORTS: dict[tuple, list] = {}
 
 
-def _ports(hw: Hardware, op: str) -> list[tuple]:
+def _ports(hw: Hardware, op: str) -> tuple[list[tuple], int]:
     """Per memory level of ``op``: port bandwidths and (memory, port) keys in direction order tl, fh, fl,
-    th, read and write cost (cached per hardware)."""
+    th, read and write cost; and :func:`_load_bw` (both cached per hardware)."""
     key = (id(hw), hw.name, op)
     out = _PORTS.get(key)
     if out is None or out[0] is not hw:
@@ -331,7 +331,7 @@ def _ports(hw: Hardware, op: str) -> list[tuple]:
         levels = [(tuple(m.port_bw(mem_op, d) for d in ("tl", "fh", "fl", "th")),
                    tuple((m.name, m.port_of(mem_op, d)) for d in ("tl", "fh", "fl", "th")), m.r_cost_pj, m.w_cost_pj)
                   for m in hw.levels(op)]
-        out = _PORTS[key] = [hw, levels]
+        out = _PORTS[key] = [hw, (levels, _load_bw(hw, op))]
     return out[1]
 
 
@@ -339,7 +339,7 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     """One operand's (accesses per level, energy per level, port busy cycles, on/off-loading cycles, energy,
     busiest port); ``tm_op`` is its temporal mapping after the merge-down (:func:`stationary`)."""
     su, boost, tot_sp = ctx[op]
-    levels, load_bw = _ports(hw, op), _load_bw(hw, op)
+    levels, load_bw = _ports(hw, op)
     L = len(levels)
     # cumulative sizes up to each level: its temporal loops, then the spatial loops it serves
     cur: dict[str, float] = {}
@@ -364,7 +364,10 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
     psum = [False] * (L + 1)
     if op == "O":
         ir_o = IR_DIMS["O"]
-        irf = [any(d in ir_o and s > 1 for d, s in (tm_op[a - 1] if a else []) + su[a]) for a in range(L + 1)]
+        sp_ir = ctx.get(("sp_ir", op))  # per level: does the unrolling put an ir loop there (kept per context)
+        if sp_ir is None:
+            sp_ir = ctx[("sp_ir", op)] = [any(d in ir_o and s > 1 for d, s in su[a]) for a in range(L + 1)]
+        irf = [sp_ir[a] or (a > 0 and any(d in ir_o and s > 1 for d, s in tm_op[a - 1])) for a in range(L + 1)]
         psum = [any(irf[m + 1:]) for m in range(L)] + [False]
     accs, ens, ports = [], [], {}
     for m, (bw, pkeys, r_cost, w_cost) in enumerate(levels):

@@ -19,6 +19,7 @@ loops per level after the merge-down), so that the mapper costs one order per gr
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,11 +86,15 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
         su = {o: spatial_per_level(hw, o, esm) for o in ops}
     n = len(orders[0])
     N = len(orders)
-    dims = sorted({d for order in orders for d, _ in order} | {d for o in ops for lv in su[o] for d, _ in lv}
-                  | set(layer.dims))
+    flat = list(itertools.chain.from_iterable(orders))
+    loops = list(dict.fromkeys(flat))  # the distinct loops; each order's as indices into them
+    dims = sorted({d for d, _ in loops} | {d for o in ops for lv in su[o] for d, _ in lv} | set(layer.dims))
     di = {d: k for k, d in enumerate(dims)}
-    D = np.array([[di[d] for d, _ in order] for order in orders], dtype=np.int64).reshape(N, n)
-    F = np.array([[f for _, f in order] for order in orders], dtype=np.float64).reshape(N, n)
+    code = {loop: k for k, loop in enumerate(loops)}
+    idx = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat)).reshape(N, n)
+    D = np.array([di[d] for d, _ in loops], dtype=np.int64)[idx]
+    F = np.array([f for _, f in loops], dtype=np.float64)[idx]
+    in_d = {di[d] for d, _ in loops}
     rows = np.arange(N)
     # suffix products of each order, right to left from 1.0 (the scalar ``suf``)
     SP = np.ones((N, n + 1))
@@ -107,7 +112,7 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
     alive = np.ones(N, dtype=bool)
     reach = np.zeros(N, dtype=np.int64)
     ir_o = [di[d] for d in IR_DIMS["O"] if d in di]
-    is_ir_o = np.isin(D, ir_o)
+    is_ir_o = _lut(np, len(dims), ir_o)[D]
     pos = np.arange(n)
     sy, sx = layer.stride
     ey, ex = layer.in_extent
@@ -141,7 +146,7 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
                 choices.append((n_o[:, None], whole[:, None], np.zeros((N, 1)), np.ones((N, 1), dtype=bool)))
                 continue
             full = whole_el * prec if mem.double_buffered else None
-            S, V = _sizes(np, o, cum[o], di, D, F, c[o], n_o, prec, full, mem.size_bits, (sy, sx), (ey, ex), n)
+            S, V = _sizes(np, o, cum[o], di, D, F, c[o], n_o, prec, full, mem.size_bits, (sy, sx), (ey, ex), n, in_d)
             ok &= V[:, 0]
             ln = V.sum(axis=1)
             ext = np.minimum(n, c[o] + ln)
@@ -159,11 +164,10 @@ def allocate_batch(hw: Hardware, layer: NestLayer, esm: dict[str, dict[str, floa
             t = np.where(alive, best[1][k], 0)
             cuts[o].append(c[o] + t)
             # the kept loops then the spatial loops of the next level join the allocated ones (in that order)
-            for j in range(n):
-                sel = alive & (j >= c[o]) & (j < c[o] + t)
-                if sel.any():
-                    idx = D[sel, j]
-                    cum[o][idx, np.nonzero(sel)[0]] *= F[sel, j]
+            kept = alive[:, None] & (pos[None, :] >= c[o][:, None]) & (pos[None, :] < (c[o] + t)[:, None])
+            for j in np.nonzero(kept.any(axis=0))[0].tolist():
+                sel = np.nonzero(kept[:, j])[0]
+                cum[o][D[sel, j], sel] *= F[sel, j]
             c[o] = c[o] + t
             level[o] += 1
             for d, f in su[o][level[o]]:
@@ -208,10 +212,9 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
         C = cc[rows]
         L = C.shape[1]
         ir_idx = [k for k, d in enumerate(b.dims) if d in IR_DIMS[o]]
-        isir = np.isin(D, ir_idx) if ir_idx else np.zeros((N, n), dtype=bool)
+        isir = _lut(np, len(b.dims), ir_idx)[D]
         NN = np.full((N, n + 1), n, dtype=np.int64)  # first non-ir position from p on
-        for p in range(n - 1, -1, -1):
-            NN[:, p] = np.where(isir[:, p], NN[:, p + 1], p)
+        NN[:, :n] = np.minimum.accumulate(np.where(isir, n, pos[None, :])[:, ::-1], axis=1)[:, ::-1]
         bp = np.zeros((N, L + 1), dtype=np.int64)
         bp[:, L] = n
         for m in range(L - 1, 0, -1):
@@ -226,14 +229,11 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
         # (npukit.sim.nest_latency: the updating window and the effective tile): two orders that differ only
         # there cost the same energy but not the same cycles
         r_idx = [k for k, d in enumerate(b.dims) if d in R_DIMS[o]]
-        isr = np.isin(D, r_idx) if r_idx else np.zeros((N, n), dtype=bool)
+        isr = _lut(np, len(b.dims), r_idx)[D]
         tops = []
         for flags in (isir, isr):
-            LN = np.full((N, n), -1, dtype=np.int64)  # last position <= p whose loop is not in the run
-            last = np.full(N, -1, dtype=np.int64)
-            for p in range(n):
-                last = np.where(flags[:, p], last, p)
-                LN[:, p] = last
+            # last position <= p whose loop is not in the run (-1: none)
+            LN = np.maximum.accumulate(np.where(flags, -1, pos[None, :]), axis=1)
             for m in range(L):
                 lo, hi = (bp[:, m] if m else np.zeros(N, dtype=np.int64)), bp[:, m + 1]
                 e = np.maximum(hi - 1, 0)
@@ -241,6 +241,16 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
                 tops.append(np.rint(CP[r, hi] / CP[r, start]).astype(np.int64))
         keys.append(np.hstack([counts, st.astype(np.int64)[:, None], np.stack(tops, axis=1)]))
         widths.append(counts.shape[1] + (o != "O"))  # an output's cost does not read its bottom ir run
+    fine = [_row_codes(np, k) for k in keys]
+    crs = [_row_codes(np, k[:, :w]) for k, w in zip(keys, widths, strict=True)] if coarse else []
+    if all(c is not None for c in fine + crs):  # the codes as the ids (they mean only equal or not)
+        _, first = _unique_rows(np, np.stack(fine, axis=1))
+        first.sort()
+        ids = [c[first].tolist() for c in fine]
+        out = rows[first].tolist()
+        if not coarse:
+            return list(zip(out, zip(*ids, strict=True), strict=True))
+        return list(zip(out, zip(*ids, strict=True), zip(*[c[first].tolist() for c in crs], strict=True), strict=True))
     _, first = _unique_rows(np, np.hstack(keys))
     first.sort()
     ids = [_unique_rows(np, k[first])[0].tolist() for k in keys]
@@ -248,6 +258,23 @@ def stationary_groups(b: Batch, coarse: bool = False) -> list[tuple]:
         return list(zip(rows[first].tolist(), zip(*ids, strict=True), strict=True))
     cids = [_unique_rows(np, k[first][:, :w])[0].tolist() for k, w in zip(keys, widths, strict=True)]
     return list(zip(rows[first].tolist(), zip(*ids, strict=True), zip(*cids, strict=True), strict=True))
+
+
+def _row_codes(np: Any, a: Any) -> Any:
+    """One int64 per row of an int64 matrix, equal exactly when the rows are (its non-constant columns as
+    the digits of a mixed radix), or None when that does not fit 62 bits."""
+    if a.shape[1] == 0:
+        return np.zeros(a.shape[0], dtype=np.int64)
+    lo = a.min(axis=0)
+    span = a.max(axis=0) - lo + 1
+    keep = span > 1
+    mult, total = [], 1
+    for x in span[keep].tolist():
+        mult.append(total)
+        total *= x
+    if total >= 2**62:
+        return None
+    return (a[:, keep] - lo[keep]) @ np.array(mult, dtype=np.int64)
 
 
 def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
@@ -260,9 +287,10 @@ def _unique_rows(np: Any, a: Any) -> tuple[Any, Any]:
 
 
 def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any, n_o: Any, prec: Any,
-           full: Any, cap: float, stride: tuple[int, int], extent: tuple[int, int], n: int) -> tuple[Any, Any]:
+           full: Any, cap: float, stride: tuple[int, int], extent: tuple[int, int], n: int,
+           in_d: set[int]) -> tuple[Any, Any]:
     """Tile bits ``S`` (N, n + 1) of operand ``o`` keeping i = 0..n more loops, and ``V``: the sizes the scalar
-    list holds (i <= loops left, every size up to i fits ``cap``)."""
+    list holds (i <= loops left, every size up to i fits ``cap``); ``in_d``: the dimensions the orders' loops have."""
     N = D.shape[0]
     S = np.zeros((N, n + 1))
     V = np.zeros((N, n + 1), dtype=bool)
@@ -275,7 +303,10 @@ def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any
 
     still = np.ones(N, dtype=bool)
     base = g("B") * g("C") * g("G")  # inputs: B*C*G once, then times each B/C/G loop (the scalar order)
-    bcg = [di[d] for d in ("B", "C", "G") if d in di]
+    in_bcg = _lut(np, len(di), [di[d] for d in ("B", "C", "G") if d in di])
+    # the r dimensions whose running products can differ from 1 (a loop of the orders has it, or it is not 1
+    # already): multiplying by the others' exact 1.0 changes no bit, so they are left out
+    active = [di[d] for d in R_DIMS[o] if d in di and (di[d] in in_d or bool((cur[di[d]] != 1.0).any()))]
     for i in range(n + 1):
         if i:
             p = c + i - 1
@@ -284,16 +315,16 @@ def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any
             d_idx, f = D[rows, pc], F[rows, pc]
             cur[d_idx[step], rows[step]] *= f[step]
             if o == "I":
-                on = step & np.isin(d_idx, bcg)
+                on = step & in_bcg[d_idx]
                 base = np.where(on, base * f, base)
         if o == "I":
             py = _pr(np, g("OY"), g("FY"), stride[0], extent[0])
             px = _pr(np, g("OX"), g("FX"), stride[1], extent[1])
             s = base * py * px * prec
         else:
-            el = one.copy()
-            for d in R_DIMS[o]:
-                el = el * g(d)
+            el = one
+            for d in active:
+                el = el * cur[d]
             s = el * prec
         if full is not None:
             s = np.where((i < n_o) & (s < full), s * 2, s)
@@ -302,6 +333,13 @@ def _sizes(np: Any, o: str, cum: Any, di: dict[str, int], D: Any, F: Any, c: Any
         V[:, i] = still
         S[:, i] = s
     return S, V
+
+
+def _lut(np: Any, size: int, members: list[int]) -> Any:
+    """A bool table over dimension indices 0..size-1, True at ``members`` (``table[D]`` is ``np.isin(D, members)``)."""
+    t = np.zeros(size, dtype=bool)
+    t[members] = True
+    return t
 
 
 def _pr(np: Any, a: Any, b: Any, s: int, cap: int) -> Any:

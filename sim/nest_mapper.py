@@ -47,14 +47,16 @@ from .loopnest import (
     spatial_context,
     spatial_per_level,
 )
-from .nest_alloc import _tensor, allocate
+from .nest_alloc import allocate
 from .nest_batch import allocate_batch, stationary_groups, temporal_mapping
 from .nest_latency import NestLatency, latency_bound, latency_of, nest_latency, with_latency
+from .nest_spatial import SPATIAL_CANDIDATES as SPATIAL_CANDIDATES  # re-exported: its old home
+from .nest_spatial import clip_spatial, ranked_spatial
+from .nest_spatial import spatial_candidates as spatial_candidates  # re-exported: its old home
 from .nest_transfers import _top_run, operand_latency, operand_transfers
 
 LPF_LIMIT = 6
 BATCH_MIN = 24  # loop orders from which a layer's orders are allocated at once (numpy); fewer: one by one
-SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
 
 
 @dataclass
@@ -152,13 +154,17 @@ def _orders(lpfs: list[Loop], sym: list[tuple[str, str]] = ()):
     swap = {}
     for a, b in sym:
         swap[a], swap[b] = b, a
-    for perm in itertools.permutations(lpfs):
-        if perm in seen:
+    # equal loops as one index (the same distinct orders, in the same order); loops compared by their rank
+    uniq = list(dict.fromkeys(lpfs))
+    rank = {x: r for r, x in enumerate(sorted(set(uniq) | {(swap.get(d, d), f) for d, f in uniq}))}
+    rk, rk_swap = [rank[x] for x in uniq], [rank[(swap.get(d, d), f)] for d, f in uniq]
+    for p in itertools.permutations([uniq.index(x) for x in lpfs]):
+        if p in seen:
             continue
-        seen.add(perm)
-        if swap and tuple((swap.get(d, d), f) for d, f in perm) < perm:
+        seen.add(p)
+        if swap and list(map(rk_swap.__getitem__, p)) < list(map(rk.__getitem__, p)):
             continue
-        yield list(perm)
+        yield list(map(uniq.__getitem__, p))
 
 
 def _distinct_orders(lpfs: list[Loop]):
@@ -194,55 +200,7 @@ def _first(parts: list[tuple]) -> tuple[int, ...]:
     return tuple(sorted(range(3), key=lambda j: -parts[j][4]))
 
 
-def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
-    """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
-    utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
-    dims = list(hw.array.dims.items())
-    allowed = getattr(hw.array, "allowed", None) or {}
-    opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
-    scored = []
-    for combo in itertools.product(*opts):
-        left = dict(layer.dims)
-        sm, used = {}, 1.0
-        for (name, size), d in zip(dims, combo, strict=True):
-            f = min(size, left.get(d, 1))
-            left[d] = math.ceil(left.get(d, 1) / max(f, 1))
-            sm[name] = {d: f}
-            used *= f
-        if _spatial_fits(hw, layer, sm):
-            scored.append((-used, len(scored), sm))
-    scored.sort()
-    return [s for _, _, s in scored[:keep]]
-
-
-def _spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
-    """Whether each operand's lowest memory holds the data its spatial loops put there."""
-    from .loopnest import spatial_per_level
-
-    for op in ("W", "I", "O"):
-        loops = spatial_per_level(hw, op, sm)[0]
-        bits = hw.bits["O_final"] if op == "O" else hw.bits[op]
-        if _tensor(layer, op, loops) * bits > hw.levels(op)[0].size_bits:
-            return False
-    return True
-
-
 SPATIAL_KEEP = 3  # feasible spatial candidates evaluated when the unrolling is searched
-
-
-def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """ZigZag's ``check_and_reduce``: each unrolling clipped to the layer's loop size and the array dimension's
-    size (an unknown array dimension is an error); factors of 1 dropped."""
-    out: dict[str, dict[str, int]] = {}
-    for dim, loops in sm.items():
-        if dim not in hw.array.dims:
-            raise ConfigError(f"spatial mapping names array dimension {dim}, {hw.name} has {', '.join(hw.array.dims)}")
-        out[dim] = {}
-        for d, f in loops.items():
-            f = min(f, layer.dims.get(d, 1), hw.array.dims[dim])
-            if f > 1:
-                out[dim][d] = f
-    return out
 
 
 _CACHE: dict[tuple, NestMapping] = {}
@@ -259,8 +217,11 @@ def _better(hw: Hardware, cand: NestMapping, score: float, best: NestMapping | N
             objective: str, memo: dict | None = None) -> bool:
     """ZigZag's rule for keeping ``cand`` (``score``) over ``best``: a lower score; on an equal energy the
     lower latency (``MinimalEnergyStage``), on an equal latency the lower energy (``MinimalLatencyStage``);
-    else the first stays."""
-    if best is None or score < best_score:
+    else the first stays. With no best yet, ``best_score`` is :func:`map_layer`'s ``bound`` (inf: none), which
+    ``cand`` must be below."""
+    if best is None:
+        return score < best_score or best_score == math.inf
+    if score < best_score:
         return True
     if score > best_score:
         return False
@@ -300,6 +261,34 @@ def _consider(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm:
     return best, best_score, first
 
 
+def _cached_cut(ctx: dict, total_cycle: int, objective: str, best_score: float, cids: tuple[int, ...],
+                fids: tuple[int, ...], local: dict, memo: dict) -> bool:
+    """Whether the parts of an order's operands already costed for other orders (kept in ``local`` by their
+    ids, as :func:`_consider` keeps them) prove it cannot replace the best (score ``best_score``): the
+    cut :func:`_consider` would make once it had them, made before the order's mapping is even built."""
+    get = local.get
+    if objective == "energy":
+        return lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy") > best_score
+    a, b, c = get(("lat", 0, fids[0])), get(("lat", 1, fids[1])), get(("lat", 2, fids[2]))
+    if a is None:
+        a = get(("tr", 0, cids[0]))
+    if b is None:
+        b = get(("tr", 1, cids[1]))
+    if c is None:
+        c = get(("tr", 2, cids[2]))
+    if a is None and b is None and c is None:
+        lat_lb = total_cycle
+    else:  # the same parts recur in many orders: their bound is kept (by the parts' identities)
+        key = ("lb", id(a), id(b), id(c))
+        lat_lb = get(key)
+        if lat_lb is None:
+            lat_lb = local[key] = latency_bound(memo, [a, b, c])
+    if objective == "latency":
+        return lat_lb > best_score
+    energy = lower_bound(ctx, total_cycle, [get((0, cids[0])), get((1, cids[1])), get((2, cids[2]))], "energy")
+    return energy * lat_lb >= best_score
+
+
 def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], tm: dict[str, list[list[Loop]]],
                       ctx: dict, objective: str, best: NestMapping | None, best_score: float,
                       first: tuple[int, ...], ids: tuple[int, ...] | None, local: dict | None,
@@ -322,6 +311,16 @@ def _consider_latency(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, in
     fine = [local.get(("lat", k, fids[k])) for k in range(3)] if fids is not None else [None, None, None]
     ks = sorted(first, key=lambda k: 0 if fine[k] is not None else 2 if ids is None or ("tr", k, ids[k]) not in local else 1)
     lat_lb: float = total_cycle  # the latency is at least the temporal cycles
+    if objective == "edp" and ids is not None:
+        # all three energies first (cheaper than transfers, and kept by their coarse ids), against the
+        # latency bound of the transfers known already
+        lats = [f if f is not None else local.get(("tr", k, ids[k])) for k, f in enumerate(fine)]
+        if any(x is not None for x in lats):
+            lat_lb = latency_bound(memo, lats)
+        for k in ks:
+            parts[k] = operand_part(hw, layer, tm, ctx, k, total_cycle, ids, local)
+            if lower_bound(ctx, total_cycle, parts, "energy") * lat_lb >= best_score:
+                return best, best_score, first
     for stage in (0, 1):
         for k in ks:
             if stage == 0:
@@ -377,18 +376,23 @@ def _finish(hw: Hardware, m: NestMapping) -> NestMapping:
 
 
 def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]] | None = None,
-              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False) -> NestMapping:
+              objective: str = "energy", lpf_limit: int = LPF_LIMIT, exhaustive: bool = False,
+              bound: float = math.inf) -> NestMapping | None:
     """The best mapping of ``layer`` on ``hw`` under ``objective`` (energy, latency or edp); ``spatial``
     fixes the unrolling (a ZigZag mapping file's), else it is searched. ``exhaustive``: allocate and cost
     every distinct order of the loop prime factors, without the pruning, the shared allocation decisions
-    or the cache (slow; the reference the fast search must equal)."""
+    or the cache (slow; the reference the fast search must equal). ``bound``: the best mapping only if its
+    score (:func:`mapping_score`) is below ``bound``, else None; orders that cannot beat it are cut (the
+    search's own bounds), so a caller that only wants a mapping better than one it holds pays little."""
     ckey = (id(hw), hw.name, layer.key(), repr(spatial), objective, lpf_limit)
     hit = None if exhaustive else _CACHE.get(ckey)
     if hit is not None:
+        if bound < math.inf and not mapping_score(hit.cost, objective) < bound:
+            return None
         return NestMapping(layer, hit.spatial, hit.temporal, hit.cost)
-    cands = [spatial] if spatial is not None else spatial_candidates(hw, layer, keep=64)
+    cands = [spatial] if spatial is not None else itertools.islice(ranked_spatial(hw, layer), 64)
     best: NestMapping | None = None
-    best_score = math.inf
+    best_score = bound if not exhaustive else math.inf
     first = (0, 1, 2)
     feasible = 0
     for sm in cands:
@@ -422,9 +426,13 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
         batch = allocate_batch(hw, layer, esm, order_list, su) if len(order_list) >= BATCH_MIN else None
         if batch is not None:
             local: dict = {}
+            total = None
             for k, ids, cids in stationary_groups(batch, coarse=True):
                 fits = True
+                if total is not None and _cached_cut(ctx, total, objective, best_score, cids, ids, local, lmemo):
+                    continue
                 tm = temporal_mapping(batch, k)
+                total = math.prod(s for lv in tm["O"] for _, s in lv)
                 # the energy parts read only the coarse loops (cids), the latency parts the fine ones (ids)
                 best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first, cids, local,
                                                    lmemo, ids)
@@ -460,9 +468,17 @@ def map_layer(hw: Hardware, layer: NestLayer, spatial: dict[str, dict[str, int]]
             best, best_score, first = _consider(hw, layer, sm, tm, ctx, objective, best, best_score, first,
                                                 memo=lmemo)
         feasible += fits
-    if best is None:
+    if not feasible:
         raise ConfigError(f"layer '{layer.name}': no loop order fits {hw.name}'s memories")
+    if best is None or (exhaustive and not best_score < bound):
+        return None  # no mapping below ``bound``
     best = _finish(hw, best)
     if not exhaustive:
         _CACHE[ckey] = best
     return best
+
+
+def mapping_score(cost: NestCost, objective: str) -> float:
+    """A mapping's score under ``objective``: energy (pJ), latency (cycles) or their product (edp); exactly the
+    score the search compares (:class:`NestCost`'s ``energy_pj`` and ``cycles`` after ZigZag's latency)."""
+    return _score(cost, objective)

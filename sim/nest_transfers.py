@@ -143,9 +143,11 @@ def _links(hw: Hardware, layer: NestLayer, op: str, sp: tuple,
     psum = _psum_flags(op, sp_ir, tms)
     prec = [hw.bits["O"] if p else hw.bits["O_final"] for p in psum] if op == "O" else [hw.bits[op]] * (L + 1)
     out = []
+
+    def link(a: int, amount: float, boosted: float = 1) -> _Link:
+        return _Link(amount, prec[a], int(cyc[a]), int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted), a)
+
     for m in range(L):
-        def link(a: int, amount: float, boosted: float = 1) -> _Link:
-            return _Link(amount, prec[a], int(cyc[a]), int(total // cyc[a]), int(elem[a] * prec[a] / cyc[a] * boosted), a)
         low = link(m, elem[m] * boost[m] if op != "O" else int(elem[m] * boost[m]), boost[m])
         high = link(m + 1, elem[m + 1]) if m < L - 1 else _IDLE
         if op != "O":
@@ -204,26 +206,44 @@ def _context(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]], memo
     if ctx is None:
         gemm = layer.in_extent == (0, 0) and all(layer.dims.get(d, 1) == 1 for d in ("OY", "OX", "FY", "FX"))
         order = ("O", "I", "W") if gemm else ("O", "W", "I")  # ZigZag's layer operand order (its equation's)
-        ops = {hw.links[op]: op for op in order}
-        mems = {op: hw.levels(op) for op in order}
-        bws = {(op, m, d): (b[1] if (b := mem.port_bw(hw.links[op], d)) else 0)
-               for op in order for m, mem in enumerate(mems[op]) for d in DIRS}
         drain = sum(max(math.ceil(math.prod(min(f, layer.dims.get(d, 1), hw.array.dims.get(oa, f))
                                             for d, f in sm[oa].items())) - 1, 0)
                     for oa in hw.array.systolic if oa in sm)
-        ports = _ports(hw, ops)
-        groups: dict[str, list[tuple[str, int]]] = {}
-        for op in order:
-            for m, mem in enumerate(mems[op]):
-                groups.setdefault(mem.name, []).append((op, m))
         sm_int, sm_frac = unrolling(layer, sm, hw.array.dims, True), unrolling(layer, sm, hw.array.dims, False)
         ctx = memo["ctx"] = _Ctx(
-            order, mems, bws, ports, {s: i for i, served in enumerate(ports) for s in served},
-            [bws[served[0]] for served in ports],
-            [len({hw.links[op] for op, _, _ in served} & set(_INPUT_MEM_OPS)) > 1 for served in ports], groups,
+            *_hw_context(hw, order),
             {op: _spatial(hw, layer, op, sm_int) for op in order}, {op: _spatial(hw, layer, op, sm_frac) for op in order},
             drain, math.ceil(layer.macs / hw.array.units))
     return ctx
+
+
+_HW_CTX: dict[tuple, tuple] = {}
+
+
+def _hw_context(hw: Hardware, order: tuple[str, ...]) -> tuple:
+    """The fields of :class:`_Ctx` that depend on ``hw`` and the operand order only (cached per hardware):
+    order, memories, link bandwidths, ports, port of each link, port bandwidths, ports shared by both
+    inputs, and the (operand, level) pairs each memory holds."""
+    key = (id(hw), hw.name, order)
+    hit = _HW_CTX.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    ops = {hw.links[op]: op for op in order}
+    mems = {op: hw.levels(op) for op in order}
+    bws = {(op, m, d): (b[1] if (b := mem.port_bw(hw.links[op], d)) else 0)
+           for op in order for m, mem in enumerate(mems[op]) for d in DIRS}
+    ports = _ports(hw, ops)
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for op in order:
+        for m, mem in enumerate(mems[op]):
+            groups.setdefault(mem.name, []).append((op, m))
+    out = (order, mems, bws, ports, {s: i for i, served in enumerate(ports) for s in served},
+           [bws[served[0]] for served in ports],
+           [len({hw.links[op] for op, _, _ in served} & set(_INPUT_MEM_OPS)) > 1 for served in ports], groups)
+    if len(_HW_CTX) > 256:
+        _HW_CTX.clear()
+    _HW_CTX[key] = (hw, out)
+    return out
 
 
 @dataclass(frozen=True)

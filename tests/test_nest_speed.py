@@ -291,3 +291,43 @@ def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
             assert len(by_cid) == len(set(by_cid.values()))
         merged = merged or len(groups) < len(orders)
     assert merged
+
+
+@pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
+def test_bound_keeps_only_a_better_mapping(objective: str) -> None:
+    """``map_layer(..., bound=b)`` returns the unbounded search's mapping when it scores below ``b`` and None when
+    it does not (ties included: a caller that holds a mapping of score b wants only a strictly better one), on a
+    fresh search (the bound cuts orders), from the cache, and exhaustively; ``map_share`` (which passes its
+    one-loop-per-dimension mapping's score to the mixed unrolling's search) returns what the unbounded rule does."""
+    import dataclasses
+    import math
+
+    from npukit.sim._multicore_nest import map_share, mixed_spatial
+    from npukit.sim.nest_mapper import mapping_score
+
+    hw, sp = _hw("eyeriss_like")
+    for layer in (LAYERS[1], LAYERS[3]):
+        ref = map_layer(dataclasses.replace(hw), layer, None, objective)
+        s = mapping_score(ref.cost, objective)
+        above = math.nextafter(s, math.inf)
+        fresh = map_layer(dataclasses.replace(hw), layer, None, objective, bound=above)
+        assert fresh is not None and (fresh.spatial, fresh.temporal, fresh.cost) == (ref.spatial, ref.temporal, ref.cost)
+        assert map_layer(dataclasses.replace(hw), layer, None, objective, bound=s) is None
+        cached = dataclasses.replace(hw)
+        map_layer(cached, layer, None, objective)
+        assert map_layer(cached, layer, None, objective, bound=s) is None
+        assert map_layer(cached, layer, None, objective, bound=above).cost == ref.cost
+        # the mixed unrolling's search as map_share runs it, bounded and not
+        mix = mixed_spatial(hw, layer)
+        alt = map_layer(dataclasses.replace(hw), layer, mix, objective)
+        a = mapping_score(alt.cost, objective)
+        assert map_layer(dataclasses.replace(hw), layer, mix, objective, bound=a) is None
+        assert map_layer(dataclasses.replace(hw), layer, mix, objective, bound=math.nextafter(a, math.inf)).cost == alt.cost
+        want = alt if a < s else ref
+        got = map_share(dataclasses.replace(hw), layer, objective)
+        assert (got.spatial, got.cost) == (want.spatial, want.cost)
+    fc, gemm = LAYERS[3], sp.get("Gemm") or sp.get("default")
+    ex = map_layer(hw, fc, gemm, objective, exhaustive=True)
+    e = mapping_score(ex.cost, objective)
+    assert map_layer(hw, fc, gemm, objective, exhaustive=True, bound=e) is None
+    assert map_layer(hw, fc, gemm, objective, exhaustive=True, bound=math.nextafter(e, math.inf)).cost == ex.cost

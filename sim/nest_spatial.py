@@ -1,0 +1,71 @@
+"""The spatial unrollings the loop-nest mapper (:func:`npukit.sim.nest_mapper.map_layer`) tries on a layer: one
+loop dimension per array dimension, highest utilization first, those whose lowest memories hold what the
+unrolling puts there; and ZigZag's clipping of a given unrolling to the layer and the array."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from .errors import ConfigError
+from .hardware import Hardware
+from .loopnest import NestLayer, spatial_per_level
+from .nest_alloc import _tensor
+
+SPATIAL_CANDIDATES = ("K", "C", "OX", "OY", "G", "FX", "FY", "B")
+
+
+def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[dict[str, dict[str, int]]]:
+    """The ``keep`` unrollings (one loop dimension per array dimension, clipped to the layer) of highest
+    utilization; ``hw.array.allowed`` restricts the loop dimensions of each array dimension."""
+    return list(itertools.islice(ranked_spatial(hw, layer), keep))
+
+
+def ranked_spatial(hw: Hardware, layer: NestLayer):
+    """The unrollings of :func:`spatial_candidates` that fit, highest utilization first (ties: in enumeration
+    order), each checked against the memories only when the caller asks for the next."""
+    dims = list(hw.array.dims.items())
+    allowed = getattr(hw.array, "allowed", None) or {}
+    opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
+    scored = []
+    sizes = [size for _, size in dims]
+    for combo in itertools.product(*opts):
+        left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
+        fs, used = [], 1.0
+        for size, d in zip(sizes, combo, strict=True):
+            n = left[d] if d in left else layer.dims.get(d, 1)
+            f = min(size, n)
+            left[d] = math.ceil(n / max(f, 1))
+            fs.append(f)
+            used *= f
+        scored.append((-used, len(scored), combo, fs))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    for _, _, combo, fs in scored:
+        sm = {name: {d: f} for (name, _), d, f in zip(dims, combo, fs, strict=True)}
+        if spatial_fits(hw, layer, sm):
+            yield sm
+
+
+def spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
+    """Whether each operand's lowest memory holds the data its spatial loops put there."""
+    for op in ("W", "I", "O"):
+        loops = spatial_per_level(hw, op, sm)[0]
+        bits = hw.bits["O_final"] if op == "O" else hw.bits[op]
+        if _tensor(layer, op, loops) * bits > hw.levels(op)[0].size_bits:
+            return False
+    return True
+
+
+def clip_spatial(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """ZigZag's ``check_and_reduce``: each unrolling clipped to the layer's loop size and the array dimension's
+    size (an unknown array dimension is an error); factors of 1 dropped."""
+    out: dict[str, dict[str, int]] = {}
+    for dim, loops in sm.items():
+        if dim not in hw.array.dims:
+            raise ConfigError(f"spatial mapping names array dimension {dim}, {hw.name} has {', '.join(hw.array.dims)}")
+        out[dim] = {}
+        for d, f in loops.items():
+            f = min(f, layer.dims.get(d, 1), hw.array.dims[dim])
+            if f > 1:
+                out[dim][d] = f
+    return out
