@@ -59,17 +59,6 @@ def core_yaml(path: str) -> Path:
 
 # ONNX operator types of the workloads' GEMMs and convs, and of their elementwise ops (Stream sends a core only the
 # operator types its ``operator_types`` lists)
-MAC_OPS = ("Conv", "Gemm", "MatMul")
-
-
-def mac_cores(hw: dict) -> list[tuple[str, dict]]:
-    """The MAC cores of a Stream hardware summary: compute cores with an array of two or more dimensions that list
-    no ``operator_types`` or list every type of :data:`MAC_OPS` (``tpu_v7_ironwood``'s MXUs; the pooling and SIMD
-    cores list others). The hardware table's count; :func:`npukit_arch` reads the chip file itself."""
-    return [(cid, c) for cid, c in hw["cores"].items() if c["type"].endswith("compute")
-            and len(c["array"] or []) >= 2 and set(MAC_OPS) <= set(c.get("operator_types") or MAC_OPS)]
-
-
 def chip_yaml(hw: dict) -> Path:
     """The Stream chip file of a hardware summary: ``NAME.yaml`` beside its core files (their folder, or the
     folder above a ``cores/`` folder), under this checkout's Stream install (:func:`core_yaml`)."""
@@ -188,6 +177,7 @@ def main() -> int:
     from benchmarks._peers import peer_python
     from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.stream_io import load_stream_hardware
 
     out = None
     if args.stream_json:
@@ -211,12 +201,13 @@ def main() -> int:
         (Path(out) / "stream_runs.json").write_text(proc.stdout)  # Stream's per-node numbers, for comparing by layer
     print(f"Stream: {len(data['runs'])} solves, {sum(r.get('wall_s', 0) for r in data['runs']):.1f} s")
     hw_rows = []
-    for hw in data["hardware"]:
-        macs = [c for _, c in mac_cores(hw)]
+    for hw in data["hardware"]:  # the MAC cores as npukit's Stream reader classifies them
+        read = load_stream_hardware(chip_yaml(hw), warn=False)
+        nests = [read.cores[i].nest for i in read.mac_cores]
         links = [e for e in hw["links"] if e["type"] == "link"]
         buses = [e for e in hw["links"] if e["type"] == "bus"]
-        big = max((m["size_bits"] for c in macs for m in c["memories"]), default=0)
-        hw_rows.append([hw["name"], len(hw["cores"]), len(macs), "x".join(map(str, macs[0]["array"])) if macs else "",
+        big = max((m.size_bits for n in nests for m in n.memories), default=0)
+        hw_rows.append([hw["name"], len(hw["cores"]), len(nests), "x".join(map(str, nests[0].array.dims.values())),
                         big / 8 / 1024, min((e["bandwidth_bits"] for e in links), default=0),
                         max((e["bandwidth_bits"] for e in buses), default=0),
                         max((e["unit_energy_cost"] or 0 for e in hw["links"]), default=0)])

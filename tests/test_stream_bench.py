@@ -100,14 +100,3 @@ def test_core_yaml_from_another_checkout_is_found_under_this_install(tmp_path, m
     assert bvs.core_yaml(elsewhere) == core
     with pytest.raises(SystemExit, match="is not here"):
         bvs.core_yaml(elsewhere.replace("eyeriss_like", "missing"))
-
-
-def test_mac_cores_skip_pooling_and_simd_operator_types() -> None:
-    from npukit.benchmarks.bench_vs_stream import mac_cores
-
-    core = {"type": "compute", "array": [32, 32], "memories": []}
-    hw = {"cores": {"0": core, "1": {**core, "operator_types": ["MatMul", "Gemm", "Conv", "Einsum"]},
-                    "2": {**core, "array": [3, 3, 8], "operator_types": ["MaxPool", "AveragePool"]},
-                    "3": {**core, "array": [64], "operator_types": ["Add", "Relu"]},
-                    "4": {"type": "offchip", "array": None, "memories": []}}}
-    assert [c for c, _ in mac_cores(hw)] == ["0", "1"]

@@ -234,3 +234,18 @@ def test_the_text_describes_loop_nest_and_simd_cores_as_they_are(tmp_path, capsy
     assert "loop-nest core: array D1 14 x D2 12 (168 PEs" in text and "sram_1M 1,048,576 B" in text
     assert "vector unit 64 lanes" in text and "energy table stream-eyeriss_like_dual_core" in text
     assert "horowitz45" not in text
+
+
+def test_mac_cores_skip_pooling_and_simd_operator_types() -> None:
+    """A core is a MAC core with a 2-D or larger array listing no operator types or only matrix ones (ironwood's
+    MXUs); a 1-D array or elementwise types make a SIMD core; a pooling-only core and the off-chip core are neither."""
+    from npukit.sim.stream_io import _kind
+
+    core = {"type": "compute", "operational_array": {"sizes": [32, 32]}}
+    assert _kind(core) == "mac"
+    assert _kind({**core, "operator_types": ["MatMul", "Gemm", "Conv", "Einsum"]}) == "mac"
+    assert _kind({**core, "operational_array": {"sizes": [3, 3, 8]}, "operator_types": ["MaxPool", "AveragePool"]}) \
+        == "other"
+    assert _kind({**core, "operational_array": {"sizes": [64]}, "operator_types": ["Add", "Relu"]}) == "simd"
+    assert _kind({**core, "operational_array": {"sizes": [8, 128, 4]}, "operator_types": ["Add", "Softmax"]}) == "simd"
+    assert _kind({"type": "offchip", "operational_array": {"sizes": []}}) == "other"
