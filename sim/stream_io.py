@@ -201,10 +201,8 @@ def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> M
     dram = Dram(len(to_off), min(min(e[2] for e in to_off) / 8, port / len(to_off))) if to_off else Dram(1, port)
     core_port = min(max(e[2] for e in to_off) / 8, port) if to_off else port
     mac0 = parsed[macs[0]]
-    prec = mac0.get("operand_precision") or {}
-    wbits = operand_bits or _bits(prec.get("input"), 8)
-    acc = max(_bits(prec.get("accumulator"), wbits), wbits)
-    nest = with_bits(load_zigzag_hardware(files[macs[0]]), wbits, wbits, wbits, acc)  # validates the core file
+    wbits, acc = _widths(mac0, operand_bits)
+    nest = _nest(files[macs[0]], mac0, operand_bits)  # validates the core file before the Arch is built from it
     sizes = [int(s) for s in mac0["operational_array"]["sizes"]] + [1]
     kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
     arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
@@ -245,8 +243,15 @@ def _sharing(top: dict[str, Any]) -> list[list[int]]:
     return [[int(c) for c in str(g).split(",")] for g in top.get("core_memory_sharing") or []]
 
 
-def _nest(path: Path, core: dict[str, Any], operand_bits: int | None):  # -> Hardware
-    """A further MAC core that differs from the first: its own YAML, at its own widths."""
+def _widths(core: dict[str, Any], operand_bits: int | None) -> tuple[int, int]:
+    """(operand, partial-sum) bits of a MAC core: ``operand_bits`` or its ``operand_precision`` input (8 when
+    absent); its accumulator, at least the operands' (the operands' when absent, as Stream takes it)."""
     prec = core.get("operand_precision") or {}
     w = operand_bits or _bits(prec.get("input"), 8)
-    return with_bits(load_zigzag_hardware(path), w, w, w, max(_bits(prec.get("accumulator"), w), w))
+    return w, max(_bits(prec.get("accumulator"), w), w)
+
+
+def _nest(path: Path, core: dict[str, Any], operand_bits: int | None):  # -> Hardware
+    """A MAC core's loop-nest Hardware: its YAML at its widths (:func:`_widths`)."""
+    w, acc = _widths(core, operand_bits)
+    return with_bits(load_zigzag_hardware(path), w, w, w, acc)
