@@ -10,12 +10,13 @@ they do not change energy or cycles here).
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
+from .bounded import check_number, check_size, load_yaml
 from .errors import ConfigError
 from .hardware import DIRECTIONS, Hardware, MacArray, MemLevel
+from .textfile import read_text
 
 _SILENT = {"area", "latency", "unit_area", "auto_cost_extraction", "min_r_granularity", "min_w_granularity"}
 _MEM_KEYS = {"size", "r_cost", "w_cost", "operands", "served_dimensions", "ports", "force_double_buffering"}
@@ -23,60 +24,19 @@ _ARRAY_KEYS = {"unit_energy", "dimensions", "sizes", "systolic_dimensions", "inp
 
 
 MAX_YAML_BYTES = 16 * 2**20  # a hardware or mapping file is a few kB
-MAX_NESTING = 64  # flow brackets or indentation steps; libyaml's parser crashes the process on deep nesting
-
-
-def _nesting(text: str) -> int:
-    """An upper bound on the YAML's nesting: the deepest run of open ``[``/``{`` (outside quotes and comments)
-    plus the indentation levels of its deepest line."""
-    depth = worst = 0
-    quote = ""
-    for line in text.splitlines():
-        indent = (len(line) - len(line.lstrip(" "))) // 2
-        for ch in line:
-            if quote:
-                quote = "" if ch == quote else quote
-            elif ch in "'\"":
-                quote = ch
-            elif ch == "#":
-                break
-            elif ch in "[{":
-                depth += 1
-            elif ch in "]}":
-                depth = max(0, depth - 1)
-            worst = max(worst, depth + indent)
-        quote = ""
-    return worst
 
 
 def _load_yaml(path: str | Path) -> object:
-    import yaml
-
-    try:
-        p = Path(path)
-        if p.stat().st_size > MAX_YAML_BYTES:
-            raise ConfigError(f"{path}: {p.stat().st_size} bytes is too large for a hardware or mapping file "
-                              f"(at most {MAX_YAML_BYTES})")
-        text = p.read_text(encoding="utf-8")
-        if _nesting(text) > MAX_NESTING:
-            raise ConfigError(f"{path}: nested more than {MAX_NESTING} levels deep; not a hardware or mapping file")
-        # libyaml's parser where PyYAML has it (same safe constructors, several times faster)
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: nested too deeply to read") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+    """A hardware or mapping YAML, bounded (:mod:`npukit.sim.bounded`: size, nesting, aliases) and parsed by libyaml."""
+    check_size(path, "hardware or mapping file", ConfigError, MAX_YAML_BYTES)
+    return load_yaml(read_text(path, "hardware or mapping file", ConfigError), str(path), ConfigError, fast=True)
 
 
 def _num(path: str | Path, where: str, value: object, least: float = 0.0) -> float:
-    """``value`` as a finite number >= ``least`` (1 for sizes, counts and bandwidths; 0 for energies), else a
-    ConfigError naming the field."""
-    v = float(value)  # type: ignore[arg-type]
-    if isinstance(value, bool) or not math.isfinite(v) or v < least or v > 2.0**63:
+    """``value`` as a finite number (:func:`npukit.sim.bounded.check_number`) >= ``least`` (1 for sizes, counts and
+    bandwidths; 0 for energies), else a ConfigError naming the field."""
+    v = check_number(value, f"{path}: {where}", ConfigError)
+    if v < least:
         raise ConfigError(f"{path}: {where} = {value!r} must be a finite number >= {least:g}")
     return v
 
