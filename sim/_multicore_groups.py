@@ -125,5 +125,37 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     for op, parts, extra, st in planned:
         start = t0 + offset[st] + inner[st]
         extra = {**extra, "tiles": tiles}
-        inner[st] += r.commit(op, parts, start, scale, extra)
+        inner[st] += r.commit(op, parts, start, scale, extra, draw=False)
+    if r.record:
+        r.timeline += pipeline_bars(planned, stage_t, tiles, t0)
     r.t = t0 + latency
+
+
+PIPELINE_BARS = 512  # bars per core a pipelined group draws at most: its tiles are drawn in chunks beyond that
+
+
+def pipeline_bars(planned: list[tuple[Any, list[Part], dict[str, Any], int]], stage_t: list[float], tiles: int,
+                  t0: float) -> list[tuple[int, float, float, str]]:
+    """The timeline bars (core, start cycle, end cycle, layer) of a pipelined group. Stage ``s`` takes ``d_s =
+    stage_t[s] / tiles`` cycles per tile and starts tile ``j`` at ``S(s, j) = max(S(s, j - 1) + d_s, S(s - 1, j) +
+    d_(s-1))`` after ``t0`` (so the last stage ends at the group's latency), its ops one after another inside the
+    tile. Tiles are drawn in at most ``PIPELINE_BARS / ops`` chunks, a chunk of ``k`` tiles as one bar per op and core
+    ``k`` tiles long at the chunk's first tile: every stage's bars sit where it works, from its first tile to its
+    last (before, each stage's work was drawn packed at its first tile, leaving the rest of the pipeline blank)."""
+    n = len(stage_t)
+    d = [x / tiles for x in stage_t]
+    begin = [[0.0] * tiles for _ in range(n)]
+    for s in range(n):
+        for j in range(tiles):
+            begin[s][j] = max(begin[s][j - 1] + d[s] if j else 0.0, begin[s - 1][j] + d[s - 1] if s else 0.0)
+    chunks = max(1, min(tiles, PIPELINE_BARS // max(1, len(planned))))
+    edges = [round(c * tiles / chunks) for c in range(chunks + 1)]
+    bars = []
+    for j0, j1 in zip(edges, edges[1:], strict=False):
+        k = (j1 - j0) / tiles
+        inner = [0.0] * n
+        for op, parts, _, st in planned:
+            start = t0 + begin[st][j0] + inner[st]
+            bars += [(p.core, start, start + p.busy * k, op.name) for p in parts]
+            inner[st] += max(p.busy for p in parts) * k
+    return bars

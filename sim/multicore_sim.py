@@ -291,8 +291,10 @@ class _Run:
             led.record(comp, act, bits, cnt)
         return led.energy(self.tab)
 
-    def commit(self, op: Layer | VectorOp, parts: list[Part], start: float, scale: float, extra: dict[str, Any]) -> float:
-        """Record ``op``'s parts; its critical time is ``scale`` x its slowest part; returns that time."""
+    def commit(self, op: Layer | VectorOp, parts: list[Part], start: float, scale: float, extra: dict[str, Any],
+               draw: bool = True) -> float:
+        """Record ``op``'s parts; its critical time is ``scale`` x its slowest part; returns that time. ``draw``:
+        its parts go on the timeline as one bar each from ``start`` (a pipelined group draws its own, per tile)."""
         crit = max(parts, key=lambda p: p.busy)
         if not self.record:  # a search candidate: totals only
             for p in parts:
@@ -311,7 +313,8 @@ class _Run:
             for comp, act, bits, cnt in p.records:
                 one.record(self._comp(comp, p.core, one), act, bits, cnt, sc)
             self.busy[p.core] += p.busy
-            self.timeline.append((p.core, start, start + p.busy * scale, op.name))
+            if draw:
+                self.timeline.append((p.core, start, start + p.busy * scale, op.name))
             self.link_bytes += p.link_bytes
             self.bus_bytes += p.bus_bytes
         kind = "vector" if isinstance(op, VectorOp) else "compute"

@@ -34,3 +34,29 @@ def test_many_roles_get_distinct_colours_then_a_note() -> None:
     assert len(_legend(fig)) == 20 and len(set(_bar_colors(fig))) == 20
     fig = timeline_from_meta(_meta(names + ["op_x", "op_y", "op_z"]), "w", 400.0)
     assert _legend(fig)[-1] == "+ 3 more (colours repeat)"
+
+
+def test_a_pipelined_group_is_drawn_over_its_whole_span_tile_by_tile() -> None:
+    # two GEMM stages on two cores: each stage's bars run from its first tile to its last, the second stage's last
+    # bar ends at the group's latency, and each core's bars add up to its busy cycles
+    import pytest
+
+    from npukit.sim import Layer, Workload, load_arch
+    from npukit.sim.interconnect import Interconnect
+    from npukit.sim.multicore import homogeneous
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    mc = homogeneous(load_arch("npu128"), 2, Interconnect(32.0, 0.0, 0.1, "bus"), shared_kib=1024)
+    res = simulate_multicore(Workload("pair", [Layer("A", 64, 128, 64), Layer("B", 64, 64, 128)]), mc,
+                             "chain/pipeline")
+    tiles = res.rows()[0]["tiles"]
+    for core in (0, 1):
+        bars = sorted((a, b) for c, a, b, _ in res.timeline if c == core)
+        assert len(bars) == tiles  # one bar per tile
+        assert sum(b - a for a, b in bars) == pytest.approx(res.core_busy[core])
+        assert all(b <= a2 + 1e-9 for (_, b), (a2, _) in zip(bars, bars[1:], strict=False))  # in order, no overlap
+    d0, d1 = (res.core_busy[c] / tiles for c in (0, 1))
+    first = sorted(a for c, a, _, _ in res.timeline if c == 1)[0]
+    assert first == pytest.approx(d0)  # stage 1 starts once stage 0 has made its first tile
+    assert max(b for _, _, b, _ in res.timeline) == pytest.approx(res.total_cycles)
+    assert res.total_cycles > max(res.core_busy) > 0  # the span is longer than either stage's work
