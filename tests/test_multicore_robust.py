@@ -1,0 +1,62 @@
+"""The multi-core simulator on inputs nobody had tried: malformed Stream chip files (each refused with one line
+naming the problem, nothing read outside the chip's folder, nothing written) and odd workloads and schedules."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from _cli_util import refused
+
+from npukit.sim import ConfigError
+from npukit.sim.stream_io import load_stream_hardware
+
+HW = Path(__file__).parent / "data" / "stream_hw"
+CHIP = "tpu_like_quad_core.yaml"
+
+
+def _chip(tmp_path: Path, edit) -> Path:  # noqa: ANN001 (a str -> str function)
+    d = tmp_path / "hw"
+    shutil.copytree(HW, d)
+    p = d / CHIP
+    p.write_text(edit(p.read_text()))
+    return p
+
+
+@pytest.mark.parametrize("edit, needle", [
+    # a core file outside the chip's folder is refused before it is read (it used to read and parse it)
+    (lambda t: t.replace("0: ./cores/tpu_like.yaml", "0: ../../../../../../etc/passwd"), "outside the chip"),
+    (lambda t: t.replace("0: ./cores/tpu_like.yaml", "0: ../hw/cores/tpu_like.yaml"), "outside the chip"),
+    (lambda t: t.replace("0: ./cores/tpu_like.yaml", f"0: {HW / 'cores' / 'tpu_like.yaml'}"), "outside the chip"),
+    # a link or bus naming a core that is not there (it used to load, the link ignored)
+    (lambda t: t.replace("cores: [0, 1]\n", "cores: [0, 99]\n"), "core 99, which is not under cores"),
+    (lambda t: t.replace("cores: [0, 1, 2, 3, 4, 5, 6]", "cores: [0, 1, 2, 3, 4, 5, 6, 42]"), "core 42"),
+    # a link from a core to itself, or with one core
+    (lambda t: t.replace("cores: [0, 1]\n", "cores: [0, 0]\n"), "two distinct cores"),
+    (lambda t: t.replace("cores: [0, 1]\n", "cores: [0]\n"), "two distinct cores"),
+    (lambda t: t.replace("type: bus", "type: noc"), "use link or bus"),
+    # a core id written twice (YAML kept the last silently: three MAC cores, not four), or as 0 and "0"
+    (lambda t: t.replace("1: ./cores/tpu_like.yaml", "0: ./cores/tpu_like.yaml"), "written twice"),
+    (lambda t: t.replace("1: ./cores/tpu_like.yaml", '"0": ./cores/tpu_like.yaml'), "listed twice"),
+    (lambda t: t.replace("0: ./cores/tpu_like.yaml", "-1: ./cores/tpu_like.yaml"), "integer >= 0"),
+    (lambda t: t.replace("0: ./cores/tpu_like.yaml", "abc: ./cores/tpu_like.yaml"), "integer >= 0"),
+    (lambda t: t + '\ncore_memory_sharing:\n  - "0, 77"\n', "core_memory_sharing names core 77"),
+    # already refused before; kept here so that the sweep's whole list of hostile chips stays checked
+    (lambda t: t.replace("cores:\n", "cores_x:\n", 1), "needs 'cores'"),
+    (lambda t: t.replace("bandwidth: 128", "bandwidth: 0"), "positive"),
+    (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 7"), "offchip_core_id"),
+])
+def test_a_malformed_chip_file_is_refused_with_one_line(tmp_path, capsys, edit, needle) -> None:
+    p = _chip(tmp_path, edit)
+    with pytest.raises(ConfigError, match=needle):
+        load_stream_hardware(p)
+    out = tmp_path / "out"
+    refused(["sim", "--arch", f"stream:{p}", "--workload", "gemm:M=8,N=8,K=8", "--out", str(out)], capsys, needle)
+    assert not out.exists()
+
+
+def test_the_shipped_chip_still_loads_and_warns_of_its_pooling_core(capsys) -> None:
+    m = load_stream_hardware(HW / CHIP)
+    assert len(m.mac_cores) == 4
+    assert "pooling.yaml" in capsys.readouterr().err
