@@ -60,3 +60,23 @@ def test_the_shipped_chip_still_loads_and_warns_of_its_pooling_core(capsys) -> N
     m = load_stream_hardware(HW / CHIP)
     assert len(m.mac_cores) == 4
     assert "pooling.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("label, needle", [
+    ("foo", "policy 'foo'"),  # ran as blocks/split
+    ("search", "policy 'search'"),  # the CLI's word: the API's search is schedule=None
+    ("BLOCKS/split", "policy 'BLOCKS'"),
+    ("/split", "policy ''"),
+    ("none/foo", "mode 'foo'"),  # an unknown mode ran as pipeline
+    ("blocks/pipeline/x", "mode 'pipeline/x'"),
+])
+def test_an_unknown_schedule_label_is_refused_by_the_api(label, needle) -> None:
+    from npukit.sim import Layer, Workload
+    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim.multicore_sim import simulate_multicore
+
+    wl = Workload("mlp", [Layer("up", 16, 64, 32), Layer("down", 16, 32, 64)])
+    m = load_multicore_arch("quad128")
+    with pytest.raises(ConfigError, match=needle):
+        simulate_multicore(wl, m, label)
+    assert simulate_multicore(wl, m, "chain").schedule.label == "chain/split"  # a policy alone: split
