@@ -55,8 +55,8 @@ _TOP = {"name", "cores", "offchip_core_id", "unit_energy_cost", "core_connectivi
         "core_memory_sharing", *_UNREAD}
 
 
-def _warn_stderr(path: Path, what: str) -> None:
-    print(f"warning: {path.name}: {what} is not modelled by npukit (ignored)", file=sys.stderr)
+def _warning(path: Path, what: str) -> str:
+    return f"warning: {path.name}: {what} is not modelled by npukit (ignored)"
 
 
 def _bits(name: object, default: int) -> int:
@@ -135,20 +135,25 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
 
 
 def load_stream_hardware(path: str | Path, objective: str = "latency", operand_bits: int | None = None,
-                         warn: bool = True) -> MultiCoreArch:
+                         warn: bool = True, warnings: list[str] | None = None) -> MultiCoreArch:
     """A Stream hardware YAML -> :class:`MultiCoreArch` (its :attr:`~MultiCoreArch.table` the chip's own costs);
     ``objective``: what the schedule search minimises (Stream's own is latency); ``operand_bits``: the operands'
     width (bits) of the MAC and vector cores in place of the MAC core's ``operand_precision`` input width (Stream
-    takes it from the workload's tensors); ``warn``: name what is not modelled on stderr. Raises ConfigError naming
-    the bad field or file (and then warns of nothing: a refused file prints one line)."""
+    takes it from the workload's tensors); ``warn``: name what is not modelled on stderr, or, given ``warnings``,
+    append those lines to it instead (a caller that may still refuse its other inputs prints them once it goes on).
+    Raises ConfigError naming the bad field or file (and then warns of nothing: a refused file prints one line)."""
     notes: list[str] = []
     try:
         march = _load(Path(path), objective, operand_bits, notes)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None
-    for what in notes if warn else ():
-        _warn_stderr(Path(path), what)
+    lines = [_warning(Path(path), what) for what in notes] if warn else []
+    if warnings is not None:
+        warnings += lines
+    else:
+        for line in lines:
+            print(line, file=sys.stderr)
     return march
 
 

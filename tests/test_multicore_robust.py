@@ -80,3 +80,41 @@ def test_an_unknown_schedule_label_is_refused_by_the_api(label, needle) -> None:
     with pytest.raises(ConfigError, match=needle):
         simulate_multicore(wl, m, label)
     assert simulate_multicore(wl, m, "chain").schedule.label == "chain/split"  # a policy alone: split
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--dataflow", "os"], "--dataflow"),
+    (["--timing", "scalesim"], "--timing"),
+    (["--memory", "scalesim"], "--memory"),
+    (["--mapping", "fixed"], "--mapping"),
+    (["--table", "aladdin40"], "--table"),
+    (["--psum-buffer-bits", "16"], "--psum-buffer-bits"),
+])
+def test_single_core_overrides_are_refused_on_a_stream_chip(tmp_path, capsys, flags, needle) -> None:
+    # they were accepted and changed nothing: the loop-nest cores read their own YAMLs (same cycles and energy)
+    out = tmp_path / "out"
+    refused(["sim", "--arch", f"stream:{HW / CHIP}", "--workload", "gemm:M=8,N=8,K=8", "--out", str(out), *flags],
+            capsys, needle, "loop-nest")
+    assert not out.exists()
+
+
+def test_the_objective_still_applies_to_a_stream_chip(tmp_path, capsys) -> None:
+    from npukit.cli import main
+
+    out = tmp_path / "out"
+    assert main(["sim", "--arch", f"stream:{HW / CHIP}", "--workload", "gemm:M=8,N=8,K=8", "--out", str(out),
+                 "--objective", "energy", "--quiet"]) == 0
+    assert "objective energy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--schedule", "foo"], "--schedule"),
+    (["--format", "scalesim"], "--format"),
+    (["--workload", "gemm:M=0,N=8,K=8"], "gemm"),
+])
+def test_a_refusal_after_a_chip_with_warnings_loaded_is_one_line(tmp_path, capsys, flags, needle) -> None:
+    # the chip's warnings (its pooling core) used to come first: two lines for one refusal
+    out = tmp_path / "out"
+    refused(["sim", "--arch", f"stream:{HW / CHIP}", "--workload", "gemm:M=8,N=8,K=8", "--out", str(out), *flags],
+            capsys, needle)
+    assert not out.exists()
