@@ -102,13 +102,15 @@ def run_multicore(args: argparse.Namespace) -> int:
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.sim.schedule import MODES, POLICIES
 
+    warnings: list[str] = []  # the chip file's, printed once the simulation ran (a refusal is one line)
     if args.arch.startswith("stream:"):
         from npukit.sim.stream_io import load_stream_hardware
 
-        march = load_stream_hardware(args.arch.split(":", 1)[1])
+        march = load_stream_hardware(args.arch.split(":", 1)[1], warnings=warnings)
     else:
         march = load_multicore_arch(args.arch)
     changes = arch_changes(args)
+    _refuse_nest_overrides(march, changes)
     if changes:
         march = replace(march, cores=tuple(replace(c, arch=c.arch.with_(**changes)) for c in march.cores))
     if args.objective:
@@ -133,6 +135,8 @@ def run_multicore(args: argparse.Namespace) -> int:
     names = [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"]
     refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
     result = simulate_multicore(workload, march, sched)
+    for line in warnings:
+        print(line, file=sys.stderr)
     text = render_multicore(result, quiet=args.quiet)
     out = prepare_out_dir(args.out)
     targets = check_targets(out, names)
@@ -147,6 +151,22 @@ def run_multicore(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+_FLAGS = {"dataflow": "--dataflow", "bits.psum_buffer": "--psum-buffer-bits", "bits.pe_psum": "--pe-psum-bits",
+          "timing": "--timing", "memory": "--memory", "mapping": "--mapping", "energy_table": "--table"}
+
+
+def _refuse_nest_overrides(march, changes: dict[str, object]) -> None:  # noqa: ANN001 (a MultiCoreArch)
+    """A chip whose MAC cores are loop-nest cores (a Stream chip file) takes their dataflow, widths, mapping and
+    energies from its core YAMLs and its DRAM, link and vector costs from its own table: the single-core overrides
+    would change nothing (they were accepted and silently ignored), so they are refused with one line."""
+    from npukit.sim import ConfigError
+
+    if changes and any(c.nest is not None for c in march.cores):
+        flags = ", ".join(dict.fromkeys(_FLAGS.get(k, k) for k in changes))
+        raise ConfigError(f"{flags}: {march.name}'s MAC cores are loop-nest cores costed from their core YAMLs and "
+                          "the chip's own energy table; edit the chip's files instead (only --objective applies)")
 
 
 def arch_changes(args: argparse.Namespace) -> dict[str, object]:

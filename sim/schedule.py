@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .errors import ConfigError
 from .multicore import MultiCoreArch
 from .workload import Layer, VectorOp, Workload
 
@@ -150,7 +151,10 @@ def _is_block_edge(prod: Layer, cons: Layer) -> bool:
 
 
 def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
-    """Index ranges ``(first, last)`` of the fused groups of ``policy`` (each spans >= 2 GEMMs)."""
+    """Index ranges ``(first, last)`` of the fused groups of ``policy`` (each spans >= 2 GEMMs); a policy not in
+    :data:`POLICIES` is a ConfigError (it used to run as ``blocks``)."""
+    if policy not in POLICIES:
+        raise ConfigError(f"schedule policy {policy!r}: use one of {', '.join(POLICIES)} (or no schedule: the search)")
     if policy == "none":
         return []
     ops = workload.layers
@@ -198,7 +202,10 @@ def epilogue_end(workload: Workload, last: int) -> int:
 def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = False) -> Schedule:
     """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split);
     ``epilogue``: a group also takes the elementwise vector ops on its last GEMM's output (:func:`epilogue_end`),
-    so that output reaches them on chip (for a simd core: over the bus, not through DRAM)."""
+    so that output reaches them on chip (for a simd core: over the bus, not through DRAM). A ``mode`` not in
+    :data:`MODES` is a ConfigError (it used to run as ``pipeline``)."""
+    if mode not in MODES:
+        raise ConfigError(f"schedule mode {mode!r}: use one of {', '.join(MODES)}")
     groups = fusion_groups(workload, policy)
     if epilogue:
         groups = [(first, epilogue_end(workload, last)) for first, last in groups]

@@ -35,6 +35,7 @@ KU Leuven MICAS, Stream (``stream-dse`` 2.1.1, MIT License), ``stream/inputs/exa
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -54,8 +55,8 @@ _TOP = {"name", "cores", "offchip_core_id", "unit_energy_cost", "core_connectivi
         "core_memory_sharing", *_UNREAD}
 
 
-def _warn_stderr(path: Path, what: str) -> None:
-    print(f"warning: {path.name}: {what} is not modelled by npukit (ignored)", file=sys.stderr)
+def _warning(path: Path, what: str) -> str:
+    return f"warning: {path.name}: {what} is not modelled by npukit (ignored)"
 
 
 def _bits(name: object, default: int) -> int:
@@ -65,9 +66,14 @@ def _bits(name: object, default: int) -> int:
 
 
 def _core_file(root: Path, rel: object, cid: object) -> Path:
-    """A core YAML named in the chip file: relative to it, else in its ``cores/`` folder (as Stream resolves it)."""
+    """A core YAML named in the chip file: relative to it, else in its ``cores/`` folder (as Stream resolves it).
+    The name must stay inside the chip file's folder (no absolute path, no ``..`` above it): a chip is one folder,
+    and a file that names ``/etc/passwd`` or ``../../x.yaml`` is refused before anything is read."""
     if not isinstance(rel, str) or not rel:
         raise ConfigError(f"{root}: cores.{cid} must name a core YAML file, got {rel!r}")
+    if Path(rel).is_absolute() or os.path.normpath(rel).split(os.sep)[0] == "..":
+        raise ConfigError(f"{root}: core {cid}'s file {rel} is outside the chip file's folder; name it relative to "
+                          "that folder (beside the chip file or in its cores/)")
     for p in (root.parent / rel, root.parent / "cores" / Path(rel).name):
         if p.is_file():
             return p
@@ -129,21 +135,66 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
 
 
 def load_stream_hardware(path: str | Path, objective: str = "latency", operand_bits: int | None = None,
-                         warn: bool = True) -> MultiCoreArch:
+                         warn: bool = True, warnings: list[str] | None = None) -> MultiCoreArch:
     """A Stream hardware YAML -> :class:`MultiCoreArch` (its :attr:`~MultiCoreArch.table` the chip's own costs);
     ``objective``: what the schedule search minimises (Stream's own is latency); ``operand_bits``: the operands'
     width (bits) of the MAC and vector cores in place of the MAC core's ``operand_precision`` input width (Stream
-    takes it from the workload's tensors); ``warn``: name what is not modelled on stderr. Raises ConfigError naming
-    the bad field or file."""
+    takes it from the workload's tensors); ``warn``: name what is not modelled on stderr, or, given ``warnings``,
+    append those lines to it instead (a caller that may still refuse its other inputs prints them once it goes on).
+    Raises ConfigError naming the bad field or file (and then warns of nothing: a refused file prints one line)."""
+    notes: list[str] = []
     try:
-        return _load(Path(path), objective, operand_bits, warn)
+        march = _load(Path(path), objective, operand_bits, notes)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None
+    lines = [_warning(Path(path), what) for what in notes] if warn else []
+    if warnings is not None:
+        warnings += lines
+    else:
+        for line in lines:
+            print(line, file=sys.stderr)
+    return march
 
 
-def _entries(root: Path, top: dict[str, Any]) -> list[tuple[str, list[int], float, float]]:
-    """``core_connectivity`` as (type, cores, bits per cycle, pJ per bit) tuples, checked."""
+def _ids(root: Path, cores_in: dict[Any, Any]) -> dict[Any, int]:
+    """The chip's core ids (YAML key -> int), each a distinct integer >= 0: ``0`` and ``"0"``, or a key written
+    twice (the YAML parser keeps the last silently), would make two cores one."""
+    ids: dict[Any, int] = {}
+    for cid in cores_in:
+        if isinstance(cid, bool) or not isinstance(cid, int | str) or not str(cid).strip().isdigit():
+            raise ConfigError(f"{root}: core id {cid!r} must be an integer >= 0")
+        if int(cid) in ids.values():
+            raise ConfigError(f"{root}: core id {int(cid)} is listed twice under cores")
+        ids[cid] = int(cid)
+    dup = _duplicate_key(root)
+    if dup is not None:
+        raise ConfigError(f"{root}: key {dup!r} is written twice in one mapping (YAML keeps only the last)")
+    return ids
+
+
+def _duplicate_key(root: Path) -> str | None:
+    """The first key written twice in one mapping of the chip file (composed, not constructed: the text was
+    already bounded and parsed by :func:`_dict`), None if none."""
+    import yaml
+
+    stack = [yaml.compose(root.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            keys = [k.value for k, _ in node.value]
+            dup = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            if dup is not None:
+                return str(dup)
+            stack += [v for _, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return None
+
+
+def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, list[int], float, float]]:
+    """``core_connectivity`` as (type, cores, bits per cycle, pJ per bit) tuples, checked: every core one of
+    ``ids``; a ``link`` joins two distinct cores, a ``bus`` two or more."""
     default_pj = float(top.get("unit_energy_cost") or 0.0)
     conns = top.get("core_connectivity") or []
     if not isinstance(conns, list):
@@ -155,14 +206,27 @@ def _entries(root: Path, top: dict[str, Any]) -> list[tuple[str, list[int], floa
                         float(e.get("unit_energy_cost", default_pj) or 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
+    for kind, cs, _, _ in out:
+        ghost = sorted(set(cs) - ids)
+        if ghost:
+            raise ConfigError(f"{root}: a core_connectivity {kind} names core {ghost[0]}, which is not under cores")
+        if kind not in ("link", "bus"):
+            raise ConfigError(f"{root}: core_connectivity type {kind!r}: use link or bus")
+        if len(set(cs)) < 2 or (kind == "link" and len(cs) != 2):
+            raise ConfigError(f"{root}: a core_connectivity {kind} joins {cs}: a link needs two distinct cores, "
+                              "a bus two or more")
     if not all(0 < bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in out):
         raise ConfigError(f"{root}: core_connectivity bandwidths must be positive and finite (bits per cycle), "
                           "energies finite and >= 0 (pJ per bit)")
     return out
 
 
-def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> MultiCoreArch:
-    _warn = _warn_stderr if warn else (lambda *_: None)
+def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]) -> MultiCoreArch:
+    """The chip file at ``root`` read; what is not modelled is appended to ``notes`` (warned once it loads)."""
+
+    def _warn(_: Path, what: str) -> None:
+        notes.append(what)
+
     top = _dict(root, "hardware")
     for k in top:
         if k not in _TOP:
@@ -175,7 +239,8 @@ def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> M
     off_id = top.get("offchip_core_id")
     if off_id not in cores_in:
         raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores")
-    files = {int(cid): _core_file(root, rel, cid) for cid, rel in cores_in.items()}
+    ids = _ids(root, cores_in)
+    files = {ids[cid]: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
     parsed = {cid: _dict(p, "core") for cid, p in files.items()}
     off_id = int(off_id)
     name = str(top.get("name", root.stem))
@@ -193,7 +258,8 @@ def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> M
     port = _port_bits(off_mems[0]) / 8
     if not 0 < port < math.inf:
         raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
-    entries = _entries(root, top)
+    entries = _entries(root, top, set(files))
+    _sharing(top, set(files), root)  # checked here: only chips with a SIMD core use it below
     links = [e for e in entries if e[0] == "link"]
     to_off = [e for e in links if off_id in e[1]]
     # one DRAM channel per link to the off-chip core, all together at most its port (simba: six 256-bit column links
@@ -238,9 +304,14 @@ def _load(root: Path, objective: str, operand_bits: int | None, warn: bool) -> M
     return MultiCoreArch(name, cores, ic, SharedMemory(0.0), dram, objective, bus, table)
 
 
-def _sharing(top: dict[str, Any]) -> list[list[int]]:
-    """``core_memory_sharing``: groups of cores with one top memory (``"3, 0, 1, 2"``: the first owns it)."""
-    return [[int(c) for c in str(g).split(",")] for g in top.get("core_memory_sharing") or []]
+def _sharing(top: dict[str, Any], ids: set[int] | None = None, root: Path | None = None) -> list[list[int]]:
+    """``core_memory_sharing``: groups of cores with one top memory (``"3, 0, 1, 2"``: the first owns it); with
+    ``ids``, every core must be one of them."""
+    groups = [[int(c) for c in str(g).split(",")] for g in top.get("core_memory_sharing") or []]
+    ghost = sorted({c for g in groups for c in g} - ids) if ids is not None else []
+    if ghost:
+        raise ConfigError(f"{root}: core_memory_sharing names core {ghost[0]}, which is not under cores")
+    return groups
 
 
 def _widths(core: dict[str, Any], operand_bits: int | None) -> tuple[int, int]:
