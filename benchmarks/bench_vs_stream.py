@@ -174,7 +174,7 @@ def main() -> int:
     ap.add_argument("--stream-json", help="reuse Stream's results (stream_runs.json of an earlier --out) instead of "
                     "running Stream again")
     args = ap.parse_args()
-    from benchmarks._peers import peer_python
+    from benchmarks._peers import newer_python, peer_python
     from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.sim.stream_io import load_stream_hardware
@@ -185,7 +185,7 @@ def main() -> int:
         out = prepare_out_dir(args.out)
     else:
         py = peer_python(args.stream_python, "NPUKIT_STREAM_PYTHON", VENV, ("stream-dse==2.1.1", "six"),
-                         "import stream.api", args.install)
+                         "import stream.api", args.install, base=newer_python(3, 12))
         if py is None:
             print("Stream (stream-dse 2.1.1) not found: skipping (create .peers/stream with --install; it needs "
                   "Python >= 3.12)")
