@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part, prefetched
+from .errors import ConfigError
 from .schedule import flattens, group_edges, split_dims, split_rank
 from .workload import Layer, VectorOp
 
@@ -37,7 +38,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> 
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        best = None
+        best, failed = None, None
         for dim in (split_dims(len(macs)) if len(macs) > 1 else ("-",)):
             rows = dim in ("M", "-")
             src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
@@ -46,13 +47,18 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> 
             if i_sib and dim == prev_dim:
                 src = "local"  # each core still holds its part of the common input
             dst = "" if not i_out else "local" if rows else "shared"
-            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            try:
+                raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+            except ConfigError as err:  # this split's shares fit no loop order of the core: try the others
+                failed = failed or err
+                continue
             parts = prefetched(raw, ahead)
             val = split_rank(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
             if best is None or val < best[0]:
                 sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
                 best = (val, dim, parts, sent)
-        assert best is not None
+        if best is None:
+            raise failed or ConfigError(f"layer {op.name!r}: no split over the MAC cores maps")
         prev_dim, prev, dims[k] = best[1], op, best[1]
         if ahead:  # the links carried the prefetched part first, from when its producer finished
             links_free = max(made[i_fil], links_free) + best[3]

@@ -90,7 +90,8 @@ class NestShare:
 
 
 def _label(spatial: dict[str, dict[str, int]]) -> str:
-    return "nest " + " ".join(f"{dim}:" + ",".join(f"{d}{f}" for d, f in loops.items()) for dim, loops in spatial.items())
+    return "nest " + " ".join(f"{dim}:" + ",".join(f"{d}{f}" for d, f in loops.items())
+                              for dim, loops in spatial.items() if loops)
 
 
 def dram_elements(layer: Layer) -> tuple[float, float, float]:

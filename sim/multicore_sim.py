@@ -36,6 +36,7 @@ from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
+from .errors import ConfigError
 from .ledger import Ledger
 from .multicore import MultiCoreArch
 from .schedule import (  # noqa: I001
@@ -233,14 +234,19 @@ class _Run:
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
-        best = None
+        best, failed = None, None
         for dim in split_dims(len(cores)):
-            parts = self.gemm_parts(layer, cores, dim, fin, fout)
+            try:
+                parts = self.gemm_parts(layer, cores, dim, fin, fout)
+            except ConfigError as err:  # this split's shares fit no loop order of the core: another split may
+                failed = failed or err
+                continue
             e = sum(self._energy(p) for p in parts)
             val = split_rank(e, max(p.busy for p in parts), self.m.objective)
             if best is None or val < best[0]:
                 best = (val, dim, parts)
-        assert best is not None
+        if best is None:
+            raise failed or ConfigError(f"layer {layer.name!r}: no split over cores {cores} maps")
         return best[1], best[2]
 
     def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,

@@ -23,25 +23,40 @@ def spatial_candidates(hw: Hardware, layer: NestLayer, keep: int = 3) -> list[di
 
 def ranked_spatial(hw: Hardware, layer: NestLayer):
     """The unrollings of :func:`spatial_candidates` that fit, highest utilization first (ties: in enumeration
-    order), each checked against the memories only when the caller asks for the next."""
+    order), each checked against the memories only when the caller asks for the next. When none fits (a GEMV's
+    one long loop unrolled over every array dimension overfills a register, say), the same enumeration again with
+    array dimensions allowed to stay idle (an empty unrolling: that dimension's PEs do no work)."""
     dims = list(hw.array.dims.items())
     allowed = getattr(hw.array, "allowed", None) or {}
     opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
+    found = False
+    for sm in _ranked(hw, layer, opts):
+        found = True
+        yield sm
+    if not found:
+        yield from _ranked(hw, layer, [[*o, ""] for o in opts])
+
+
+def _ranked(hw: Hardware, layer: NestLayer, opts: list[list[str]]):
+    """The unrollings that take one of ``opts[i]`` on array dimension ``i`` ("": none), fitting ones only, by
+    utilization."""
+    dims = list(hw.array.dims.items())
     scored = []
     sizes = [size for _, size in dims]
     for combo in itertools.product(*opts):
         left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
         fs, used = [], 1.0
         for size, d in zip(sizes, combo, strict=True):
-            n = left[d] if d in left else layer.dims.get(d, 1)
+            n = 1 if not d else left[d] if d in left else layer.dims.get(d, 1)
             f = min(size, n)
-            left[d] = math.ceil(n / max(f, 1))
+            if d:
+                left[d] = math.ceil(n / max(f, 1))
             fs.append(f)
             used *= f
         scored.append((-used, len(scored), combo, fs))
     scored.sort(key=lambda x: (x[0], x[1]))
     for _, _, combo, fs in scored:
-        sm = {name: {d: f} for (name, _), d, f in zip(dims, combo, fs, strict=True)}
+        sm = {name: ({d: f} if d else {}) for (name, _), d, f in zip(dims, combo, fs, strict=True)}
         if spatial_fits(hw, layer, sm):
             yield sm
 

@@ -3,6 +3,7 @@ naming the problem, nothing read outside the chip's folder, nothing written) and
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -120,21 +121,49 @@ def test_a_refusal_after_a_chip_with_warnings_loaded_is_one_line(tmp_path, capsy
     assert not out.exists()
 
 
-@pytest.mark.xfail(strict=True, raises=ConfigError, reason="known defect in the loop-nest mapper (not this test's "
-                   "files): it finds no mapping for these GEMV-shaped shares; remove this mark once they map")
-@pytest.mark.parametrize("chip, gemm", [
-    # only the output channels > 1: nest_spatial.ranked_spatial offers no unrolling that leaves an array dimension
-    # idle, and K32 x K32 overfills the 32-bit rf_4B that D2 shares: no candidate at all
-    ("tpu_like_quad_core.yaml", "gemm:M=1,N=1000,K=1"),
-    # N = 1: unrollings exist, but no loop order of the 36-way shares (114 x 1 x 4096, 4096 x 1 x 114; also
-    # 128 x 1 x 4096 alone) fits simba_chiplet's memories, while 4096 x 1 x 4096 and 16 x 1 x 4096 do
-    ("simba.yaml", "gemm:M=4096,N=1,K=4096"),
-])
-def test_a_gemv_shaped_layer_maps_on_every_shipped_chip(chip, gemm) -> None:
+@pytest.mark.parametrize("chip", ["tpu_like_quad_core.yaml", "eyeriss_like_dual_core.yaml", "simba.yaml",
+                                  "tpu_v7_ironwood.yaml"])
+@pytest.mark.parametrize("gemm", ["gemm:M=1,N=1000,K=1", "gemm:M=4096,N=1,K=4096", "gemm:M=1,N=4096,K=4096",
+                                  "gemm:M=1,N=1,K=4096"])
+@pytest.mark.parametrize("policy", ["none/split", "chain/split"])
+def test_a_gemv_shaped_layer_maps_on_every_shipped_chip(chip, gemm, policy) -> None:
+    # tpu_like, M=1,N=1000,K=1: only the output channels exceed 1, and K32 x K32 overfills the 32-bit register D2
+    # shares: it maps only with an array dimension left idle. simba, M=4096,N=1,K=4096: no loop order of the
+    # 36-way row shares fits simba_chiplet's memories (every per-PE buffer takes all loops, the global buffer is
+    # then left the whole input): another split maps
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.workloads import load_workload
 
     m = load_stream_hardware(HW / chip, warn=False)
     w = load_workload(gemm)
-    r = simulate_multicore(w, m, "none/split")
+    r = simulate_multicore(w, m, policy)
     assert r.total_cycles >= w.macs / m.peak_macs_per_cycle
+    assert math.isfinite(r.energy_pj) and r.energy_pj > 0
+    assert "D" in r.rows()[0]["core_mapping"] and ": " not in r.rows()[0]["core_mapping"] + " "
+
+
+def test_an_idle_array_dimension_only_when_no_unrolling_fits() -> None:
+    from npukit.sim._multicore_nest import nest_layer, on_chip
+    from npukit.sim.nest_spatial import ranked_spatial
+    from npukit.workloads import load_workload
+
+    m = load_stream_hardware(HW / CHIP, warn=False)
+    hw = on_chip(next(c.nest for c in m.cores if c.nest is not None))
+    only_k = list(ranked_spatial(hw, nest_layer(load_workload("gemm:M=1,N=1000,K=1").layers[0])))
+    assert only_k and all(any(not loops for loops in sm.values()) for sm in only_k)
+    both = list(ranked_spatial(hw, nest_layer(load_workload("gemm:M=64,N=64,K=64").layers[0])))
+    assert both and all(all(loops for loops in sm.values()) for sm in both)
+
+
+def test_a_split_that_maps_nowhere_is_skipped_not_fatal() -> None:
+    from npukit.sim._multicore_nest import map_share, nest_layer, on_chip, with_offchip
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.workloads import load_workload
+
+    m = load_stream_hardware(HW / "simba.yaml", warn=False)
+    hw = with_offchip(on_chip(next(c.nest for c in m.cores if c.nest is not None)), 1.0)
+    row_share = nest_layer(load_workload("gemm:M=114,N=1,K=4096").layers[0])  # a 36-way M split's share
+    with pytest.raises(ConfigError, match="no loop order fits"):
+        map_share(hw, row_share, "latency")
+    r = simulate_multicore(load_workload("gemm:M=4096,N=1,K=4096"), m, "none/split")
+    assert r.rows()[0]["split"] not in ("M", "-")
