@@ -87,6 +87,8 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
         return replace(layer, batch=b, shared=math.gcd(layer.shared, b))
     if dim == "M" and layer.conv is not None:
         return _conv_band(layer, c, i)
+    if dim == "K" and layer.conv is not None:
+        return _conv_channels(layer, c, i)
     size = {"M": layer.M, "N": layer.N, "K": layer.K}[dim]
     step = math.ceil(size / c)
     lo, hi = i * step, min(size, (i + 1) * step)
@@ -108,6 +110,18 @@ def _conv_band(layer: Layer, c: int, i: int) -> Layer | None:
         return None
     rows_in = (hi - lo - 1) * s + fh
     return replace(layer, M=(hi - lo) * ow, conv=(rows_in, w, fh, fw, cin, cout, s) + tuple(layer.conv[7:]))
+
+
+def _conv_channels(layer: Layer, c: int, i: int) -> Layer | None:
+    """Core ``i``'s part of a conv's reduction: the same conv on ``ceil(cin / c)`` of its input channels (every
+    filter tap of them), so each core reads its channels' slice of the input rather than im2col rows; None when the
+    channels run out before core ``i`` (a conv with fewer input channels than cores leaves cores idle)."""
+    h, w, fh, fw, cin = layer.conv[:5]
+    step = math.ceil(cin / c)
+    lo, hi = i * step, min(cin, (i + 1) * step)
+    if hi <= lo:
+        return None
+    return replace(layer, K=fh * fw * (hi - lo), conv=layer.conv[:4] + (hi - lo,) + tuple(layer.conv[5:]))
 
 
 def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:

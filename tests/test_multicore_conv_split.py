@@ -1,5 +1,5 @@
 """A conv split on M across cores gives each core a band of output image rows: it reads its input rows with the
-halo, not its im2col rows (sim/_multicore_cost.py: _conv_band)."""
+halo, not its im2col rows (sim/_multicore_cost.py: _conv_band); split on K, its input channels (_conv_channels)."""
 
 from npukit.sim import conv_layer
 from npukit.sim._multicore_cost import sub_layer
@@ -63,3 +63,16 @@ def test_fused_conv_bands_exchange_their_halo_rows() -> None:
     ra, rb = (next(r for r in fused.rows() if r["name"] == n) for n in "ab")
     assert ra["split"] == rb["split"] == "M"  # both on row bands: the 6 halo rows cross, nothing else
     assert rb["interconnect_bytes"] == 6 * 32 * 32
+
+
+def test_conv_reduction_split_gives_each_core_its_input_channels() -> None:
+    layer = conv_layer("c", 18, 18, 3, 3, 16, 32, 1)
+    parts = [sub_layer(layer, "K", 4, i) for i in range(4)]
+    assert all(p.conv[4] == 4 and p.K == 3 * 3 * 4 and p.N == 32 and p.M == layer.M for p in parts)
+    assert sum(p.macs for p in parts) == layer.macs
+    # together the cores read the input once: each its channels' slice, not im2col rows
+    assert sum(unique_total(p) for p in parts) == unique_total(layer) == 18 * 18 * 16
+    # fewer input channels than cores: the rest stay idle
+    rgb = conv_layer("rgb", 18, 18, 3, 3, 3, 8, 1)
+    shares = [sub_layer(rgb, "K", 4, i) for i in range(4)]
+    assert shares[3] is None and sum(s.macs for s in shares[:3]) == rgb.macs
