@@ -34,6 +34,7 @@ from ._multicore_cost import (  # noqa: I001
 from ._multicore_groups import run_fused_split, run_pipeline
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
+from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
@@ -233,15 +234,14 @@ class _Run:
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
-        best = None
-        for dim in split_dims(len(cores)):
+
+        def evaluate(dim: str) -> tuple[tuple[float, float], list[Part]]:
             parts = self.gemm_parts(layer, cores, dim, fin, fout)
-            e = sum(self._energy(p) for p in parts)
-            val = split_rank(e, max(p.busy for p in parts), self.m.objective)
-            if best is None or val < best[0]:
-                best = (val, dim, parts)
-        assert best is not None
-        return best[1], best[2]
+            return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective), parts
+
+        floor = (lambda dim: split_floor(self, layer, cores, dim, fin, fout)) if latency_bound(self) else None
+        dim, _, parts = pick_split(split_dims(len(cores)), evaluate, floor)
+        return dim, parts
 
     def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
                      dst_dram: bool = False) -> list[Part]:

@@ -1,0 +1,87 @@
+"""Lower bounds on what the loop-nest mapper (:func:`npukit.sim.nest_mapper.map_layer`) can find for a layer,
+computed without mapping it: the fewest temporal cycles any spatial unrolling leaves (:func:`temporal_floor`) and
+the fewest elements of each operand a core must receive from or send off chip (:func:`offchip_floor`).
+
+A mapping's cycles are ZigZag's ``temporal + stall + on-loading + off-loading + drain``
+(:mod:`npukit.sim.nest_latency`), every term but the first at least 0, and its ``temporal`` is the product of the
+temporal loops, ``prod_d ceil(n_d / s_d)`` with ``s_d`` the product of the factors the unrolling puts on loop ``d``
+(each clipped to the loop and to its array dimension: :func:`npukit.sim.nest_spatial.clip_spatial`). The floor is
+the least of that product over every unrolling of one loop (or none) per array dimension, each factor as large as
+the array dimension and what the array dimensions before it leave of the loop allow (a larger factor never leaves
+more iterations), and over any other unrollings the caller names (e.g. the mixed ones of
+:func:`npukit.sim._multicore_nest.mixed_spatial`). It does not ask which unrollings fit the memories, so it is at or
+below what the mapper picks among the ones that fit (:func:`npukit.sim.nest_spatial.ranked_spatial`), idle array
+dimensions included.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from .hardware import Hardware
+from .loopnest import NestLayer
+from .nest_spatial import SPATIAL_CANDIDATES
+
+_FLOORS: dict[tuple, int] = {}  # (array dims, layer key) -> the floor of the one-loop-per-dimension unrollings
+
+
+def unrolling_cycles(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> int:
+    """Temporal cycles (iterations of the temporal loops) that unrolling ``sm`` ({array dim: {loop: factor}})
+    leaves of ``layer`` on ``hw``'s array: ``prod_d ceil(n_d / s_d)``, factors clipped as the mapper clips them."""
+    spatial: dict[str, int] = {}
+    for dim, loops in sm.items():
+        size = hw.array.dims.get(dim, 1)
+        for d, f in loops.items():
+            spatial[d] = spatial.get(d, 1) * max(1, min(f, layer.dims.get(d, 1), size))
+    return math.prod(math.ceil(n / spatial.get(d, 1)) for d, n in layer.dims.items())
+
+
+def _one_loop_floor(sizes: tuple[int, ...], dims: dict[str, int]) -> int:
+    """The fewest temporal cycles over every choice of one loop (or none) per array dimension of ``sizes``
+    (depth first; each factor the largest the dimension and the loop's iterations left allow)."""
+    names = [d for d in SPATIAL_CANDIDATES if dims.get(d, 1) > 1]
+    base = math.prod(n for d, n in dims.items() if d not in names)  # loops of size 1 (or not unrollable)
+    best = math.prod(dims[d] for d in names) * base
+    left = {d: dims[d] for d in names}
+
+    def walk(i: int) -> None:
+        nonlocal best
+        if i == len(sizes):
+            best = min(best, math.prod(left.values()) * base)
+            return
+        walk(i + 1)  # the dimension idle
+        for d in names:
+            n = left[d]
+            if n > 1:
+                left[d] = math.ceil(n / min(sizes[i], n))
+                walk(i + 1)
+                left[d] = n
+
+    walk(0)
+    return best
+
+
+def temporal_floor(hw: Hardware, layer: NestLayer, extra: Iterable[dict[str, dict[str, int]]] = ()) -> int:
+    """A lower bound on the temporal cycles of any mapping of ``layer`` on ``hw`` whose unrolling puts one loop
+    (or none) on each array dimension, or is one of ``extra``; hence on the mapping's cycles (cycles)."""
+    key = (tuple(hw.array.dims.values()), layer.key())
+    hit = _FLOORS.get(key)
+    if hit is None:
+        hit = _FLOORS[key] = _one_loop_floor(tuple(hw.array.dims.values()), layer.dims)
+    return min([hit, *(unrolling_cycles(hw, layer, sm) for sm in extra)])
+
+
+def touched(layer: NestLayer) -> tuple[float, float, float]:
+    """(input, weight, output) elements of ``layer`` that any mapping moves across a core's top memory at least
+    once (each is read or written by some MAC): the outputs and weights, and the inputs unless a stride larger
+    than the filter skips some (then 0: not counted)."""
+    d = layer.dims
+    outputs = d["B"] * d["K"] * d["OY"] * d["OX"] * d["G"]
+    weights = d["K"] * d["C"] * d["FY"] * d["FX"] * d["G"]
+    sy, sx = layer.stride
+    if sy > d["FY"] or sx > d["FX"]:
+        return 0.0, float(weights), float(outputs)
+    iy = (d["OY"] - 1) * sy + d["FY"]
+    ix = (d["OX"] - 1) * sx + d["FX"]
+    return float(d["B"] * d["C"] * d["G"] * iy * ix), float(weights), float(outputs)
