@@ -73,6 +73,20 @@ class Part:
         return max(0.0, self.link_cycles - self.compute - self.stall)
 
 
+_MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
+
+
+def multicast(dim: str, i: int) -> str:
+    """What core ``i`` of a split on ``dim`` receives in a DRAM fetch another core of the split made (``ifmap``,
+    ``filter``, both joined by ``+``, or nothing): on ``N`` the input, on ``M`` the weights, all but the first core;
+    on a grid ``M{a}N{b}`` its row band's input from the band's first core and its column part's weights from the
+    first band's core."""
+    g = grid(dim)
+    if g is None:
+        return _MULTICAST.get(dim, "") if i > 0 else ""
+    return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
+
+
 def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
     """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``M``: the batch first when ``c`` divides it);
     None when it gets nothing."""

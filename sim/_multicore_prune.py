@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._multicore_cost import gemm_floor, sub_layer
+from ._multicore_cost import gemm_floor, multicast, sub_layer
 from .workload import Layer
 
 if TYPE_CHECKING:
@@ -59,8 +59,6 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
     hit = r.memo.get(key)
     if hit is not None:
         return hit
-    from .multicore_sim import _multicast
-
     ways = len(cores)
     shares = []
     for i, core in enumerate(cores):
@@ -69,7 +67,7 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
             c = r.m.cores[core]
             shares.append((c.arch, *gemm_floor(sub, c.arch, r.memo, dim=dim, ways=ways, reducer=i == 0, fused_in=fin,
                                                fused_out=fout, fused_filter=ffil, nest=c.nest,
-                                               multicast=_multicast(dim, i) if r.ic.multicast else "")))
+                                               multicast=multicast(dim, i) if r.ic.multicast else "")))
     dram = r.m.dram
     pooled = len(shares) >= 2 and r.ref.bandwidth_mode != "calc" and r.ref.memory != "scalesim"
     moved = sum(s[2] for s in shares)
