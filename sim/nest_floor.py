@@ -1,6 +1,6 @@
 """Lower bounds on what the loop-nest mapper (:func:`npukit.sim.nest_mapper.map_layer`) can find for a layer,
 computed without mapping it: the fewest temporal cycles any spatial unrolling leaves (:func:`temporal_floor`) and
-the fewest elements of each operand a core must receive from or send off chip (:func:`offchip_floor`).
+the fewest elements of each operand a core must receive from or send off chip (:func:`touched`).
 
 A mapping's cycles are ZigZag's ``temporal + stall + on-loading + off-loading + drain``
 (:mod:`npukit.sim.nest_latency`), every term but the first at least 0, and its ``temporal`` is the product of the
@@ -22,8 +22,6 @@ from collections.abc import Iterable
 from .hardware import Hardware
 from .loopnest import NestLayer
 from .nest_spatial import SPATIAL_CANDIDATES
-
-_FLOORS: dict[tuple, int] = {}  # (array dims, layer key) -> the floor of the one-loop-per-dimension unrollings
 
 
 def unrolling_cycles(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> int:
@@ -65,23 +63,15 @@ def _one_loop_floor(sizes: tuple[int, ...], dims: dict[str, int]) -> int:
 def temporal_floor(hw: Hardware, layer: NestLayer, extra: Iterable[dict[str, dict[str, int]]] = ()) -> int:
     """A lower bound on the temporal cycles of any mapping of ``layer`` on ``hw`` whose unrolling puts one loop
     (or none) on each array dimension, or is one of ``extra``; hence on the mapping's cycles (cycles)."""
-    key = (tuple(hw.array.dims.values()), layer.key())
-    hit = _FLOORS.get(key)
-    if hit is None:
-        hit = _FLOORS[key] = _one_loop_floor(tuple(hw.array.dims.values()), layer.dims)
-    return min([hit, *(unrolling_cycles(hw, layer, sm) for sm in extra)])
+    return min([_one_loop_floor(tuple(hw.array.dims.values()), layer.dims),
+                *(unrolling_cycles(hw, layer, sm) for sm in extra)])
 
 
 def touched(layer: NestLayer) -> tuple[float, float, float]:
     """(input, weight, output) elements of ``layer`` that any mapping moves across a core's top memory at least
-    once (each is read or written by some MAC): the outputs and weights, and the inputs unless a stride larger
-    than the filter skips some (then 0: not counted)."""
-    d = layer.dims
-    outputs = d["B"] * d["K"] * d["OY"] * d["OX"] * d["G"]
-    weights = d["K"] * d["C"] * d["FY"] * d["FX"] * d["G"]
-    sy, sx = layer.stride
-    if sy > d["FY"] or sx > d["FX"]:
-        return 0.0, float(weights), float(outputs)
-    iy = (d["OY"] - 1) * sy + d["FY"]
-    ix = (d["OX"] - 1) * sx + d["FX"]
-    return float(d["B"] * d["C"] * d["G"] * iy * ix), float(weights), float(outputs)
+    once, as ZigZag counts them (:func:`npukit.sim.loopnest.r_size`): all weights (``K C FY FX G``) and outputs
+    (``B K OY OX G``); of the inputs at least ``B C G OY OX``, since its input tiles are clipped to the input extent,
+    which for a stride-1 conv is the output's (a 3x3 conv on a 9x9 input moves 7x7 per channel)."""
+    d = {k: layer.dims.get(k, 1) for k in ("B", "K", "C", "OY", "OX", "FY", "FX", "G")}
+    return (float(d["B"] * d["C"] * d["G"] * d["OY"] * d["OX"]), float(d["K"] * d["C"] * d["FY"] * d["FX"] * d["G"]),
+            float(d["B"] * d["K"] * d["OY"] * d["OX"] * d["G"]))
