@@ -38,13 +38,13 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> 
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        best = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                     bool(flat), ahead)
-        prev_dim, prev, dims[k] = best[1], op, best[1]
+        dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib), bool(flat),
+                                 ahead)
+        prev_dim, prev, dims[k] = dim, op, dim
         if ahead:  # the links carried the prefetched part first, from when its producer finished
-            links_free = max(made[i_fil], links_free) + best[3]
-        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in best[2]))
-        r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+            links_free = max(made[i_fil], links_free) + sent
+        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in parts))
+        r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": dim})
         made[k] = r.t
 
 
@@ -61,8 +61,8 @@ def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: b
 
 
 def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
-          i_sib: bool, flat: bool, ahead: float) -> tuple[None, str, list[Part], float]:
-    """(None, the split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
+          i_sib: bool, flat: bool, ahead: float) -> tuple[str, list[Part], float]:
+    """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
     ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
     (:func:`~npukit.sim._multicore_prune.pick_split`)."""
 
@@ -78,7 +78,7 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
 
     dim, _, (parts, sent) = pick_split(split_dims(len(macs)) if len(macs) > 1 else ("-",), evaluate,
                                        floor if latency_bound(r) else None)
-    return None, dim, parts, sent
+    return dim, parts, sent
 
 
 def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
