@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from . import vector_unit
 from ._accounting import _final_dram, layer_records, traffic_bytes
 from ._mapping import stall_cycles
-from ._multicore_nest import nest_share
+from ._multicore_nest import nest_floor, nest_share
 from .arch import Arch
 from .energy import EnergyTable
 from .hardware import Hardware
@@ -71,6 +71,20 @@ class Part:
     def link_exposed(self) -> float:
         """Interconnect cycles not hidden behind compute and DRAM."""
         return max(0.0, self.link_cycles - self.compute - self.stall)
+
+
+_MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
+
+
+def multicast(dim: str, i: int) -> str:
+    """What core ``i`` of a split on ``dim`` receives in a DRAM fetch another core of the split made (``ifmap``,
+    ``filter``, both joined by ``+``, or nothing): on ``N`` the input, on ``M`` the weights, all but the first core;
+    on a grid ``M{a}N{b}`` its row band's input from the band's first core and its column part's weights from the
+    first band's core."""
+    g = grid(dim)
+    if g is None:
+        return _MULTICAST.get(dim, "") if i > 0 else ""
+    return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
 
 
 def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
@@ -240,6 +254,30 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
                 folds=folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
                 mapping=label,
                 filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw)
+
+
+def gemm_floor(layer: Layer, arch: Arch, memo: dict, *, dim: str = "-", ways: int = 1, reducer: bool = True,
+               fused_in: str = "", fused_out: str = "", fused_filter: str = "", multicast: str = "",
+               nest: Hardware | None = None) -> tuple[float, float]:
+    """Lower bounds on what :func:`gemm_part` gives for the same arguments, without mapping the share: (its
+    ``compute`` cycles, its ``dram_bytes``). A loop-nest core's share computes at least
+    :func:`~npukit.sim._multicore_nest.nest_floor`'s cycles and moves at least its elements of the operands that
+    still cross the DRAM port (those not fused, multicast or sent as partial sums). (0, 0) for a 2-D Arch core (not
+    bounded). The stall follows from the bytes and the port the caller gives the share (a part's one fold moves them
+    beside none of its compute)."""
+    if nest is None:
+        return 0.0, 0.0
+    b = arch.bits
+    cycles, (ifmap, fills, final) = nest_floor(layer, nest, memo)
+    shared_ops = multicast.split("+")
+    bits = 0.0
+    if not fused_in and "ifmap" not in shared_ops:
+        bits += ifmap * b.input
+    if not fused_filter and "filter" not in shared_ops:
+        bits += fills * b.weight
+    if not (fused_out or (dim == "K" and ways > 1 and not reducer)):
+        bits += final * b.output
+    return float(cycles), bits / 8
 
 
 def prefetched(parts: list[Part], window: float) -> list[Part]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part, prefetched
-from .errors import ConfigError
+from ._multicore_prune import latency_bound, pick_split, split_floor
 from .schedule import flattens, group_edges, split_dims, split_rank
 from .workload import Layer, VectorOp
 
@@ -38,33 +38,47 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> 
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        best, failed = None, None
-        for dim in (split_dims(len(macs)) if len(macs) > 1 else ("-",)):
-            rows = dim in ("M", "-")
-            src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
-            if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
-                src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
-            if i_sib and dim == prev_dim:
-                src = "local"  # each core still holds its part of the common input
-            dst = "" if not i_out else "local" if rows else "shared"
-            try:
-                raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
-            except ConfigError as err:  # this split's shares fit no loop order of the core: try the others
-                failed = failed or err
-                continue
-            parts = prefetched(raw, ahead)
-            val = split_rank(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
-            if best is None or val < best[0]:
-                sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
-                best = (val, dim, parts, sent)
-        if best is None:
-            raise failed or ConfigError(f"layer {op.name!r}: no split over the MAC cores maps")
-        prev_dim, prev, dims[k] = best[1], op, best[1]
+        dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib), bool(flat),
+                                 ahead)
+        prev_dim, prev, dims[k] = dim, op, dim
         if ahead:  # the links carried the prefetched part first, from when its producer finished
-            links_free = max(made[i_fil], links_free) + best[3]
-        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in best[2]))
-        r.t += r.commit(op, best[2], r.t, 1.0, {"step": "fused", "split": best[1]})
+            links_free = max(made[i_fil], links_free) + sent
+        links_free = _links_after(links_free, r.t, max(p.link_cycles for p in parts))
+        r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": dim})
         made[k] = r.t
+
+
+def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: bool) -> tuple[str, str]:
+    """Where a fused GEMM's input comes from and where its output goes under split ``dim`` (its producer split on
+    ``prev_dim``): ``""`` (DRAM), ``local`` or ``shared`` (:func:`~npukit.sim._multicore_cost.gemm_part`)."""
+    rows = dim in ("M", "-")
+    src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+    if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
+        src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
+    if i_sib and dim == prev_dim:
+        src = "local"  # each core still holds its part of the common input
+    return src, "" if not i_out else "local" if rows else "shared"
+
+
+def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
+          i_sib: bool, flat: bool, ahead: float) -> tuple[str, list[Part], float]:
+    """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
+    ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
+    (:func:`~npukit.sim._multicore_prune.pick_split`)."""
+
+    def evaluate(dim: str) -> tuple[tuple[float, float], tuple[list[Part], float]]:
+        src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat)
+        raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
+        parts = prefetched(raw, ahead)
+        val = split_rank(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
+        return val, (parts, max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True)))
+
+    def floor(dim: str) -> float:
+        return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat), fil)
+
+    dim, _, (parts, sent) = pick_split(split_dims(len(macs)) if len(macs) > 1 else ("-",), evaluate,
+                                       floor if latency_bound(r) else None)
+    return dim, parts, sent
 
 
 def _edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:

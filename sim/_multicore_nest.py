@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .hardware import Hardware
 from .loopnest import NestLayer, effective_spatial
+from .nest_floor import temporal_floor, touched
 from .nest_mapper import map_layer, mapping_score
 from .nest_sim import nest_layer
 from .nest_spatial import SPATIAL_CANDIDATES
@@ -221,3 +222,21 @@ def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective
     out = NestShare(tuple(recs), math.ceil(c.cycles), ifmap, fills, final, _label(m.spatial))
     memo[key] = out
     return out
+
+
+def nest_floor(layer: Layer, hw: Hardware, memo: dict) -> tuple[int, tuple[float, float, float]]:
+    """Lower bounds on :func:`nest_share` of ``layer`` on ``hw`` without mapping it: (cycles, (input, weight,
+    output) DRAM elements). The cycles: :func:`npukit.sim.nest_floor.temporal_floor` over the one-loop unrollings
+    and the mixed one of :func:`mixed_spatial` (the two :func:`map_share` chooses from); the elements: those of
+    :func:`dram_elements`, or fewer where the mapping might move fewer (:func:`npukit.sim.nest_floor.touched`: a
+    share mapped with DRAM on top moves what the mapping moves, at least what its MACs touch). ``memo``: as
+    :func:`nest_share`'s (a floor is kept by shape and array)."""
+    hw = on_chip(hw)
+    key = ("nest_floor", tuple(hw.array.dims.items()), layer.M, layer.N, layer.K, layer.batch, layer.conv, layer.shared)
+    hit = memo.get(key)
+    if hit is None:
+        nl = nest_layer(layer)
+        mix = mixed_spatial(hw, nl)
+        elements = tuple(min(a, b) for a, b in zip(dram_elements(layer), touched(nl), strict=True))
+        hit = memo[key] = (temporal_floor(hw, nl, (mix,) if mix else ()), elements)
+    return hit

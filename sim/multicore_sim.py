@@ -31,19 +31,19 @@ from ._multicore_cost import (  # noqa: I001
     with_dram,
     write_epilogue,
 )
+from ._multicore_cost import multicast as _multicast  # noqa: F401 - its old name here
 from ._multicore_groups import run_fused_split, run_pipeline
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
+from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._old_call import OldCall
 from .energy import EnergyTable, load_table
-from .errors import ConfigError
 from .ledger import Ledger
 from .multicore import MultiCoreArch
 from .schedule import (  # noqa: I001
     Schedule,
     Step,
     candidates,
-    grid,
     make_schedule,
     objective_value,
     split_dims,
@@ -52,20 +52,6 @@ from .schedule import (  # noqa: I001
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
-_MULTICAST = {"N": "ifmap", "M": "filter"}  # split dim -> the operand every core of the split needs whole
-
-
-def _multicast(dim: str, i: int) -> str:
-    """What core ``i`` of a split on ``dim`` receives in a DRAM fetch another core of the split made (``ifmap``,
-    ``filter``, both joined by ``+``, or nothing): on ``N`` the input, on ``M`` the weights, all but the first core;
-    on a grid ``M{a}N{b}`` its row band's input from the band's first core and its column part's weights from the
-    first band's core."""
-    g = grid(dim)
-    if g is None:
-        return _MULTICAST.get(dim, "") if i > 0 else ""
-    return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
-
-
 @dataclass
 class MultiCoreResult:
     """A workload on a multi-core NPU: per-layer rows, the ledger, the timeline and totals (cycles, pJ, bytes)."""
@@ -169,7 +155,9 @@ class _Run:
         self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)
         if march.table is tab:  # a chip's own table (a Stream YAML's costs) has no file: the ledger carries it
             self.ledger.meta["energy_table_data"] = {"name": tab.name, "description": tab.description, **tab.sections}
-        _declare(self.ledger, march, march.mac_cores[0])
+        self._archs: dict[tuple[int, int], Any] = {}  # (core, active cores) -> its Arch (arch_for)
+        self._components: dict[int, dict[str, dict[str, Any]]] = {}  # core -> what _declare declares for it
+        self.ledger.components = self._declared(march.mac_cores[0]).components
         self.t = 0.0
         self.busy = [0.0] * len(march.cores)
         self.timeline: list[tuple[int, float, float, str]] = []
@@ -181,9 +169,25 @@ class _Run:
         self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
 
     def arch_for(self, core: int, active: int):  # -> Arch
-        a = self.m.cores[core].arch
-        bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
-        return a if bw == a.dram_bandwidth_bytes_per_cycle else a.with_(dram_bandwidth_bytes_per_cycle=bw)
+        """The core's arch with its share of the DRAM channels when ``active`` cores use them (kept per run)."""
+        hit = self._archs.get((core, active))
+        if hit is None:
+            a = self.m.cores[core].arch
+            bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
+            hit = self._archs[(core, active)] = a if bw == a.dram_bandwidth_bytes_per_cycle else \
+                a.with_(dram_bandwidth_bytes_per_cycle=bw)
+        return hit
+
+    def _declared(self, core: int) -> Ledger:
+        """A new Ledger with :func:`_declare`'s components for ``core`` (declared once per run, then copied)."""
+        comps = self._components.get(core)
+        if comps is None:
+            led = Ledger()
+            _declare(led, self.m, core)
+            comps = self._components[core] = led.components
+        led = Ledger()
+        led.components = dict(comps)
+        return led
 
     def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
                    prod: Layer | None = None) -> list[Part]:
@@ -234,20 +238,14 @@ class _Run:
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
-        best, failed = None, None
-        for dim in split_dims(len(cores)):
-            try:
-                parts = self.gemm_parts(layer, cores, dim, fin, fout)
-            except ConfigError as err:  # this split's shares fit no loop order of the core: another split may
-                failed = failed or err
-                continue
-            e = sum(self._energy(p) for p in parts)
-            val = split_rank(e, max(p.busy for p in parts), self.m.objective)
-            if best is None or val < best[0]:
-                best = (val, dim, parts)
-        if best is None:
-            raise failed or ConfigError(f"layer {layer.name!r}: no split over cores {cores} maps")
-        return best[1], best[2]
+
+        def evaluate(dim: str) -> tuple[tuple[float, float], list[Part]]:
+            parts = self.gemm_parts(layer, cores, dim, fin, fout)
+            return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective), parts
+
+        floor = (lambda dim: split_floor(self, layer, cores, dim, fin, fout)) if latency_bound(self) else None
+        dim, _, parts = pick_split(split_dims(len(cores)), evaluate, floor)
+        return dim, parts
 
     def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
                      dst_dram: bool = False) -> list[Part]:
@@ -291,8 +289,7 @@ class _Run:
         return self.memo[key][0]
 
     def _price(self, p: Part) -> float:
-        led = Ledger()
-        _declare(led, self.m, p.core)
+        led = self._declared(p.core)
         for comp, act, bits, cnt in p.records:
             led.record(comp, act, bits, cnt)
         return led.energy(self.tab)
@@ -311,8 +308,7 @@ class _Run:
             self.rows.append({"name": op.name, "cycles": crit.busy * scale, **extra})
             return crit.busy * scale
         scope = f"{self.wl.name}/{op.name}"
-        one = Ledger()
-        _declare(one, self.m, self.m.mac_cores[0])
+        one = self._declared(self.m.mac_cores[0])
         whole = len(parts) == 1 and parts[0].core == self.m.mac_cores[0]
         for p in parts:
             sc = scope if whole else f"{scope}/{self.m.cores[p.core].name}"

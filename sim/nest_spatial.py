@@ -4,6 +4,7 @@ unrolling puts there; and ZigZag's clipping of a given unrolling to the layer an
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 
@@ -25,40 +26,63 @@ def ranked_spatial(hw: Hardware, layer: NestLayer):
     """The unrollings of :func:`spatial_candidates` that fit, highest utilization first (ties: in enumeration
     order), each checked against the memories only when the caller asks for the next. When none fits (a GEMV's
     one long loop unrolled over every array dimension overfills a register, say), the same enumeration again with
-    array dimensions allowed to stay idle (an empty unrolling: that dimension's PEs do no work)."""
+    array dimensions allowed to stay idle (an empty unrolling, "": that dimension's PEs do no work)."""
     dims = list(hw.array.dims.items())
     allowed = getattr(hw.array, "allowed", None) or {}
     opts = [[d for d in allowed.get(name, SPATIAL_CANDIDATES) if layer.dims.get(d, 1) > 1] or ["K"] for name, _ in dims]
     found = False
-    for sm in _ranked(hw, layer, opts):
+    for sm in _fitting(hw, layer, opts):
         found = True
         yield sm
     if not found:
-        yield from _ranked(hw, layer, [[*o, ""] for o in opts])
+        yield from _fitting(hw, layer, [[*o, ""] for o in opts])
 
 
-def _ranked(hw: Hardware, layer: NestLayer, opts: list[list[str]]):
-    """The unrollings that take one of ``opts[i]`` on array dimension ``i`` ("": none), fitting ones only, by
-    utilization."""
+def _fitting(hw: Hardware, layer: NestLayer, opts: list[list[str]]):
+    """The unrollings taking one of ``opts[i]`` on array dimension ``i`` that fit, by utilization."""
     dims = list(hw.array.dims.items())
-    scored = []
-    sizes = [size for _, size in dims]
-    for combo in itertools.product(*opts):
-        left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
-        fs, used = [], 1.0
-        for size, d in zip(sizes, combo, strict=True):
-            n = 1 if not d else left[d] if d in left else layer.dims.get(d, 1)
-            f = min(size, n)
-            if d:
-                left[d] = math.ceil(n / max(f, 1))
-            fs.append(f)
-            used *= f
-        scored.append((-used, len(scored), combo, fs))
-    scored.sort(key=lambda x: (x[0], x[1]))
-    for _, _, combo, fs in scored:
+    scored = _scored([size for _, size in dims], opts, layer.dims)
+    heapq.heapify(scored)  # popped lazily: the caller usually wants only the first few that fit
+    while scored:
+        _, _, combo, fs = heapq.heappop(scored)
         sm = {name: ({d: f} if d else {}) for (name, _), d, f in zip(dims, combo, fs, strict=True)}
         if spatial_fits(hw, layer, sm):
             yield sm
+
+
+def _scored(sizes: list[int], opts: list[list[str]], loops: dict[str, int]) -> list[tuple]:
+    """(-PEs used, enumeration index, loop per array dim, factor per array dim) of every choice of one loop of
+    ``opts[i]`` per array dimension ``i`` of ``sizes``, in ``itertools.product`` order (depth first, each prefix's
+    factors and product computed once): a factor is what the dimension and the loop's iterations left allow."""
+    out: list[tuple] = []
+    n_dims = len(sizes)
+    combo: list[str] = [""] * n_dims
+    fs: list[int] = [0] * n_dims
+    left: dict[str, int] = {}  # what the array dims so far leave of each loop they unroll
+
+    def walk(i: int, used: float) -> None:
+        if i == n_dims:
+            out.append((-used, len(out), tuple(combo), list(fs)))
+            return
+        size = sizes[i]
+        for d in opts[i]:
+            if not d:  # this array dimension idle
+                combo[i], fs[i] = d, 1
+                walk(i + 1, used)
+                continue
+            had = d in left
+            n = left[d] if had else loops.get(d, 1)
+            f = min(size, n)
+            left[d] = math.ceil(n / max(f, 1))
+            combo[i], fs[i] = d, f
+            walk(i + 1, used * f)
+            if had:
+                left[d] = n
+            else:
+                del left[d]
+
+    walk(0, 1.0)
+    return out
 
 
 def spatial_fits(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> bool:
