@@ -26,12 +26,12 @@ from ._multicore_cost import (  # noqa: I001
     Part,
     gemm_part,
     halo_elements,
+    multicast,
     sub_layer,
     vector_part,
     with_dram,
     write_epilogue,
 )
-from ._multicore_cost import multicast as _multicast  # noqa: F401 - its old name here
 from ._multicore_groups import run_fused_split, run_pipeline
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
@@ -215,7 +215,7 @@ class _Run:
                                    reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
                                    link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
                                    shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                                   multicast=_multicast(dim, i) if self.ic.multicast else "",
+                                   multicast=multicast(dim, i) if self.ic.multicast else "",
                                    halo=halo_elements(prod, layer, ways, i) if prod is not None else 0,
                                    nest=nest, nest_objective=nest_objective(self.m.objective)))
         return parts

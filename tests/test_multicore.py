@@ -94,12 +94,13 @@ def test_grid_split_divides_rows_and_columns_and_reads_each_operand_once() -> No
     """A 2-D split of 4 cores (``M2N2``): core i gets row band i // 2 and column part i % 2; with multicast the input
     bands and the weight parts are each fetched from DRAM once, so the four cores together read what one core
     reads, and each of their partial outputs is written once."""
-    from npukit.sim.multicore_sim import _multicast, _Run, _table
+    from npukit.sim._multicore_cost import multicast
+    from npukit.sim.multicore_sim import _Run, _table
     from npukit.sim.schedule import grid_dims, split_dims
 
     assert grid_dims(4) == ("M2N2",) and grid_dims(8) == ("M2N4", "M4N2") and grid_dims(36) == ("M6N6",)
     assert grid_dims(2) == grid_dims(7) == () and split_dims(16) == ("M", "N", "K", "M4N4")
-    assert [_multicast("M2N2", i) for i in range(4)] == ["", "ifmap", "filter", "ifmap+filter"]
+    assert [multicast("M2N2", i) for i in range(4)] == ["", "ifmap", "filter", "ifmap+filter"]
     arch = load_arch("npu128")
     mc = homogeneous(arch, 4)
     run = _Run(Workload("x", []), mc, _table(mc, None), {})
