@@ -11,11 +11,17 @@ TensorCores driven together as a "megacore"). Sources (primary):
 * Jouppi et al., "TPU v4: An Optically Reconfigurable Supercomputer for Machine Learning with Hardware
   Support for Embeddings", ISCA 2023: 1050 MHz clock, 128 MiB CMEM on chip. The clock also follows
   from the two numbers above: 275e12 / (8 MXUs * 128 * 128 * 2 FLOP) = 1.049 GHz.
+* JAX, "TPU Hardware Reference" (https://docs.jax.dev/en/latest/pallas/tpu/hardware.html): 16 MiB of
+  vector memory (VMEM) per v4 TensorCore.
 
 The predictor (:func:`matmul_terms`, :func:`predict_us`) times one XLA matmul fusion
-``(M x K) @ (K x N)`` as
+``(M x K) @ (K x N)`` as a loop over tiles of at most :data:`TILE` (rows per TensorCore, N, K): the first
+tile runs on its own, the others stream behind it in a software pipeline::
 
-    t = t0 + fill/drain + MXU streaming time / eta_mxu + HBM bytes / (HBM bandwidth * eta_hbm)
+    t = t0 + fill/drain + first tile's MXU time / eta_mxu + first tile's HBM bytes / (bandwidth * eta_hbm)
+           + max(the other tiles' MXU time / STEADY_ETA_MXU, the other tiles' HBM bytes / (bandwidth * eta_hbm))
+
+Every shipped shape (M, N, K <= 1024) is one tile, so there ``t`` is the sum of its terms, calibrated on them.
 
 * MXU streaming: the weight-stationary array of :mod:`npukit.sim._mapping` (the MXU holds the RHS
   stationary and streams the LHS and results: Norrie and Patil, "Google's Training Chips Revealed:
@@ -26,12 +32,21 @@ The predictor (:func:`matmul_terms`, :func:`predict_us`) times one XLA matmul fu
   output rows over the two TensorCores; each core spreads its weight tiles over its four MXUs).
   The array fills and drains once per call (R + R + C - 2 cycles, npukit's double-buffered ws
   formula), the rest of the folds stream back to back.
-* HBM: every operand read once and the output written once, at the dtype's width (the measured
-  data are float16: 2 bytes), over the chip's HBM bandwidth.
+* HBM: within a tile every operand is read once and the output written once, at the dtype's width (the
+  measured data are float16: 2 bytes); over the loop A is read once per column of tiles and B once per
+  row of tiles (a tiled matmul's re-reads).
+* The pipeline: beyond one tile, the loads of the next tile overlap the MXU work of this one, as in the
+  blocked, pipelined matmul of JAX's "Pallas TPU: Matrix Multiplication" guide
+  (https://docs.jax.dev/en/latest/pallas/tpu/matmul.html), whose blocks of 512 x 1024 x 1024 reach XLA's
+  own matmul speed there; those blocks are :data:`TILE` (their double-buffered operands, float32
+  accumulator and output fit the 16 MiB VMEM of a v4 TensorCore). In that steady state the MXUs run at
+  :data:`STEADY_ETA_MXU`, the fraction of the bf16 peak XLA's matmul reaches on a 4096^3 bf16 matmul in the
+  same guide (84.3%, measured on a TPU v5e, timed from Python: an estimate for v4 and float16, not a
+  measurement of it). The shipped shapes are one tile each and cannot calibrate it.
 * The three calibrated parameters (:class:`TpuFit`): ``t0_us`` (launch and fixed per-call overhead),
-  ``eta_mxu`` (fraction of the bf16 MXU peak the matmul reaches: it folds in the extra passes a
-  float16 product needs on a bf16 MXU and issue limits) and ``eta_hbm`` (fraction of the HBM
-  bandwidth reached). The terms add: the data fit a sum better than a max (docs/tpu.md).
+  ``eta_mxu`` (fraction of the bf16 MXU peak a one-tile matmul reaches: it folds in what the fusion
+  does besides streaming, serialised within one tile) and ``eta_hbm`` (fraction of the HBM bandwidth
+  reached). Within a tile the terms add: the data fit a sum better than a max (docs/tpu.md).
 
 Everything here is plain arithmetic on shapes; :func:`fit` needs numpy.
 """
@@ -45,10 +60,21 @@ from ._mapping import n_folds, stationary_cycles
 from .arch import Arch
 from .errors import ConfigError
 
-__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "matmul_terms", "predict_us", "fit"]
+__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "matmul_terms",
+           "predict_us", "fit"]
 
 #: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
 N_PARAMS = 3
+
+#: The largest tile of XLA's matmul loop: (rows per TensorCore, N, K), in elements. The blocks with which JAX's
+#: "Pallas TPU: Matrix Multiplication" guide (docs.jax.dev/en/latest/pallas/tpu/matmul.html) matches XLA's
+#: matmul speed (bm = 512, bn = 1024, bk = 1024); our assumption that XLA tiles the same way.
+TILE = (512, 1024, 1024)
+
+#: Fraction of the bf16 MXU peak the MXUs reach once the tile loop is pipelined. Not calibrated here: XLA's
+#: matmul of 4096^3 bf16 runs at 84.3% of the chip's peak in the guide above (TPU v5e, timed from Python with
+#: its dispatch, so a lower bound there); carried to v4 and float16 as an estimate.
+STEADY_ETA_MXU = 0.843
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,8 @@ class TpuChip:
     """A TPU-like chip: ``cores`` TensorCores of ``mxus_per_core`` MXUs of ``mxu_rows`` x ``mxu_cols``
     PEs at ``clock_ghz`` GHz; ``hbm_gbps`` HBM bandwidth in GB/s (1e9 bytes/s); ``hbm_gib`` HBM
     capacity in GiB; ``cmem_mib`` shared on-chip memory in MiB; ``sublanes``: rows of the layout
-    tile M is padded to; ``mxu_dtype``: what the MXU multiplies (its peak is for this type)."""
+    tile M is padded to; ``mxu_dtype``: what the MXU multiplies (its peak is for this type); ``vmem_mib``:
+    vector memory per TensorCore in MiB (0 where not given), which must hold a pipelined :data:`TILE`."""
 
     name: str
     cores: int
@@ -69,6 +96,7 @@ class TpuChip:
     cmem_mib: float
     sublanes: int = 8
     mxu_dtype: str = "bf16"
+    vmem_mib: float = 0.0
 
     @property
     def mxus(self) -> int:
@@ -87,7 +115,7 @@ class TpuChip:
 
 #: Cloud TPU v4, one chip (sources in the module docstring).
 TPU_V4 = TpuChip(name="tpu-v4", cores=2, mxus_per_core=4, mxu_rows=128, mxu_cols=128, clock_ghz=1.05,
-                 hbm_gbps=1200.0, hbm_gib=32.0, cmem_mib=128.0)
+                 hbm_gbps=1200.0, hbm_gib=32.0, cmem_mib=128.0, vmem_mib=16.0)
 
 #: One JAX device of each Cloud TPU generation, for telling them apart from measurements (docs/tpu.md).
 #: v2 and v3 expose each TensorCore as its own device (half the chip's HBM bandwidth); v4 one chip
@@ -120,14 +148,29 @@ class TpuFit:
 @dataclass(frozen=True)
 class MatmulTerms:
     """The mechanism's times for one matmul, before calibration, in µs: ``fill_us`` (one array fill and
-    drain), ``mxu_us`` (streaming the padded folds at the MXU peak), ``hbm_us`` (bytes moved at the
-    HBM peak); ``cycles``: npukit's double-buffered ws cycles of one MXU; ``folds``: its folds."""
+    drain), ``mxu_us`` (streaming all padded folds at the MXU peak), ``hbm_us`` (all bytes moved, re-reads
+    included, at the HBM peak); ``first_mxu_us`` and ``first_hbm_us``: the part of those of the first tile
+    of XLA's loop (all of them when the matmul is one tile); ``cycles``: npukit's double-buffered ws cycles
+    of one MXU; ``folds``: its weight folds; ``tiles``: how many tiles of :data:`TILE` the loop runs."""
 
     fill_us: float
     mxu_us: float
     hbm_us: float
     cycles: int
     folds: int
+    first_mxu_us: float
+    first_hbm_us: float
+    tiles: int
+
+    @property
+    def rest_mxu_us(self) -> float:
+        """MXU streaming of the tiles after the first, at the peak (µs)."""
+        return self.mxu_us - self.first_mxu_us
+
+    @property
+    def rest_hbm_us(self) -> float:
+        """HBM time of the tiles after the first, at the peak (µs)."""
+        return self.hbm_us - self.first_hbm_us
 
 
 def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> None:
@@ -138,6 +181,12 @@ def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> None:
         raise ConfigError(f"dtype_bytes must be positive, got {dtype_bytes!r}")
 
 
+def _stream_cycles(m_pad: int, n: int, k: int, chip: TpuChip) -> float:
+    """Cycles one MXU streams for ``m_pad`` padded rows: each core's ceil(K/R) * ceil(N/C) weight tiles spread
+    evenly over its MXUs (fractional folds per MXU kept as a mean), each streaming the core's rows once."""
+    return n_folds(k, chip.mxu_rows) * n_folds(n, chip.mxu_cols) / chip.mxus_per_core * (m_pad / chip.cores)
+
+
 def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> MatmulTerms:
     """Mechanism terms of ``(m x k) @ (k x n)`` on ``chip`` (operands and output ``dtype_bytes`` wide).
 
@@ -145,35 +194,44 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
     (ceil(K/R) * ceil(N/C)) are spread evenly over its MXUs, each streaming the core's rows once per
     tile. The cycles are :func:`npukit.sim._mapping.stationary_cycles` (double-buffered ws, one fill and
     drain per MXU): R + (R + C - 2) + folds * rows cycles (a count), with fractional folds per MXU kept as a mean.
+    The loop over tiles of :data:`TILE` reads A once per column of tiles and B once per row of tiles; the
+    first tile (the whole matmul when it fits one) is reported apart.
     """
     _check_shape(m, n, k, dtype_bytes)
     arch = chip.mxu_arch()
-    r, c = arch.rows, arch.cols
     m_pad = n_folds(m, chip.sublanes) * chip.sublanes
-    rows_per_core = m_pad / chip.cores
-    tiles = n_folds(k, r) * n_folds(n, c)
-    folds_per_mxu = tiles / chip.mxus_per_core
+    tile_rows, tile_n, tile_k = chip.cores * TILE[0], TILE[1], TILE[2]
+    rows_t, cols_t, deep_t = n_folds(m_pad, tile_rows), n_folds(n, tile_n), n_folds(k, tile_k)
+    m1, n1, k1 = min(m, tile_rows), min(n, tile_n), min(k, tile_k)
     # stationary_cycles with one fill/drain group: r + (r + c - 2) + folds * rows
     fill = stationary_cycles(0, 0, 1, arch, groups=1)  # = r + (r + c - 2): the exposed fill and drain
-    stream = folds_per_mxu * rows_per_core
-    cycles = round(fill + stream)
+    stream = _stream_cycles(m_pad, n, k, chip)
+    first = _stream_cycles(min(m_pad, tile_rows), n1, k1, chip)
     cyc_per_us = chip.clock_ghz * 1e3
-    bytes_moved = dtype_bytes * (m * k + k * n + m * n)
+    byte_us = dtype_bytes / (chip.hbm_gbps * 1e3)
     return MatmulTerms(fill_us=fill / cyc_per_us, mxu_us=stream / cyc_per_us,
-                       hbm_us=bytes_moved / (chip.hbm_gbps * 1e3), cycles=cycles, folds=tiles)
+                       hbm_us=(m * k * cols_t + k * n * rows_t + m * n) * byte_us, cycles=round(fill + stream),
+                       folds=n_folds(k, arch.rows) * n_folds(n, arch.cols), first_mxu_us=first / cyc_per_us,
+                       first_hbm_us=(m1 * k1 + k1 * n1 + m1 * n1) * byte_us, tiles=rows_t * cols_t * deep_t)
+
+
+def _time_us(t: MatmulTerms, t0_us: float, inv_mxu: float, inv_hbm: float) -> float:
+    return (t0_us + t.fill_us + t.first_mxu_us * inv_mxu + t.first_hbm_us * inv_hbm
+            + max(t.rest_mxu_us / STEADY_ETA_MXU, t.rest_hbm_us * inv_hbm))
 
 
 def predict_us(params: TpuFit, m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> float:
     """Predicted device time of one matmul fusion, in µs."""
-    t = matmul_terms(m, n, k, chip, dtype_bytes)
-    return params.t0_us + t.fill_us + t.mxu_us / params.eta_mxu + t.hbm_us / params.eta_hbm
+    return _time_us(matmul_terms(m, n, k, chip, dtype_bytes), params.t0_us, 1.0 / params.eta_mxu,
+                    1.0 / params.eta_hbm)
 
 
 def fit(shapes: Sequence[tuple[int, int, int]], times_us: Sequence[float], chip: TpuChip = TPU_V4,
         dtype_bytes: float = 2.0) -> TpuFit:
     """Calibrate the :data:`N_PARAMS` parameters on measured times (µs) by least squares on the
-    relative error (every shape counts alike, 1 µs or 40 µs). The model is linear in
-    (t0, 1/eta_mxu, 1/eta_hbm), so this is one weighted linear solve."""
+    relative error (every shape counts alike, 1 µs or 40 µs). On one-tile shapes the model is linear in
+    (t0, 1/eta_mxu, 1/eta_hbm): one weighted linear solve. Shapes of several tiles add a max of two terms;
+    the solve is repeated with each such shape's larger term fixed by the previous solution until none changes."""
     import numpy as np
 
     if len(shapes) != len(times_us) or len(shapes) < N_PARAMS:
@@ -183,10 +241,18 @@ def fit(shapes: Sequence[tuple[int, int, int]], times_us: Sequence[float], chip:
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("fit needs finite, positive times")
     terms = [matmul_terms(m, n, k, chip, dtype_bytes) for m, n, k in shapes]
-    x = np.array([[1.0, t.mxu_us, t.hbm_us] for t in terms])
-    rhs = y - np.array([t.fill_us for t in terms])
     w = 1.0 / y
-    coef, *_ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
+    mxu_side = np.zeros(len(terms), dtype=bool)  # the rest of the loop bound by the MXUs (else by HBM)
+    for _ in range(50):
+        x = np.array([[1.0, t.first_mxu_us, t.first_hbm_us + (0.0 if b else t.rest_hbm_us)]
+                      for t, b in zip(terms, mxu_side, strict=True)])
+        rhs = y - np.array([t.fill_us + (t.rest_mxu_us / STEADY_ETA_MXU if b else 0.0)
+                            for t, b in zip(terms, mxu_side, strict=True)])
+        coef, *_ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
+        side = np.array([t.rest_mxu_us / STEADY_ETA_MXU > t.rest_hbm_us * coef[2] for t in terms])
+        if np.array_equal(side, mxu_side):
+            break
+        mxu_side = side
     t0, inv_mxu, inv_hbm = (float(v) for v in coef)
     if inv_mxu <= 0 or inv_hbm <= 0:
         raise ConfigError("fit gave a non-positive MXU or HBM time: the shapes do not constrain the model "

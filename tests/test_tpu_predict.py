@@ -9,8 +9,8 @@ import math
 import pytest
 
 from npukit.benchmarks import bench_vs_tpu as bench
-from npukit.sim import ConfigError
-from npukit.sim.tpu import N_PARAMS, TPU_V4, TpuFit, fit, matmul_terms, predict_us
+from npukit.sim import ConfigError, tpu
+from npukit.sim.tpu import N_PARAMS, STEADY_ETA_MXU, TILE, TPU_V4, TpuFit, fit, matmul_terms, predict_us
 
 
 def test_chip_matches_its_public_peak():
@@ -26,6 +26,7 @@ def test_terms_by_mechanism():
     assert t.fill_us == pytest.approx((128 + 128 + 128 - 2) / 1050)  # one fill and drain (double-buffered ws)
     assert t.hbm_us == pytest.approx(3 * 1024 * 1024 * 2 / 1.2e6)  # float16 A, B and C once over 1200 GB/s
     assert t.folds == 64
+    assert t.tiles == 1 and t.first_mxu_us == t.mxu_us and t.first_hbm_us == t.hbm_us  # one tile of the loop
     # N and K pad to the 128-wide MXU, M to the 8-row sublane tile
     assert matmul_terms(1024, 129, 1024).mxu_us == pytest.approx(matmul_terms(1024, 256, 1024).mxu_us)
     assert matmul_terms(1024, 1024, 129).mxu_us == pytest.approx(matmul_terms(1024, 1024, 256).mxu_us)
@@ -44,10 +45,50 @@ def test_predictor_runs_and_grows_with_work():
         matmul_terms(128, 128, 128, dtype_bytes=0)
 
 
+def test_one_tile_is_the_sum_of_its_terms():
+    p = TpuFit(t0_us=0.7, eta_mxu=0.37, eta_hbm=0.45)
+    for s in ((32, 48, 64), (1024, 1024, 1024), (1000, 1000, 1000), (512, 1024, 768)):
+        t = matmul_terms(*s)
+        assert t.tiles == 1
+        assert predict_us(p, *s) == pytest.approx(0.7 + t.fill_us + t.mxu_us / 0.37 + t.hbm_us / 0.45)
+
+
+def test_tiles_beyond_one_pipeline_and_reread():
+    t, one = matmul_terms(2048, 2048, 2048), matmul_terms(1024, 1024, 1024)
+    assert t.tiles == 2 * 2 * 2  # 1024 rows (512 per core) x 1024 x 1024 per tile
+    assert t.mxu_us == pytest.approx(8 * one.mxu_us)
+    # A read once per column of tiles, B once per row of tiles, C written once
+    assert t.hbm_us == pytest.approx((2 * 2048**2 + 2 * 2048**2 + 2048**2) * 2 / 1.2e6)
+    assert (t.first_mxu_us, t.first_hbm_us) == pytest.approx((one.mxu_us, one.hbm_us))
+    p = TpuFit(t0_us=0.7, eta_mxu=0.37, eta_hbm=0.45)
+    got = predict_us(p, 2048, 2048, 2048)
+    head = 0.7 + one.fill_us + one.mxu_us / 0.37 + one.hbm_us / 0.45
+    # the other tiles overlap loads and MXU work: bounded by either alone and by their sum
+    assert got == pytest.approx(head + max(t.rest_mxu_us / STEADY_ETA_MXU, t.rest_hbm_us / 0.45))
+    assert head + t.rest_mxu_us / STEADY_ETA_MXU <= got < head + t.rest_mxu_us / STEADY_ETA_MXU + t.rest_hbm_us / 0.45
+    # time never falls as any dimension grows past a tile's edge
+    for d in range(3):
+        times = []
+        for v in (1016, 1024, 1032, 1536, 2048, 2056):
+            s = [1024, 1024, 1024]
+            s[d] = v
+            times.append(predict_us(p, *s))
+        assert times == sorted(times)
+
+
+def test_the_tile_fits_the_vector_memory():
+    # double-buffered float16 A and B tiles, a float32 accumulator and a double-buffered float16 output tile
+    rows, n, k = TILE
+    need = 2 * (rows * k + k * n) * 2 + rows * n * 4 + 2 * rows * n * 2
+    assert need <= TPU_V4.vmem_mib * 2**20
+    assert 2 * need > TPU_V4.vmem_mib * 2**20  # twice the tile would not fit
+
+
 def test_fit_has_three_parameters_and_recovers_them():
     assert N_PARAMS == 3 == len(dataclasses.fields(TpuFit))
     truth = TpuFit(t0_us=1.1, eta_mxu=0.4, eta_hbm=0.5)
-    shapes = [(m, n, k) for m in (64, 512, 1024) for n in (128, 640) for k in (256, 1024)]
+    shapes = [(m, n, k) for m in (64, 512, 1024, 3000) for n in (128, 640, 2048) for k in (256, 1024, 4096)]
+    assert any(matmul_terms(*s).tiles > 1 for s in shapes)
     got = fit(shapes, [predict_us(truth, *s) for s in shapes])
     assert got.t0_us == pytest.approx(truth.t0_us, rel=1e-6)
     assert got.eta_mxu == pytest.approx(truth.eta_mxu, rel=1e-6)
@@ -72,6 +113,16 @@ def test_beats_the_scalesim_line_on_the_shipped_shapes():
     b = bench.fit_baseline(small)
     bxr2, bxmape = bench.scores([r[2] for r in large], [b(r[1]) for r in large])
     assert xr2 > bxr2 and xmape < bxmape
+
+
+def test_beyond_one_tile_the_model_parts_from_the_scalesim_line(monkeypatch):
+    """Past one tile the pipelined MXU rate sets the time: with it the baseline line cannot follow the model on
+    larger shapes; with the one-tile rate carried over, it would (the model's first version)."""
+    rows = bench.shipped_rows()
+    r2, _ = bench.line_against_model(rows)
+    assert r2 < 0
+    monkeypatch.setattr(tpu, "STEADY_ETA_MXU", bench.fit_mechanism(rows)[1].eta_mxu)
+    assert bench.line_against_model(rows)[0] > 0.5
 
 
 def test_bench_bad_csv_exits_2_and_writes_nothing(tmp_path, capsys):
