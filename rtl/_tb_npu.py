@@ -148,7 +148,7 @@ async def stream_operands(dut, words: dict[str, list[int]], rng: np.random.Gener
 
 async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim_w: int,
                    limit: int, stall_prob: float = 0.0, gap_prob: float = 0.0,
-                   seed: int = 0, counts: dict[str, int] | None = None
+                   seed: int = 0, counts: dict[str, int] | None = None, index: int = 0
                    ) -> tuple[dict, int | None, int, list[tuple[int, str]], float, int]:
     """Drive one GEMM; returns ({(m, n): (value or None for x/z, contract cycle)}, RTL cycles,
     done period (without stalls), [(cycle, problem)] for protocol problems (x on out_vld, duplicates,
@@ -158,8 +158,8 @@ async def run_case(dut, cfg: RtlConfig, a: np.ndarray, b: np.ndarray, quant, dim
     be taken (tready low); ``counts`` gets "gaps" (see stream_operands) and "junk" (junk words offered
     while busy)."""
     counts = {"gaps": 0, "junk": 0} if counts is None else counts
-    rng = np.random.default_rng([seed, 0x5A11])
-    gap_rng = np.random.default_rng([seed, 0x6A95])
+    rng = np.random.default_rng([seed, 0x5A11, index])  # ``index``: the case's place in its suite, so that the
+    gap_rng = np.random.default_rng([seed, 0x6A95, index])  # cases of one seed draw different stalls and gaps
     a_words, b_words = operand_words(a, b, cfg.rows, cfg.cols, cfg.dataflow, cfg.data_bits)
     bits = {"s_a": cfg.rows * cfg.data_bits, "s_b": cfg.cols * cfg.data_bits}
     load_problems = await stream_operands(dut, {"s_a": a_words, "s_b": b_words}, gap_rng, gap_prob, bits,
@@ -256,7 +256,7 @@ async def gemm_cases(dut):
         await FallingEdge(dut.clk)
     dut.rst.value = 0
     results, failures = [], []
-    for case in job["cases"]:
+    for index, case in enumerate(job["cases"]):
         a = np.array(case["a"], dtype=np.int64)
         b = np.array(case["b"], dtype=np.int64)
         quant = tuple(case["quant"]) if case["quant"] is not None else None
@@ -267,7 +267,7 @@ async def gemm_cases(dut):
         counts = {"gaps": 0, "junk": 0}
         got, rtl_last, done_period, protocol, t_run, stalls = await run_case(
             dut, cfg, a, b, quant, dim_w, limit=int(ref.cycles) + 1000, stall_prob=stall_prob, gap_prob=gap_prob,
-            seed=case["seed"], counts=counts)
+            seed=case["seed"], counts=counts, index=index)
         t_rtl = time.perf_counter() - t0
         msgs = compare(cfg, got, rtl_last, done_period, ref, case["seed"], case["name"], protocol)
         rtl_cycles = rtl_compute_cycles(cfg, rtl_last)

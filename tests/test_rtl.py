@@ -148,16 +148,19 @@ def test_gemm_with_random_output_stalls(build_root, tmp_path, rows, cols, datafl
         # the operand streams were offered junk while busy (not taken)
         assert c["junk_offered"] > 0, c
     # a short case (a single fold: a few output periods, a few words per stream) may draw no stall at p = 0.3
-    # and no input gap at the default gap probability (seed 938578150: single_fold 0 gaps); most cases draw some
+    # and no input gap at the default gap probability; each case draws its own, so most cases draw some (5 or 6
+    # of 6 on each of 50 seeds x these 3 configs; when every case of a seed drew the same stalls, seed 107 had 1)
     assert sum(c["stalls"] > 0 for c in res.cases) >= len(res.cases) // 2, [c["stalls"] for c in res.cases]
     assert sum(c["input_gaps"] > 0 for c in res.cases) >= len(res.cases) // 2, [c["input_gaps"] for c in res.cases]
     # back-to-back input words (no gaps, no junk): the same cycles
     tight = run_gemm_suite(cfg, cases[:2], build_root, stall_prob=0.3, gap_prob=0.0)
     assert tight.passed and [c["input_gaps"] + c["junk_offered"] for c in tight.cases] == [0, 0]
     assert [c["rtl_cycles"] for c in tight.cases] == [c["rtl_cycles"] for c in res.cases[:2]]
-    # an accumulator that ignores the stall loses the held outputs: the same run must fail
+    # an accumulator that ignores the stall loses the held outputs: the run must fail. At stall probability 0.3
+    # the one short case drew no stall where it matters for 8 of 300 seeds (seed 58 among them); at 0.6 those
+    # 8 seeds and 61 others all fail
     srcs = _mutated(tmp_path, "accumulator.v", "else if (en) out_vld <= emit;", "else out_vld <= emit;")
-    bad = run_gemm_suite(cfg, cases[:1], build_root, sources=srcs, stall_prob=0.3)
+    bad = run_gemm_suite(cfg, cases[:1], build_root, sources=srcs, stall_prob=0.6)
     assert not bad.passed and "at cycle" in bad.cases[0]["first_mismatch"]
 
 
