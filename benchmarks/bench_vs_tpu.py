@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
-from npukit.sim.tpu import GENERATIONS, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
+from npukit.sim.tpu import GENERATIONS, MAX_DIM, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
 
 DATA = Path(__file__).resolve().parent / "data" / "tpu_matmul"
 SHIPPED = (DATA / "tpu_matmul_128.csv", DATA / "tpu_matmul_1024.csv")
@@ -62,8 +62,9 @@ def read_rows(path: str | Path) -> list[Row]:
         except (TypeError, ValueError):
             raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
                               "and fusion_avg a number") from None
-        if min(shape) < 1 or not t > 0 or t == float("inf"):
-            raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be >= 1 and the time positive and finite")
+        if min(shape) < 1 or max(shape) > MAX_DIM or not t > 0 or t == float("inf"):
+            raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_DIM} and the time "
+                              "positive and finite")
         rows.append((r["kernel_name"], shape, t))
     if not rows:
         raise ConfigError(f"measured CSV '{p}' has no rows")

@@ -60,8 +60,8 @@ from ._mapping import n_folds, stationary_cycles
 from .arch import Arch
 from .errors import ConfigError
 
-__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "matmul_terms",
-           "predict_us", "fit"]
+__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "MAX_DIM",
+           "matmul_terms", "predict_us", "fit"]
 
 #: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
 N_PARAMS = 3
@@ -173,12 +173,17 @@ class MatmulTerms:
         return self.hbm_us - self.first_hbm_us
 
 
+#: The largest matmul dimension the predictor takes (an int32 extent: far past any chip's memory, and small
+#: enough that every term stays a finite float).
+MAX_DIM = 2**31 - 1
+
+
 def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> None:
     for name, v in (("M", m), ("N", n), ("K", k)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"matmul {name} must be a positive integer, got {v!r}")
-    if not dtype_bytes > 0:
-        raise ConfigError(f"dtype_bytes must be positive, got {dtype_bytes!r}")
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
+            raise ConfigError(f"matmul {name} must be an integer from 1 to {MAX_DIM}, got {v!r}")
+    if not (isinstance(dtype_bytes, int | float) and 0 < dtype_bytes <= 64):
+        raise ConfigError(f"dtype_bytes must be a number of bytes in (0, 64], got {dtype_bytes!r}")
 
 
 def _stream_cycles(m_pad: int, n: int, k: int, chip: TpuChip) -> float:

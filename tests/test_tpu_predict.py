@@ -43,6 +43,13 @@ def test_predictor_runs_and_grows_with_work():
         matmul_terms(0, 128, 128)
     with pytest.raises(ConfigError):
         matmul_terms(128, 128, 128, dtype_bytes=0)
+    for bad in ((10**400, 2, 3), (2**31, 1, 1), (1, 1, 1.5)):
+        with pytest.raises(ConfigError):
+            matmul_terms(*bad)
+    big = predict_us(p, 2**31 - 1, 2**31 - 1, 2**31 - 1)  # the largest shape taken: finite
+    assert math.isfinite(big) and big > 0
+    with pytest.raises(ConfigError):
+        predict_us(p, 128, 128, 128, dtype_bytes=float("nan"))
 
 
 def test_one_tile_is_the_sum_of_its_terms():
@@ -131,6 +138,11 @@ def test_bench_bad_csv_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     assert bench.main(["--measured", str(bad), "--out", str(out)]) == 2
     assert "lacks columns" in capsys.readouterr().err
+    assert not out.exists()
+    huge = tmp_path / "huge.csv"
+    huge.write_text("kernel_name,dim_m,dim_n,dim_k,fusion_avg\nx,1" + "0" * 400 + ",2,3,5.0\n")
+    assert bench.main(["--measured", str(huge), "--out", str(out)]) == 2
+    assert "sizes must be from 1 to" in capsys.readouterr().err
     assert not out.exists()
 
 
