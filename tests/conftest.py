@@ -7,11 +7,28 @@ CUDA machine to test the compiled kernels instead.
 """
 
 import os
+import random
 
 if os.environ.get("NPUKIT_TRITON_COMPILE") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# the RTL tests' seed: random per session unless set, drawn once here so that every RTL test module uses the same
+# one and the session header prints it (rerun a failure with NPUKIT_RTL_SEED=<that seed>)
+os.environ.setdefault("NPUKIT_RTL_SEED", str(random.SystemRandom().randrange(1 << 31)))
+
 import pytest  # noqa: E402
+
+
+def _rtl_seed_line() -> str:
+    return f"NPUKIT_RTL_SEED={os.environ['NPUKIT_RTL_SEED']} (the RTL tests' seed)"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _rtl_seed_line()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    terminalreporter.write_line(_rtl_seed_line())  # also under -q, where the header is not printed
 
 # test files of the ML methods and their experiments carry the ``ml`` marker (``pytest -m ml`` / ``-m "not ml"``)
 _ML_FILES = ("test_psumquant", "test_omnimoe", "test_cacheedit", "test_experiment_", "test_real_models", "test_bad_weights")

@@ -1,10 +1,10 @@
 """The Verilog systolic array (rtl/*.v) against the cycle-level model, through cocotb on Icarus.
 
 Each parameter set is one Icarus build (one folder under a session temp dir). The cases are
-seeded: the seed is random per session unless ``NPUKIT_RTL_SEED`` is set, and it is printed and
-part of every failure message. The cocotb testbenches are npukit.rtl._tb_npu / _tb_quant (package
-modules, so ``npukit rtl test`` runs the same suite); the RTL-cycle <-> contract-cycle mapping is
-documented in _tb_npu.
+seeded: the seed is random per session unless ``NPUKIT_RTL_SEED`` is set; tests/conftest.py draws it once and
+prints it at the end of the session (and in the header without -q). The cocotb testbenches are
+npukit.rtl._tb_npu / _tb_quant (package modules, so ``npukit rtl test`` runs the same suite); the
+RTL-cycle <-> contract-cycle mapping is documented in _tb_npu.
 """
 
 from __future__ import annotations
