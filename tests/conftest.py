@@ -13,7 +13,7 @@ if os.environ.get("NPUKIT_TRITON_COMPILE") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # the RTL tests' seed: random per session unless set, drawn once here so that every RTL test module uses the same
-# one and the session header prints it (rerun a failure with NPUKIT_RTL_SEED=<that seed>)
+# one and the session prints it (rerun a failure with NPUKIT_RTL_SEED=<that seed>)
 os.environ.setdefault("NPUKIT_RTL_SEED", str(random.SystemRandom().randrange(1 << 31)))
 
 import pytest  # noqa: E402

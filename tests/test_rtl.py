@@ -10,7 +10,6 @@ RTL-cycle <-> contract-cycle mapping is documented in _tb_npu.
 from __future__ import annotations
 
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -32,7 +31,7 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-SEED = int(os.environ.get("NPUKIT_RTL_SEED", random.SystemRandom().randrange(1 << 31)))
+SEED = int(os.environ["NPUKIT_RTL_SEED"])  # drawn once per session in conftest.py unless set
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ bookworm's 5.006 lints only (npukit.rtl._tools). Seeds as in test_rtl (``NPUKIT_
 from __future__ import annotations
 
 import os
-import random
 import shutil
 
 import pytest
@@ -20,7 +19,7 @@ from npukit.rtl._lint import lint_all, longest_comb_path, sram_access_proof, ver
 from npukit.rtl._runner import run_gemm_suite, run_quant_suite
 from npukit.rtl._tools import MIN_VERILATOR_SIM, check_simulator, verilator_tools
 
-SEED = int(os.environ.get("NPUKIT_RTL_SEED", random.SystemRandom().randrange(1 << 31)))
+SEED = int(os.environ["NPUKIT_RTL_SEED"])  # drawn once per session in conftest.py unless set
 
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog (iverilog) is not installed")
 needs_verilator_sim = pytest.mark.skipif(check_simulator("verilator") is not None,
