@@ -162,14 +162,12 @@ def protocol_scores(rows: Sequence[Row], fitter: Callable[[Sequence[Row]], Predi
     return [round(lo[0], 4), round(lo[1], 2), round(ex[0], 4), round(ex[1], 2)]
 
 
-def line_against_model(rows: Sequence[Row], grid_step: int = 512, grid_max: int = 4096) -> tuple[float, float]:
-    """(R^2, MAPE %) of the baseline line fitted on ``rows`` if the model's predictions (fitted on the same
-    rows) were the measurements of the M, N, K grid ``grid_step``..``grid_max``: how far the two part beyond
-    the shipped shapes."""
+def line_against_model(model: Predictor, base: Predictor, grid_step: int = 512,
+                       grid_max: int = 4096) -> tuple[float, float]:
+    """(R^2, MAPE %) of the baseline line ``base`` if the ``model``'s predictions were the measurements of the
+    M, N, K grid ``grid_step``..``grid_max``: how far the two part beyond the shipped shapes."""
     import itertools
 
-    model, _ = fit_mechanism(rows)
-    base = fit_baseline(rows)
     grid = list(itertools.product(range(grid_step, grid_max + 1, grid_step), repeat=3))
     return scores([model(s) for s in grid], [base(s) for s in grid])
 
@@ -256,7 +254,7 @@ def run(measured: str | None, out: str) -> int:
     print(f"4096^3 fitted on M, N, K <= {EXTRAPOLATION_MAX} instead: {predict_us(p_small, 4096, 4096, 4096):.0f} us; "
           f"bounds: MXU at peak {2 * 4096**3 / TPU_V4.peak_tflops / 1e6:.0f} us, "
           f"A, B and C once over HBM at peak {3 * 2 * 4096**2 / TPU_V4.hbm_gbps / 1e3:.0f} us")
-    lr2, lmape = line_against_model(ship)
+    lr2, lmape = line_against_model(mech, base)
     print(f"the baseline line against these predictions on the M, N, K grid 512..4096 (step 512): R^2 {lr2:.2f}, "
           f"MAPE {lmape:.1f}%")
     label = "measured CSV" if mine is not None else "shipped shapes, leave one size class out"

@@ -126,10 +126,12 @@ def test_beyond_one_tile_the_model_parts_from_the_scalesim_line(monkeypatch):
     """Past one tile the pipelined MXU rate sets the time: with it the baseline line cannot follow the model on
     larger shapes; with the one-tile rate carried over, it would (the model's first version)."""
     rows = bench.shipped_rows()
-    r2, _ = bench.line_against_model(rows)
+    base = bench.fit_baseline(rows)
+    model, params = bench.fit_mechanism(rows)
+    r2, _ = bench.line_against_model(model, base)
     assert r2 < 0
-    monkeypatch.setattr(tpu, "STEADY_ETA_MXU", bench.fit_mechanism(rows)[1].eta_mxu)
-    assert bench.line_against_model(rows)[0] > 0.5
+    monkeypatch.setattr(tpu, "STEADY_ETA_MXU", params.eta_mxu)
+    assert bench.line_against_model(bench.fit_mechanism(rows)[0], base)[0] > 0.5
 
 
 def test_bench_bad_csv_exits_2_and_writes_nothing(tmp_path, capsys):
