@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from .hardware import Hardware
 from .loopnest import NestLayer
-from .nest_spatial import SPATIAL_CANDIDATES, scored_unrollings
+from .nest_spatial import SPATIAL_CANDIDATES
 
 
 def unrolling_cycles(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int]]) -> int:
@@ -44,17 +44,28 @@ def unrolling_cycles(hw: Hardware, layer: NestLayer, sm: dict[str, dict[str, int
 
 def _one_loop_floor(sizes: tuple[int, ...], systolic: tuple[bool, ...], dims: dict[str, int]) -> int:
     """The fewest temporal plus drain cycles over every choice of one loop (or none) per array dimension of
-    ``sizes``, each factor sized as :func:`npukit.sim.nest_spatial.ranked_spatial` sizes it (its enumeration,
-    :func:`~npukit.sim.nest_spatial.scored_unrollings`); ``systolic``: the dimensions that drain."""
+    ``sizes`` (depth first; each factor the largest the dimension and the loop's iterations left allow, as
+    :func:`npukit.sim.nest_spatial.ranked_spatial` sizes it; ``systolic``: the dimensions that drain)."""
     names = [d for d in SPATIAL_CANDIDATES if dims.get(d, 1) > 1]
-    best = math.prod(dims.values())  # every array dimension idle
-    for _, _, combo, fs in scored_unrollings(list(sizes), [[*names, ""]] * len(sizes), dims):
-        spatial: dict[str, int] = {}
-        for d, f in zip(combo, fs, strict=True):
-            if d:
-                spatial[d] = spatial.get(d, 1) * f
-        drain = sum(f - 1 for f, s in zip(fs, systolic, strict=True) if s)
-        best = min(best, math.prod(math.ceil(n / spatial.get(d, 1)) for d, n in dims.items()) + drain)
+    base = math.prod(n for d, n in dims.items() if d not in names)  # loops of size 1 (or not unrollable)
+    best = math.prod(dims[d] for d in names) * base
+    left = {d: dims[d] for d in names}
+
+    def walk(i: int, drain: int) -> None:
+        nonlocal best
+        if i == len(sizes):
+            best = min(best, math.prod(left.values()) * base + drain)
+            return
+        walk(i + 1, drain)  # the dimension idle
+        for d in names:
+            n = left[d]
+            if n > 1:
+                f = min(sizes[i], n)
+                left[d] = math.ceil(n / f)
+                walk(i + 1, drain + (f - 1 if systolic[i] else 0))
+                left[d] = n
+
+    walk(0, 0)
     return best
 
 

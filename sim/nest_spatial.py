@@ -41,7 +41,7 @@ def ranked_spatial(hw: Hardware, layer: NestLayer):
 def _fitting(hw: Hardware, layer: NestLayer, opts: list[list[str]]):
     """The unrollings taking one of ``opts[i]`` on array dimension ``i`` that fit, by utilization."""
     dims = list(hw.array.dims.items())
-    scored = scored_unrollings([size for _, size in dims], opts, layer.dims)
+    scored = _scored([size for _, size in dims], opts, layer.dims)
     heapq.heapify(scored)  # popped lazily: the caller usually wants only the first few that fit
     while scored:
         _, _, combo, fs = heapq.heappop(scored)
@@ -50,11 +50,10 @@ def _fitting(hw: Hardware, layer: NestLayer, opts: list[list[str]]):
             yield sm
 
 
-def scored_unrollings(sizes: list[int], opts: list[list[str]], loops: dict[str, int]) -> list[tuple]:
+def _scored(sizes: list[int], opts: list[list[str]], loops: dict[str, int]) -> list[tuple]:
     """(-PEs used, enumeration index, loop per array dim, factor per array dim) of every choice of one loop of
     ``opts[i]`` per array dimension ``i`` of ``sizes``, in ``itertools.product`` order (depth first, each prefix's
-    factors and product computed once): a factor is what the dimension and the loop's iterations left allow; an
-    option ``""`` leaves the dimension idle (factor 1)."""
+    factors and product computed once): a factor is what the dimension and the loop's iterations left allow."""
     out: list[tuple] = []
     n_dims = len(sizes)
     combo: list[str] = [""] * n_dims

@@ -1,4 +1,4 @@
-"""``ranked_spatial``'s depth-first enumeration (``nest_spatial.scored_unrollings``, popped lazily from a heap) yields the
+"""``ranked_spatial``'s depth-first enumeration (``nest_spatial._scored``, popped lazily from a heap) yields the
 unrollings in the order of the plain one: every ``itertools.product`` choice scored, sorted by PEs used (most first),
 ties in enumeration order, those that fit."""
 
