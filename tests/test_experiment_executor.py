@@ -50,20 +50,23 @@ def test_cacheedit_unreachable_scheduler_fails_before_writing(tmp_path: Path) ->
 def test_psumquant_families_on_dask_equal_in_process(psumquant_quick_run, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process run is the session's quick run (conftest.py); the Dask run reads the weights it
-    cached (same cache names) and evaluates every family on the workers at policies none and psumquant,
-    8-bit psums: its rows must equal the in-process run's rows of those settings."""
+    cached (same cache names) and evaluates two families (--families digits,lm: the quick ones; MiniLM
+    and ResNet-18 take the same job path) on the workers at policies none and psumquant, 8-bit psums:
+    its rows must equal the in-process run's rows of those settings, and it writes no other family."""
     from npukit.cli import main
 
     rc, serial_out, cache = psumquant_quick_run
     assert rc == 0
     monkeypatch.setenv("NPUKIT_CACHE_DIR", str(cache))  # workers spawned below inherit it
-    base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--psum-buffer-bits", "8"]
+    base = ["experiment", "psumquant", "--quick", "--no-progress", "--policies", "psumquant", "--psum-buffer-bits", "8",
+            "--families", "lm,digits"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         assert main([*base, "--scheduler", c.scheduler_address, "--out", str(tmp_path / "dask")]) == 0
+    assert sorted(p.name for p in (tmp_path / "dask").glob("*.csv")) == ["digits.csv", "energy.csv", "lm.csv"]
     compared = 0
-    for f in sorted(serial_out.glob("*.csv")):
-        serial = {_key(r): _values(r) for r in csv.DictReader(f.open())}
-        dask = {_key(r): _values(r) for r in csv.DictReader((tmp_path / "dask" / f.name).open())}
+    for f in sorted((tmp_path / "dask").glob("*.csv")):
+        serial = {_key(r): _values(r) for r in csv.DictReader((serial_out / f.name).open())}
+        dask = {_key(r): _values(r) for r in csv.DictReader(f.open())}
         wanted = {k for k in serial if f.name == "energy.csv" or (k[2] in ("none", "psumquant") and k[3] == "8")}
         assert set(dask) == wanted, f.name
         for key, a in dask.items():  # workers run torch on 1 thread, as the in-process run: float sums may differ

@@ -144,6 +144,8 @@ def test_minilm_loader_gives_sane_embeddings():
     (["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),
     (["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
     (["--psum-buffer-bits", ""], "--psum-buffer-bits is empty"),
+    (["--families", "digits,mnist"], "--families: 'mnist' is not one of digits, resnet18, minilm, lm"),
+    (["--families", " , "], "--families is empty"),
 ])
 def test_bad_flags_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, argv, msg):
     out = tmp_path / "o"
@@ -162,3 +164,15 @@ def test_bad_out_and_unknown_experiment_exit_2(tmp_path, capsys):
         main(["experiment", "nosuch"])
     assert exc.value.code == 2
     assert "invalid choice: 'nosuch'" in capsys.readouterr().err
+
+
+def test_families_subset_keeps_the_run_order_and_the_other_settings():
+    from npukit.experiments.psumquant import Config
+    from npukit.experiments.psumquant.run import QUICK, make_plan, plan_of
+
+    plan = make_plan(True, "psumquant", "8", None, "lm,digits,lm")
+    assert plan.families == ("digits", "lm")
+    assert plan.policies == ("none", "psumquant") and plan.bits == (8,) and plan.lm_steps == QUICK.lm_steps
+    assert plan_of(Config(quick=True, families=("resnet18",))).families == ("resnet18",)
+    assert plan_of(Config(quick=True)).families == QUICK.families == ("digits", "resnet18", "minilm", "lm")
+

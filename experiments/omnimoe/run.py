@@ -26,12 +26,12 @@ QUICK = dict(router=dict(experts=[1024, 4096, 16384, 65536], tokens=256, hidden=
              time=dict(experts=[256, 1024, 4096, 16384, 65536], tokens=[256, 1024], hidden=128, k=16),
              model=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=[1024, 4096], hidden=1024, k=32,
                         npu_max_pairs=1 << 15),
-             lm=dict(steps=24, corpus_bytes=1_000_000, batch=16))
+             lm=dict(steps=24, corpus_bytes=1_000_000, batch=16, eval_seqs=64))
 FULL = dict(router=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=1024, hidden=1024, k=32),
             time=dict(experts=[1024, 4096, 16384, 65536, 262144], tokens=[1024, 4096], hidden=256, k=32),
             model=dict(experts=[1024, 4096, 16384, 65536, 262144, 1048576], tokens=[1024, 4096], hidden=1024, k=32,
                        npu_max_pairs=1 << 18),
-            lm=dict(steps=600, corpus_bytes=2_000_000, batch=16))
+            lm=dict(steps=600, corpus_bytes=2_000_000, batch=16, eval_seqs=256))
 
 
 def run_experiment(out_dir: str | Path, config: Config, *, executor: Any = None, progress: bool = True) -> list[Path]:
@@ -102,7 +102,7 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
     for kind in q.KINDS:
         for seed in seeds:
             res = q.train_kind(kind, corpus, steps, spec, batch=cfg["lm"]["batch"], progress=progress, seed=seed,
-                               recipe=config.recipe, expert_lr=config.expert_lr)
+                               eval_seqs=cfg["lm"]["eval_seqs"], recipe=config.recipe, expert_lr=config.expert_lr)
             results.setdefault(kind, []).append(res)
             for step, tr, va, sec in res["curve"]:
                 lm_rows.append(dict(model=kind, seed=seed, step=step, train_loss=tr, val_loss=va, seconds=sec,
@@ -160,8 +160,8 @@ def _run(out_dir: Path, config: Config, cfg: dict[str, Any], steps: int, executo
     lines += ["", "## LM quality (matched active MLP parameters per token)", "",
               f"A byte-level `LlamaForCausalLM` (transformers; RMSNorm, RoPE, GQA {spec.heads}/{spec.kv_heads} heads, "
               f"SwiGLU): hidden {spec.hidden}, {spec.layers} layers, context {spec.ctx}, batch {cfg['lm']['batch']}, "
-              f"{steps} steps, {len(corpus.train):,} training bytes, {recipe}; validation loss on {q.EVAL_SEQS} held-out "
-              f"windows; every decoder layer's MLP swapped by "
+              f"{steps} steps, {len(corpus.train):,} training bytes, {recipe}; validation loss on "
+              f"{cfg['lm']['eval_seqs']} held-out windows; every decoder layer's MLP swapped by "
               f"`replace_mlp` ({q.EXPERTS} experts): {', '.join(f'{k}: {v}' for k, v in q.mlp_configs(spec).items())}.",
               "Target: at matched active parameters, validation loss no worse than dense. The paper (docs/references.md) "
               "reports quality at scale (1.7B active parameters, 50.9% zero-shot average), not this toy comparison.", "",

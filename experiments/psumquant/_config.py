@@ -11,7 +11,8 @@ class Config:
     """``quick``: the small plan (minutes); ``policies`` / ``bits``: subsets of the plan's (None: all;
     policy ``none`` is always run as the reference); ``energy_only``: only the NPU energy table;
     ``resnet_images``: held-out images of the ResNet-18 psum evaluation (None: the plan's); ``arch``: the
-    NPU arch (a name or an arch file) of the energy table."""
+    NPU arch (a name or an arch file) of the energy table; ``families``: a subset of the model families
+    digits, resnet18, minilm, lm (None: all)."""
 
     quick: bool = False
     policies: tuple[str, ...] | None = None
@@ -19,6 +20,7 @@ class Config:
     energy_only: bool = False
     resnet_images: int | None = None
     arch: str = "npu128"
+    families: tuple[str, ...] | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--psum-buffer-bits", dest="bits", default=None,
                         help="comma-separated subset of the psum buffer widths 16,12,10,8,6,5,4 (default all but 5; "
                              "--bits is its deprecated name)")
+    parser.add_argument("--families", default=None,
+                        help="comma-separated subset of the model families digits,resnet18,minilm,lm (default all; "
+                             "the energy table always runs)")
     parser.add_argument("--resnet-images", type=int, default=None, metavar="N",
                         help="ResNet-18: evaluate the psum policies on the first N of the 719 held-out digits "
                              "(default all 719; 12 with --quick)")
@@ -52,7 +57,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     quick = bool(getattr(args, "quick", False))
     energy_only = bool(getattr(args, "energy_only", False))
     policies, bits = getattr(args, "policies", None), getattr(args, "bits", None)
-    plan = make_plan(quick, policies, bits, resnet_images)
+    families = getattr(args, "families", None)
+    plan = make_plan(quick, policies, bits, resnet_images, families)
     arch = getattr(args, "arch", None) or "npu128"
     from npukit.sim import load_arch, load_table
 
@@ -63,9 +69,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
         from ._cache import check_cache_dir
 
-        docs_root()
-        model_dir()
+        if {"minilm", "lm"} & set(plan.families):
+            docs_root()  # their sentences and training text
+        if "minilm" in plan.families:
+            model_dir()
         check_cache_dir()
     return Config(quick=quick, policies=plan.policies if policies is not None else None,
                   bits=plan.bits if bits is not None else None, energy_only=energy_only, resnet_images=resnet_images,
-                  arch=arch)
+                  arch=arch, families=plan.families if families is not None else None)

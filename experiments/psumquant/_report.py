@@ -106,7 +106,7 @@ def _acceptance(res: dict[str, list[dict[str, Any]]]) -> list[str]:
                              f"(difference {100 * (pq - st):+.2f} points, {_ci(lo, hi, rb['n_test'], 'test images', 2)}; "
                              f"criterion: psumquant beats static): {verdict(lo, hi, lambda x: x > 0)}")
 
-    lines += _minilm_acceptance(res["minilm"])
+    lines += _minilm_acceptance(res.get("minilm", []))
     lm = {(r["policy"], r["bits"], r["array"]): r for r in res.get("lm", [])}
     pq = lm.get(("psumquant", 8, "128x128"))
     if pq is not None:
@@ -164,7 +164,7 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
                     h, body = _matrix(quant, key, arr)
                     s += [f"Array {arr}: {what} (dB, higher is more accurate):", "", markdown_table(["policy", *h], body),
                           ""]
-    dg = res["digits"]
+    dg = res.get("digits", [])
     if dg:
         s += ["## Digits CNN: top-1", "",
               f"ResNet-style CNN trained here on scikit-learn's digits (native 8x8), {dg[0]['n_test']} test images; "
@@ -172,7 +172,7 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
         for arr in dict.fromkeys(r["array"] for r in dg):
             h, body = _matrix(dg, "top1", arr)
             s += [f"Array {arr} (rows = psum bits):", "", markdown_table(["policy", *h], body), ""]
-    mn = res["minilm"]
+    mn = res.get("minilm", [])
     if mn:
         s += ["## all-MiniLM-L6-v2: embedding cosine to fp32 / Spearman of pairwise similarities", "",
               f"{mn[0]['n_sentences']} English sentences taken from the Python documentation (Debian python3-doc, "
@@ -188,7 +188,7 @@ def summary_markdown(res: dict[str, list[dict[str, Any]]], assumptions: list[str
                 h, body = _matrix(sub, "cosine_vs_none", arr)
                 s += [f"Psum effect alone, mean cosine to the same model with 32-bit psums (`none`), array {arr}, {what}:",
                       "", markdown_table(["policy", *h], body), ""]
-    lm = res["lm"]
+    lm = res.get("lm", [])
     if lm:
         s += ["## Byte-level Llama (stands in for the paper's Llama-3.1): perplexity change", "",
               f"`{lm[0]['model']}`: transformers `LlamaForCausalLM` (RMSNorm, RoPE, grouped-query attention, SwiGLU; "

@@ -37,6 +37,7 @@ from npukit.sim.errors import ConfigError
 ALL_BITS = (16, 12, 10, 8, 6, 5, 4)  # what --psum-buffer-bits accepts
 PLAN_BITS = (16, 12, 10, 8, 6, 4)  # the full plan's
 RESNET_TEST_IMAGES = 719  # the digits' 40% held-out split
+FAMILIES = ("digits", "resnet18", "minilm", "lm")  # the model families, in run order
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Plan:
     """What one run evaluates (bits in bits, arrays as R for an R x R array)."""
 
     quick: bool = False
+    families: tuple[str, ...] = FAMILIES  # which model families run (the energy table always does)
     policies: tuple[str, ...] = ("none", "static", "tile-max", "a2q", "sigma", "psumquant")
     bits: tuple[int, ...] = PLAN_BITS
     digits_arrays: tuple[int, ...] = (128, 32)
@@ -110,12 +112,15 @@ def parse_list(text: str, what: str, allowed: Sequence[Any], conv: Callable[[str
 
 
 def make_plan(quick: bool, policies: str | None = None, bits: str | None = None,
-              resnet_images: int | None = None) -> Plan:
-    """The quick or full plan, with optional ``--policies`` / ``--psum-buffer-bits`` / ``--resnet-images``
-    overrides (none is always kept as the reference)."""
+              resnet_images: int | None = None, families: str | None = None) -> Plan:
+    """The quick or full plan, with optional ``--policies`` / ``--psum-buffer-bits`` / ``--resnet-images`` /
+    ``--families`` overrides (none is always kept as the reference)."""
     from ._policy import POLICIES
 
     plan = QUICK if quick else FULL
+    if families is not None:
+        fams = parse_list(families, "families", FAMILIES, str)
+        plan = replace(plan, families=tuple(f for f in FAMILIES if f in fams))
     if policies is not None:
         pol = parse_list(policies, "policies", POLICIES, str)
         pol = pol if "none" in pol else ("none", *pol)
@@ -131,8 +136,10 @@ def make_plan(quick: bool, policies: str | None = None, bits: str | None = None,
 
 def plan_of(config: Any) -> Plan:
     """The plan of a :class:`~npukit.experiments.psumquant.Config` (its policy/bit subsets applied)."""
+    families = getattr(config, "families", None)
     return make_plan(config.quick, ",".join(config.policies) if config.policies else None,
-                     ",".join(map(str, config.bits)) if config.bits else None, getattr(config, "resnet_images", None))
+                     ",".join(map(str, config.bits)) if config.bits else None, getattr(config, "resnet_images", None),
+                     ",".join(families) if families else None)
 
 
 def _pairs(policies: Sequence[str], bits: Sequence[int]) -> list[tuple[str, int]]:
@@ -389,8 +396,6 @@ def _add_delta(rows: list[dict[str, Any]], key: str, out_key: str) -> None:
         r[out_key] = r[key] - ref[r["array"]] if r["array"] in ref else float("nan")
 
 
-FAMILIES = ("digits", "resnet18", "minilm", "lm")
-
 
 def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tuple[str, list[dict[str, Any]], float]:
     """One model family of the plan (seeded alike wherever it runs): ``(family, rows, seconds)``."""
@@ -418,10 +423,10 @@ def run_experiment(out_dir: str | Path, plan: Plan = FULL, progress: bool = True
     results: dict[str, list[dict[str, Any]]] = {}
     timings: dict[str, float] = {}
     if executor is None:
-        for fam in FAMILIES:
+        for fam in plan.families:
             _, results[fam], timings[fam] = _family_job((fam, plan, progress, log))
     else:  # one job per family on the executor of --scheduler / --dask-local ; rows come back whole
-        for fam, rows, secs in executor.map(_family_job, [(fam, plan, False, None) for fam in FAMILIES]):
+        for fam, rows, secs in executor.map(_family_job, [(fam, plan, False, None) for fam in plan.families]):
             results[fam], timings[fam] = rows, secs
     t = time.perf_counter()
     npu = load_arch(arch)
