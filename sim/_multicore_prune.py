@@ -1,12 +1,13 @@
 """Which split of a GEMM over the MAC cores to keep, with the splits that cannot win left unmapped (branch and
-bound): :func:`multicore_sim._Run.best_dim` and :func:`_multicore_groups.run_fused_split` try every split of
-:func:`~npukit.sim.schedule.split_dims` and keep the first of the best under
+bound): :func:`multicore_sim._Run.best_dim` (every split of :func:`~npukit.sim.schedule.layer_splits`) and
+:func:`_multicore_groups.run_fused_split` (every split of :func:`~npukit.sim.schedule.split_dims`) keep the first of
+the best under
 :func:`~npukit.sim.schedule.split_rank`. Under the ``latency`` objective a split's rank starts with its slowest
 core's busy cycles, which is at least the largest of its cores' floors (:func:`split_floor`, from
 :func:`~npukit.sim._multicore_cost.gemm_floor`, no mapping needed); so the splits are mapped in the order of their
 floors and one whose floor is above the best rank's cycles found so far is never mapped: it could not rank first
 (nor tie: equal cycles then compare energy, which a floor does not bound, so a floor equal to the best is mapped).
-The split kept is the one the full search keeps (ties: the first in ``split_dims`` order). Other objectives map
+The split kept is the one the full search keeps (ties: the first in the order given). Other objectives map
 every split. ``PRUNE = False`` maps every split always (the reference: ``tests/test_nest_floor.py``)."""
 
 from __future__ import annotations

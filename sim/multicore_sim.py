@@ -44,9 +44,10 @@ from .schedule import (  # noqa: I001
     Schedule,
     Step,
     candidates,
+    layer_splits,
     make_schedule,
     objective_value,
-    split_dims,
+    split_label,
     split_rank,
 )
 from .workload import Layer, VectorOp, Workload
@@ -236,16 +237,21 @@ class _Run:
         return parts
 
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
+        """The split of ``layer`` alone on ``cores`` (or on their first 1, 2, 4, ...: :func:`layer_splits`) that
+        ranks first under the objective: its label (:func:`split_label`) and its parts."""
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
+        ways = {split_label(d, k, len(cores)): (d, cores[:k]) for d, k in layer_splits(len(cores))}
 
-        def evaluate(dim: str) -> tuple[tuple[float, float], list[Part]]:
-            parts = self.gemm_parts(layer, cores, dim, fin, fout)
+        def evaluate(label: str) -> tuple[tuple[float, float], list[Part]]:
+            dim, used = ways[label]
+            parts = self.gemm_parts(layer, used, dim, fin, fout)
             return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective), parts
 
-        floor = (lambda dim: split_floor(self, layer, cores, dim, fin, fout)) if latency_bound(self) else None
-        dim, _, parts = pick_split(split_dims(len(cores)), evaluate, floor)
-        return dim, parts
+        floor = (lambda label: split_floor(self, layer, ways[label][1], ways[label][0], fin, fout)) \
+            if latency_bound(self) else None
+        label, _, parts = pick_split(list(ways), evaluate, floor)
+        return label, parts
 
     def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
                      dst_dram: bool = False) -> list[Part]:

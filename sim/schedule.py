@@ -2,10 +2,10 @@
 
 A schedule is a list of :class:`Step` s, each one operator or one fused group of consecutive operators:
 
-* ``split``: every GEMM of the step runs on all MAC cores at once, split on ``M`` (the batch first), ``N`` or
+* ``split``: every GEMM of the step runs on the MAC cores at once, split on ``M`` (the batch first), ``N`` or
   ``K``, or on ``M`` and ``N`` at once as a grid of cores (:func:`grid_dims`; the split chosen per GEMM by the
-  objective); vector ops run on the SIMD core if there is one,
-  else split over the MAC cores.
+  objective; a GEMM in a step of its own may also take only the first 1, 2, 4, ... cores: :func:`layer_splits`);
+  vector ops run on the SIMD core if there is one, else split over the MAC cores.
 * ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
   the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
   ``tiles - 1`` times the slowest stage's tile (fill and drain), and each stage's output crosses the
@@ -51,6 +51,25 @@ def split_dims(cores: int) -> tuple[str, ...]:
     """Every split of a GEMM over ``cores`` cores the search compares: on ``M``, ``N`` or ``K``, and the 2-D grids
     of :func:`grid_dims` (rows and columns at once, as a mesh of cores splits a layer's output)."""
     return SPLIT_DIMS + grid_dims(cores)
+
+
+def layer_splits(cores: int) -> tuple[tuple[str, int], ...]:
+    """(split, cores used) of every way the search may run one GEMM alone on ``cores`` MAC cores: each split of
+    :func:`split_dims` over all of them first (ties keep every core), then over the first ``k`` cores for each power
+    of two ``k`` below ``cores``, largest first (``-``: one core, unsplit). Fewer cores win where a split costs more
+    than it saves (halo rows and partial sums crossing the links, weights or inputs each core fetches again, a
+    per-core fill and weight load the share does not amortise)."""
+    out = [(d, cores) for d in split_dims(cores)] if cores > 1 else [("-", 1)]
+    k = 1 << max(0, (cores - 1).bit_length() - 1)
+    while 1 <= k < cores:
+        out += [(d, k) for d in split_dims(k)] if k > 1 else [("-", 1)]
+        k //= 2
+    return tuple(out)
+
+
+def split_label(dim: str, used: int, cores: int) -> str:
+    """A split's name in results: ``dim`` when it uses all ``cores``, else ``dim@used`` (``-@1``: one core)."""
+    return dim if used == cores else f"{dim}@{used}"
 
 
 def grid(dim: str) -> tuple[int, int] | None:

@@ -16,7 +16,7 @@ from npukit.sim.multicore_sim import _Run, _table, simulate_multicore
 from npukit.sim.nest_floor import temporal_floor, touched, unrolling_cycles
 from npukit.sim.nest_sim import nest_layer
 from npukit.sim.nest_spatial import ranked_spatial
-from npukit.sim.schedule import split_dims
+from npukit.sim.schedule import layer_splits
 from npukit.sim.stream_io import load_stream_hardware
 
 HW = Path(__file__).parent / "data" / "stream_hw"
@@ -37,22 +37,24 @@ def test_the_chip_files_are_all_here() -> None:
 
 @pytest.mark.parametrize("chip", CHIPS)
 def test_the_floor_of_every_split_and_share_is_at_most_its_mapped_cycles(chip: str) -> None:
-    """Every layer, every split dim and fused-operand variant: each share's compute and DRAM bytes floors are at most
-    its part's, and the split's floor at most its slowest part's busy cycles (after the DRAM port is shared)."""
+    """Every layer, every split (on all the cores or fewer) and fused-operand variant: each share's compute and DRAM
+    bytes floors are at most its part's, and the split's floor at most its slowest part's busy cycles (after the DRAM
+    port is shared)."""
     m = _chip(chip, 16 if "tpu_v7" in chip else 8)
     run = _Run(Workload("x", []), m, _table(m, None), {})
     cores = m.mac_cores[:4] if len(m.mac_cores) > 4 else m.mac_cores  # simba: four of its 36 chiplets (fast)
     checked = 0
     for layer in LAYERS:
-        for dim in split_dims(len(cores)):
+        for dim, k in layer_splits(len(cores)):  # every split on all the cores and on the first 2 and 1 of them
+            used = cores[:k]
             for fin, fout in (("", ""), ("local", "local"), ("shared", "")):
-                parts = run.gemm_parts(layer, cores, dim, fin, fout)
-                floor = prune.split_floor(run, layer, cores, dim, fin, fout)
-                assert 0 < floor <= max(p.busy for p in parts), (layer.name, dim, fin, fout)
-                subs = [(i, s) for i in range(len(cores)) if (s := sub_layer(layer, dim, len(cores), i)) is not None]
+                parts = run.gemm_parts(layer, used, dim, fin, fout)
+                floor = prune.split_floor(run, layer, used, dim, fin, fout)
+                assert 0 < floor <= max(p.busy for p in parts), (layer.name, dim, k, fin, fout)
+                subs = [(i, s) for i in range(k) if (s := sub_layer(layer, dim, k, i)) is not None]
                 for (i, sub), part in zip(subs, parts, strict=True):
-                    c = m.cores[cores[i]]
-                    compute, byts = gemm_floor(sub, c.arch, run.memo, dim=dim, ways=len(cores), reducer=i == 0,
+                    c = m.cores[used[i]]
+                    compute, byts = gemm_floor(sub, c.arch, run.memo, dim=dim, ways=k, reducer=i == 0,
                                                fused_in=fin, fused_out=fout, nest=c.nest,
                                                multicast=multicast(dim, i) if m.interconnect.multicast else "")
                     assert compute <= part.compute and byts <= part.dram_bytes * (1 + 1e-12), (layer.name, dim, i)

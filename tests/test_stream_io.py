@@ -214,14 +214,15 @@ def test_a_split_tie_in_cycles_goes_to_the_lower_energy() -> None:
     """On simba's 36 chiplets behind one 64-bit port, several splits of a small GEMM take the same cycles (the port
     bounds them); under the latency objective the search keeps the one with the least energy among them."""
     from npukit.sim.multicore_sim import _Run, _table
-    from npukit.sim.schedule import split_dims
+    from npukit.sim.schedule import layer_splits, split_label
 
     m = load_stream_hardware(HW / "simba.yaml", warn=False)
     run = _Run(Workload("x", []), m, _table(m, None), {})
     layer = Layer("up", 1, 32, 16)
     dim, _ = run.best_dim(layer, m.mac_cores, "", "")
-    scored = {d: (max(p.busy for p in ps), sum(run._energy(p) for p in ps))
-              for d in split_dims(len(m.mac_cores)) for ps in [run.gemm_parts(layer, m.mac_cores, d, "", "")]}
+    n = len(m.mac_cores)
+    scored = {split_label(d, k, n): (max(p.busy for p in ps), sum(run._energy(p) for p in ps))
+              for d, k in layer_splits(n) for ps in [run.gemm_parts(layer, m.mac_cores[:k], d, "", "")]}
     fastest = min(c for c, _ in scored.values())
     tied = [d for d, (c, _) in scored.items() if c == fastest]
     assert len(tied) > 1 and scored[dim] == min((scored[d] for d in tied), key=lambda v: v[1])

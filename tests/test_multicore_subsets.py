@@ -1,0 +1,89 @@
+"""A GEMM in a step of its own may run on fewer than all MAC cores (the first 1, 2, 4, ...): the candidates, the
+search over them and what a result on a subset records."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from npukit.sim import Layer, Workload, conv_layer, load_arch
+from npukit.sim.multicore import homogeneous
+from npukit.sim.multicore_sim import _Run, _table, simulate_multicore
+from npukit.sim.schedule import layer_splits, split_dims, split_label, split_rank
+from npukit.sim.stream_io import load_stream_hardware
+
+HW = Path(__file__).parent / "data" / "stream_hw"
+
+
+def _ws_cores(m):  # noqa: ANN001, ANN202 - the chip with 2-D ws arrays for MAC cores, as benchmarks/bench_vs_stream.py
+    return replace(m, cores=tuple(replace(c, nest=None) if c.kind == "mac" else c for c in m.cores))
+
+
+def test_every_core_count_first_then_powers_of_two_below() -> None:
+    assert layer_splits(1) == (("-", 1),)
+    assert layer_splits(2) == (("M", 2), ("N", 2), ("K", 2), ("-", 1))
+    for n in (3, 4, 6, 16, 36):
+        got = layer_splits(n)
+        assert got[:len(split_dims(n))] == tuple((d, n) for d in split_dims(n))  # all cores first: ties keep them
+        counts = list(dict.fromkeys(k for _, k in got))
+        assert counts[0] == n and counts[-1] == 1 and counts == sorted(counts, reverse=True)
+        assert all(k & (k - 1) == 0 for k in counts[1:])  # below n: powers of two
+        assert len(set(got)) == len(got)
+    assert split_label("M", 4, 4) == "M" and split_label("M2N2", 4, 8) == "M2N2@4" and split_label("-", 1, 4) == "-@1"
+
+
+def _ranked(run: _Run, layer: Layer, cores: list[int]) -> dict[str, tuple[float, float]]:
+    n = len(cores)
+    out = {}
+    for d, k in layer_splits(n):
+        ps = run.gemm_parts(layer, cores[:k], d, "", "")
+        out[split_label(d, k, n)] = split_rank(sum(run._energy(p) for p in ps), max(p.busy for p in ps),
+                                               run.m.objective)
+    return out
+
+
+@pytest.mark.parametrize("objective", ["latency", "energy", "edp"])
+@pytest.mark.parametrize("layer", [Layer("gemv", 1, 512, 256), Layer("up", 64, 256, 128), Layer("tall", 4096, 64, 512),
+                                   conv_layer("conv", 18, 18, 3, 3, 16, 16, 1)], ids=lambda x: x.name)
+def test_the_search_keeps_the_first_best_of_every_core_count(objective: str, layer: Layer) -> None:
+    """Against scoring every (split, core count) of :func:`layer_splits` in full: the split kept ranks first, and of
+    equal ranks the first in order, so a subset is kept only when it ranks strictly better than every split on all
+    cores (on a 2-D ws chip and on Stream's tpu_like chip under its off-chip port, its cores as loop-nest cores and as 2-D ws
+    arrays; the pruned latency search too)."""
+    chips = [homogeneous(load_arch("npu128").with_(rows=32, cols=32, objective=objective), 4),
+             load_stream_hardware(HW / "tpu_like_quad_core.yaml", objective, warn=False)]
+    chips.append(_ws_cores(chips[1]))
+    for m in chips:
+        run = _Run(Workload("x", []), m, _table(m, None), {})
+        label, parts = run.best_dim(layer, m.mac_cores, "", "")
+        ranks = _ranked(run, layer, m.mac_cores)
+        best = min(ranks.values())
+        assert ranks[label] == best
+        assert label == next(k for k, v in ranks.items() if v == best)
+        used = len(m.mac_cores) if "@" not in label else int(label.split("@")[1])
+        assert {p.core for p in parts} <= set(m.mac_cores[:used])
+
+
+def test_a_port_bound_conv_runs_on_fewer_cores_when_they_move_fewer_bytes() -> None:
+    """tpu_like_quad_core: four 32x32 cores behind one 64-bit off-chip port. A conv split on row bands reads every
+    band's halo rows once per core, so on fewer cores the same split moves fewer bytes through the port that bounds
+    it: the latency search takes the subset, which is at least as fast as every split on all four cores, and the
+    result records it
+    (Stream's 2conv_16_16 layer, int8)."""
+    m = _ws_cores(load_stream_hardware(HW / "tpu_like_quad_core.yaml", "latency", operand_bits=8, warn=False))
+    wl = Workload("c", [conv_layer("Conv1", 18, 18, 3, 3, 16, 16, 1)])
+    res = simulate_multicore(wl, m, "none/split")
+    row = res.rows()[0]
+    assert "@" in row["split"]
+    used = int(row["split"].split("@")[1])
+    assert row["cores"] <= used < len(m.mac_cores)
+    run = _Run(Workload("x", []), m, _table(m, None), {})
+    layer = wl.layers[0]
+    all_cores = {d: run.gemm_parts(layer, m.mac_cores, d, "", "") for d in split_dims(len(m.mac_cores))}
+    assert row["cycles"] <= min(max(p.busy for p in ps) for ps in all_cores.values())
+    same = all_cores[row["split"].split("@")[0]]  # the same split on all four cores: more halo rows through the port
+    assert row["dram_bytes"] < sum(p.dram_bytes for p in same) and row["cycles"] < max(p.busy for p in same)
+    busy = [c for c, b in enumerate(res.core_busy) if b > 0]
+    assert len(busy) == row["cores"] and {c for c, *_ in res.timeline} == set(busy)
