@@ -16,7 +16,7 @@ writes CSV (``bench_vs_stream.csv``; ``npukit_layers.csv``: npukit's per-layer r
 Stream is absent. See docs/multicore.md for what differs and why.
 
     python benchmarks/bench_vs_stream.py [--out out/bench_stream] [--install] [--stream-python PATH]
-        [--hardware NAME,...] [--cases NAME,...] [--stream-json stream_runs.json]
+        [--hardware NAME,...] [--cases NAME,...] [--stream-json stream_runs.json] [--layer-cores all|search]
 """
 
 from __future__ import annotations
@@ -67,18 +67,18 @@ def chip_yaml(hw: dict) -> Path:
     return root / f"{hw['name']}.yaml"
 
 
-def npukit_arch(hw: dict, bits: int):  # -> MultiCoreArch
+def npukit_arch(hw: dict, bits: int, layer_cores: str = "all"):  # -> MultiCoreArch
     """The npukit multi-core arch of a Stream hardware summary: its chip file read by npukit's Stream reader
     (:func:`npukit.sim.stream_io.load_stream_hardware`: MAC cores as loop-nest cores of their YAML, the vector cores
     pooled into one ``simd`` core and its bus, DRAM channels, the narrowest link), its operands at the workload's
     ``bits`` as Stream's cost estimator takes them; on ``tpu_like_quad_core`` (:data:`ARCH_CORES`) the MAC cores are
     npukit's 2-D weight-stationary arrays of the YAML's size instead (the core's largest memory split over the four
-    buffers)."""
+    buffers); ``layer_cores``: the arch's ``layer_cores`` (``search``: a layer alone may run on fewer cores)."""
     from dataclasses import replace
 
     from npukit.sim.stream_io import load_stream_hardware
 
-    m = load_stream_hardware(chip_yaml(hw), "latency", operand_bits=bits, warn=False)
+    m = replace(load_stream_hardware(chip_yaml(hw), "latency", operand_bits=bits, warn=False), layer_cores=layer_cores)
     if hw["name"] in ARCH_CORES:
         m = replace(m, cores=tuple(replace(c, nest=None) if c.kind == "mac" else c for c in m.cores))
     return m
@@ -171,6 +171,8 @@ def main() -> int:
     ap.add_argument("--stream-python", help="python of a virtualenv with stream-dse (default .peers/stream)")
     ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
     ap.add_argument("--hardware", default=",".join(SIDE_BY_SIDE), help="Stream hardware YAMLs to run side by side")
+    ap.add_argument("--layer-cores", choices=("all", "search"), default="all",
+                    help="npukit's layer_cores: a layer alone on every MAC core (default) or also on the first 1, 2, 4, ...")
     ap.add_argument("--stream-json", help="reuse Stream's results (stream_runs.json of an earlier --out) instead of "
                     "running Stream again")
     args = ap.parse_args()
@@ -222,7 +224,8 @@ def main() -> int:
             continue
         hw = hws[name]
         wl, bits = npukit_workload(run["case"])
-        march = npukit_arch(hw, bits)  # a new loop-nest Hardware per pair: the mapper's cache (by identity) is cold
+        # a new loop-nest Hardware per pair: the mapper's cache (by identity) is cold
+        march = npukit_arch(hw, bits, args.layer_cores)
         alive.append(march)  # kept, so that no later Hardware reuses its identity
         walls = []
         for _ in range(3):  # the first call is cold; the later ones reuse the mapper's in-process cache

@@ -5,6 +5,7 @@ TOML form (``npukit sim --arch multicore.toml``)::
 
     name = "quad"
     objective = "edp"                  # what the schedule search minimises: edp | energy | latency
+    layer_cores = "all"                # a GEMM alone in its step runs on: all | search (also the first 1, 2, 4, ...)
     [[core]]
     arch = "npu128"                    # a built-in, or a core arch TOML path (relative to this file)
     count = 4                          # this many identical cores
@@ -54,7 +55,8 @@ from .textfile import check_file, read_text
 
 CORE_KINDS = ("mac", "simd")
 BUILTIN_MULTICORE = ("quad128", "hetero4")
-_TOP_KEYS = ("name", "objective", "core", "interconnect", "shared_memory", "dram", "bus")
+_TOP_KEYS = ("name", "objective", "layer_cores", "core", "interconnect", "shared_memory", "dram", "bus")
+LAYER_CORES = ("all", "search")
 _CORE_KEYS = ("arch", "count", "kind", "name", "vector_unit")
 
 
@@ -87,7 +89,9 @@ class MultiCoreArch:
     """A multi-core NPU: ``cores``, the ``interconnect``, the ``shared_memory``, the ``dram`` channels, and the
     ``objective`` its schedule search minimises; ``bus``: a second interconnect between the MAC cores and the
     ``simd`` core that a vector op's operands and result cross (one hop; Stream's shared bus), None: the
-    ``interconnect`` links."""
+    ``interconnect`` links; ``layer_cores``: on how many MAC cores a GEMM in a step of its own may run, ``all`` of
+    them, or ``search``: also only the first 1, 2, 4, ... of them, kept where that ranks strictly better under the
+    objective (:func:`~npukit.sim.schedule.layer_splits`; more splits to map, so a slower search)."""
 
     name: str
     cores: tuple[Core, ...]
@@ -97,6 +101,7 @@ class MultiCoreArch:
     objective: str = "edp"
     bus: Interconnect | None = None
     table: EnergyTable | None = None  # the chip's own energy table (a Stream YAML's costs); None: the first core's
+    layer_cores: str = "all"
 
     def __post_init__(self) -> None:
         if not self.cores:
@@ -108,6 +113,9 @@ class MultiCoreArch:
                               "(add a [[core]] with kind = \"simd\")")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"multicore field 'objective' = {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.layer_cores not in LAYER_CORES:
+            raise ConfigError(f"multicore field 'layer_cores' = {self.layer_cores!r}: use one of "
+                              f"{', '.join(LAYER_CORES)}")
         clocks = {c.arch.clock_ghz for c in self.cores}
         if len(clocks) > 1:
             raise ConfigError(f"multicore arch '{self.name}': cores must share one clock, got {sorted(clocks)} GHz")
@@ -139,7 +147,7 @@ class MultiCoreArch:
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return {"name": self.name, "objective": self.objective,
+        return {"name": self.name, "objective": self.objective, "layer_cores": self.layer_cores,
                 "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict(),
                            **({"nest": c.nest.name} if c.nest is not None else {})} for c in self.cores],
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
@@ -245,7 +253,7 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
         sub["dram"] = Dram(max(1, sum(c.kind == "mac" for c in cores)), port)
     return MultiCoreArch(str(data.get("name", Path(origin).stem)), tuple(cores), sub["interconnect"],
                          sub["shared_memory"], sub["dram"], str(data.get("objective", cores[0].arch.objective)),
-                         sub.get("bus"))
+                         sub.get("bus"), layer_cores=str(data.get("layer_cores", "all")))
 
 
 def with_objective(m: MultiCoreArch, objective: str) -> MultiCoreArch:

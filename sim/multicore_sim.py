@@ -237,11 +237,13 @@ class _Run:
         return parts
 
     def best_dim(self, layer: Layer, cores: list[int], fin: str, fout: str) -> tuple[str, list[Part]]:
-        """The split of ``layer`` alone on ``cores`` (or on their first 1, 2, 4, ...: :func:`layer_splits`) that
-        ranks first under the objective: its label (:func:`split_label`) and its parts."""
+        """The split of ``layer`` alone on ``cores`` (with the arch's ``layer_cores = "search"`` also on their first
+        1, 2, 4, ...: :func:`layer_splits`) that ranks first under the objective: its label (:func:`split_label`)
+        and its parts."""
         if len(cores) == 1:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
-        ways = {split_label(d, k, len(cores)): (d, cores[:k]) for d, k in layer_splits(len(cores))}
+        splits = layer_splits(len(cores), fewer=self.m.layer_cores == "search")
+        ways = {split_label(d, k, len(cores)): (d, cores[:k]) for d, k in splits}
 
         def evaluate(label: str) -> tuple[tuple[float, float], list[Part]]:
             dim, used = ways[label]

@@ -53,14 +53,14 @@ def split_dims(cores: int) -> tuple[str, ...]:
     return SPLIT_DIMS + grid_dims(cores)
 
 
-def layer_splits(cores: int) -> tuple[tuple[str, int], ...]:
+def layer_splits(cores: int, fewer: bool = True) -> tuple[tuple[str, int], ...]:
     """(split, cores used) of every way the search may run one GEMM alone on ``cores`` MAC cores: each split of
-    :func:`split_dims` over all of them first (ties keep every core), then over the first ``k`` cores for each power
-    of two ``k`` below ``cores``, largest first (``-``: one core, unsplit). Fewer cores win where a split costs more
-    than it saves (halo rows and partial sums crossing the links, weights or inputs each core fetches again, a
-    per-core fill and weight load the share does not amortise)."""
+    :func:`split_dims` over all of them first (ties keep every core), then, with ``fewer``, over the first ``k``
+    cores for each power of two ``k`` below ``cores``, largest first (``-``: one core, unsplit). Fewer cores win
+    where a split costs more than it saves (halo rows and partial sums crossing the links, weights or inputs each
+    core fetches again, a per-core fill and weight load the share does not amortise)."""
     out = [(d, cores) for d in split_dims(cores)] if cores > 1 else [("-", 1)]
-    k = 1 << max(0, (cores - 1).bit_length() - 1)
+    k = 1 << max(0, (cores - 1).bit_length() - 1) if fewer else 0
     while 1 <= k < cores:
         out += [(d, k) for d in split_dims(k)] if k > 1 else [("-", 1)]
         k //= 2

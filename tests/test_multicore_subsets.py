@@ -1,5 +1,6 @@
-"""A GEMM in a step of its own may run on fewer than all MAC cores (the first 1, 2, 4, ...): the candidates, the
-search over them and what a result on a subset records."""
+"""With ``layer_cores = "search"`` a GEMM in a step of its own may run on fewer than all MAC cores (the first 1, 2,
+4, ...): the candidates, the search over them, what a result on a subset records, the TOML key; by default
+(``all``) every split uses every MAC core."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_search_keeps_the_first_best_of_every_core_count(objective: str, lay
     arrays; the pruned latency search too)."""
     chips = [homogeneous(load_arch("npu128").with_(rows=32, cols=32, objective=objective), 4),
              load_stream_hardware(HW / "tpu_like_quad_core.yaml", objective, warn=False)]
-    chips.append(_ws_cores(chips[1]))
+    chips = [replace(m, layer_cores="search") for m in [*chips, _ws_cores(chips[1])]]
     for m in chips:
         run = _Run(Workload("x", []), m, _table(m, None), {})
         label, parts = run.best_dim(layer, m.mac_cores, "", "")
@@ -72,8 +73,10 @@ def test_a_port_bound_conv_runs_on_fewer_cores_when_they_move_fewer_bytes() -> N
     it: the latency search takes the subset, which is at least as fast as every split on all four cores, and the
     result records it
     (Stream's 2conv_16_16 layer, int8)."""
-    m = _ws_cores(load_stream_hardware(HW / "tpu_like_quad_core.yaml", "latency", operand_bits=8, warn=False))
+    chip = _ws_cores(load_stream_hardware(HW / "tpu_like_quad_core.yaml", "latency", operand_bits=8, warn=False))
     wl = Workload("c", [conv_layer("Conv1", 18, 18, 3, 3, 16, 16, 1)])
+    assert "@" not in simulate_multicore(wl, chip, "none/split").rows()[0]["split"]  # the default: every core
+    m = replace(chip, layer_cores="search")
     res = simulate_multicore(wl, m, "none/split")
     row = res.rows()[0]
     assert "@" in row["split"]
@@ -87,3 +90,18 @@ def test_a_port_bound_conv_runs_on_fewer_cores_when_they_move_fewer_bytes() -> N
     assert row["dram_bytes"] < sum(p.dram_bytes for p in same) and row["cycles"] < max(p.busy for p in same)
     busy = [c for c, b in enumerate(res.core_busy) if b > 0]
     assert len(busy) == row["cores"] and {c for c, *_ in res.timeline} == set(busy)
+
+
+def test_the_toml_key_and_a_bad_value(tmp_path: Path) -> None:
+    from npukit.sim import ConfigError
+    from npukit.sim.multicore import load_multicore_arch
+
+    base = 'name = "q"\n{}[[core]]\narch = "npu32"\ncount = 4\n'
+    for line, want in (("", "all"), ('layer_cores = "search"\n', "search")):
+        (tmp_path / "q.toml").write_text(base.format(line))
+        m = load_multicore_arch(tmp_path / "q.toml")
+        assert m.layer_cores == want and m.to_dict()["layer_cores"] == want
+    (tmp_path / "q.toml").write_text(base.format('layer_cores = "some"\n'))
+    with pytest.raises(ConfigError, match="layer_cores.*use one of all, search"):
+        load_multicore_arch(tmp_path / "q.toml")
+

@@ -4,6 +4,7 @@ the mapped shares take, and the pruned search keeps exactly the split (and so th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -118,10 +119,12 @@ def _result(r) -> tuple:  # noqa: ANN001
     return repr(r.rows()), r.total_cycles, r.energy_pj, sorted(r.energy_components.items()), r.core_busy
 
 
-@pytest.mark.parametrize("chip", CHIPS)
-def test_the_pruned_search_gives_the_full_searchs_results(chip: str, monkeypatch) -> None:
+@pytest.mark.parametrize("chip, layer_cores", [(c, "all") for c in CHIPS] + [("tpu_like_quad_core.yaml", "search"),
+                                                                          ("eyeriss_like_dual_core.yaml", "search")])
+def test_the_pruned_search_gives_the_full_searchs_results(chip: str, layer_cores: str, monkeypatch) -> None:
     """Every schedule, on fresh chips (cold caches) with and without pruning: byte-identical results; and pruning
-    skipped some splits (so the test compares something)."""
+    skipped some splits (so the test compares something). Also with ``layer_cores = "search"`` (splits on fewer
+    cores too)."""
     mapped = {True: 0, False: 0}
     orig = _Run.gemm_parts
 
@@ -136,7 +139,7 @@ def test_the_pruned_search_gives_the_full_searchs_results(chip: str, monkeypatch
             out = {}
             for flag in (False, True):
                 monkeypatch.setattr(prune, "PRUNE", flag)
-                out[flag] = _result(simulate_multicore(wl, _chip(chip, bits), sched))
+                out[flag] = _result(simulate_multicore(wl, replace(_chip(chip, bits), layer_cores=layer_cores), sched))
             assert out[True] == out[False], (wl.name, sched)
     # ironwood's MXUs: these layers' floors cut no split there (its shares wait on more than the floors count)
     assert mapped[True] < mapped[False] if "tpu_v7" not in chip else mapped[True] <= mapped[False]
