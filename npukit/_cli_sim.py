@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", default="search",
                    help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
                    "none|blocks|chain and MODE split|pipeline, e.g. blocks/pipeline")
+    p.add_argument("--layer-cores", choices=("all", "search"),
+                   help="multi-core archs: a GEMM alone in its step runs on all MAC cores, or (search) also on the "
+                   "first 1, 2, 4, ... where that ranks better (default: the arch's layer_cores, else all)")
     p.add_argument(
         "--workload",
         default="resnet18",
@@ -115,6 +118,8 @@ def run_multicore(args: argparse.Namespace) -> int:
         march = replace(march, cores=tuple(replace(c, arch=c.arch.with_(**changes)) for c in march.cores))
     if args.objective:
         march = replace(march, objective=args.objective)
+    if args.layer_cores:
+        march = replace(march, layer_cores=args.layer_cores)
     sched = None if args.schedule == "search" else args.schedule
     if sched is not None:
         policy, _, mode = sched.partition("/")
@@ -129,7 +134,8 @@ def run_multicore(args: argparse.Namespace) -> int:
     check_out_dir(args.out)
     from npukit.sim.run_name import override_tokens, refuse_existing, run_stem, workload_label
 
-    given = dict(changes, **({"objective": args.objective} if args.objective else {}))
+    given = dict(changes, **({"objective": args.objective} if args.objective else {}),
+                 **({"layer_cores": args.layer_cores} if args.layer_cores else {}))
     stem = run_stem([workload_label(args.workload, workload.name, args.input_shape), march.name,
                      *override_tokens(given, skip=()), *([sched.replace("/", "-")] if sched else [])])
     names = [f"{stem}.ledger.json", f"{stem}.csv", f"{stem}_cores.csv", f"{stem}_timeline.png"]
@@ -227,11 +233,16 @@ def run_zigzag(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.arch.startswith("zigzag:"):
-        return run_zigzag(args)
     from npukit.sim.multicore import is_multicore_toml
 
-    if is_multicore_toml(args.arch) or args.arch.startswith("stream:"):
+    multi = is_multicore_toml(args.arch) or args.arch.startswith("stream:")
+    if getattr(args, "layer_cores", None) and not multi:
+        from npukit.sim import ConfigError
+
+        raise ConfigError(f"--layer-cores is for multi-core archs; {args.arch} has one core")
+    if args.arch.startswith("zigzag:"):
+        return run_zigzag(args)
+    if multi:
         return run_multicore(args)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate

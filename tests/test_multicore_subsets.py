@@ -105,3 +105,21 @@ def test_the_toml_key_and_a_bad_value(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="layer_cores.*use one of all, search"):
         load_multicore_arch(tmp_path / "q.toml")
 
+
+
+def test_cli_layer_cores_names_its_run_and_is_refused_on_one_core(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    import csv
+
+    from npukit.cli import main
+
+    chip, wl = "quad128", "gemm:M=16,N=32,K=16"  # a GEMM too small to gain from four 128x128 cores
+    for flag in ([], ["--layer-cores", "search"]):
+        assert main(["sim", "--arch", chip, "--workload", wl, "--out", str(tmp_path / "o"), "--quiet", *flag]) == 0
+    capsys.readouterr()
+    runs = sorted(p.name for p in (tmp_path / "o").glob("*.csv") if not p.name.endswith("_cores.csv"))
+    assert len(runs) == 2 and sum("layer_cores-search" in n for n in runs) == 1  # two runs, neither overwritten
+    splits = {n: next(csv.DictReader((tmp_path / "o" / n).open()))["split"] for n in runs}
+    assert {"@" in s for s in splits.values()} == {True, False}  # only the search run puts it on fewer cores
+    out = tmp_path / "single"
+    assert main(["sim", "--arch", "npu32", "--workload", wl, "--out", str(out), "--layer-cores", "search"]) == 2
+    assert "--layer-cores is for multi-core archs" in capsys.readouterr().err and not out.exists()
