@@ -4,7 +4,8 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
 
 * ``split``: every GEMM of the step runs on the MAC cores at once, split on ``M`` (the batch first), ``N`` or
   ``K``, or on ``M`` and ``N`` at once as a grid of cores (:func:`grid_dims`; the split chosen per GEMM by the
-  objective; a GEMM in a step of its own may also take only the first 1, 2, 4, ... cores: :func:`layer_splits`);
+  objective; with the arch's ``layer_cores = "search"`` a GEMM in a step of its own may also take only the first
+  1, 2, 4, ... cores: :func:`layer_splits`);
   vector ops run on the SIMD core if there is one, else split over the MAC cores.
 * ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
   the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
