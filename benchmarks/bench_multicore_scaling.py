@@ -11,6 +11,7 @@ the wall time of the simulation (target: under 30 s per whole-model simulation; 
 not counted).
 
     python benchmarks/bench_multicore_scaling.py [--out out/bench_multicore] [--cores 1,2,4,8,16]
+        [--layer-cores all|search]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from npukit.benchmarks._timing import spread, wide_warnings
@@ -36,6 +38,8 @@ def main() -> int:
     ap.add_argument("--full", action="store_true", help="every core count 1,2,4,8,16")
     ap.add_argument("--repeats", type=int, default=2,
                     help="simulations per (model, cores); the wall time's min / median / max (default 2)")
+    ap.add_argument("--layer-cores", choices=("all", "search"), default="all",
+                    help="the chip's layer_cores: a layer alone on every core (default) or also on the first 1, 2, 4, ...")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names of " + ", ".join(MODELS))
     args = ap.parse_args()
     from npukit.sim import format_table, load_arch, prepare_out_dir, write_csv, write_figure
@@ -54,7 +58,7 @@ def main() -> int:
     for name in names:
         wl = workload_from_spec(MODELS[name])
         for n in cores:
-            march = homogeneous(arch, n, shared_kib=8192)
+            march = replace(homogeneous(arch, n, shared_kib=8192), layer_cores=args.layer_cores)
             walls = []
             for _ in range(max(1, args.repeats)):
                 t0 = time.perf_counter()
