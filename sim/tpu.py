@@ -258,6 +258,9 @@ def fit(shapes: Sequence[tuple[int, int, int]], times_us: Sequence[float], chip:
         if np.array_equal(side, mxu_side):
             break
         mxu_side = side
+    else:
+        raise ConfigError("fit did not settle which multi-tile shapes are MXU-bound in 50 solves; fit on fewer "
+                          "multi-tile shapes")
     t0, inv_mxu, inv_hbm = (float(v) for v in coef)
     if inv_mxu <= 0 or inv_hbm <= 0:
         raise ConfigError("fit gave a non-positive MXU or HBM time: the shapes do not constrain the model "

@@ -396,7 +396,6 @@ def _add_delta(rows: list[dict[str, Any]], key: str, out_key: str) -> None:
         r[out_key] = r[key] - ref[r["array"]] if r["array"] in ref else float("nan")
 
 
-
 def _family_job(job: tuple[str, Plan, bool, Callable[[str], None] | None]) -> tuple[str, list[dict[str, Any]], float]:
     """One model family of the plan (seeded alike wherever it runs): ``(family, rows, seconds)``."""
     import torch
