@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -40,6 +41,29 @@ LAYER_COLUMNS = ("name", "step", "split", "start_cycle", "cycles", "compute_cycl
 SIDE_BY_SIDE = ("tpu_like_quad_core", "eyeriss_like_dual_core", "eyeriss_like_quad_core", "simba_small",
                 "meta_prototype_dual_core_simd_offchip", "simba", "tpu_v7_ironwood")
 ARCH_CORES = ("tpu_like_quad_core",)  # MAC cores npukit's 2-D weight-stationary Arch describes (tpu_like.yaml)
+CASES = ("2conv_16_16", "2conv_32_32", "attention_head", "swiglu", "resnet_subgraph", "conv_relu_gemm")
+# two-conv sizes no part of npukit was checked or tuned on before they ran (docs/multicore.md, "Held-out sizes")
+HELD_OUT = ("2conv_8_8", "2conv_24_16", "2conv_16_48", "2conv_40_24")
+
+
+def parse_cases(text: str) -> tuple[str, ...]:
+    """The cases a ``--cases`` value names: Stream's test workloads (:data:`CASES`), ``2conv_H_C`` for any image
+    side ``H`` and channel count ``C`` from 1 to 1024 (Stream's two-conv maker), ``default`` (:data:`CASES`) and
+    ``held-out`` (:data:`HELD_OUT`); ValueError naming the first case it cannot read."""
+    out: list[str] = []
+    for case in (c.strip() for c in text.split(",")):
+        if case in ("default", "held-out"):
+            out += CASES if case == "default" else HELD_OUT
+            continue
+        parts = case.split("_")
+        if case.startswith("2conv_") and len(parts) == 3 and all(p.isdigit() and 1 <= int(p) <= 1024 for p in parts[1:]):
+            out.append(f"2conv_{int(parts[1])}_{int(parts[2])}")
+        elif case in CASES:
+            out.append(case)
+        else:
+            raise ValueError(f"--cases: unknown case {case!r} (use {', '.join(CASES)}, 2conv_H_C with H and C "
+                             "from 1 to 1024, default or held-out)")
+    return tuple(dict.fromkeys(out))
 
 
 def core_yaml(path: str) -> Path:
@@ -169,13 +193,23 @@ def main() -> int:
     ap.add_argument("--out", default="out/bench_stream")
     ap.add_argument("--install", action="store_true", help="create .peers/stream with stream-dse==2.1.1 if absent")
     ap.add_argument("--stream-python", help="python of a virtualenv with stream-dse (default .peers/stream)")
-    ap.add_argument("--cases", default="2conv_16_16,2conv_32_32,attention_head,swiglu,resnet_subgraph,conv_relu_gemm")
-    ap.add_argument("--hardware", default=",".join(SIDE_BY_SIDE), help="Stream hardware YAMLs to run side by side")
+    ap.add_argument("--cases", help="comma-separated: Stream's test workloads, 2conv_H_C, default (the six test "
+                    "workloads) or held-out (four two-conv sizes); with --stream-json, only these of its runs")
+    ap.add_argument("--hardware", help="Stream hardware YAMLs to run side by side (default: all seven chips); with "
+                    "--stream-json, only these of its runs")
     ap.add_argument("--layer-cores", choices=("all", "search"), default="all",
                     help="npukit's layer_cores: a layer alone on every MAC core (default) or also on the first 1, 2, 4, ...")
     ap.add_argument("--stream-json", help="reuse Stream's results (stream_runs.json of an earlier --out) instead of "
                     "running Stream again")
     args = ap.parse_args()
+    try:
+        cases = parse_cases(args.cases or "default")
+        hardware = tuple(dict.fromkeys(h.strip() for h in (args.hardware or ",".join(SIDE_BY_SIDE)).split(",")))
+        if bad := [h for h in hardware if not re.fullmatch(r"[A-Za-z0-9_]+", h)]:
+            raise ValueError(f"--hardware: {bad[0]!r} is not the name of a Stream hardware YAML (e.g. {SIDE_BY_SIDE[0]})")
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     from benchmarks._peers import newer_python, peer_python
     from npukit.sim import format_table, prepare_out_dir, write_csv
     from npukit.sim.multicore_sim import simulate_multicore
@@ -183,7 +217,17 @@ def main() -> int:
 
     out = None
     if args.stream_json:
-        data = json.loads(Path(args.stream_json).read_text())
+        try:
+            data = json.loads(Path(args.stream_json).read_text(encoding="utf-8"))
+            data["runs"] = [r for r in data["runs"] if (not args.cases or r["case"] in cases)
+                            and (not args.hardware or r.get("hardware", "tpu_like_quad_core") in hardware)]
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            print(f"{args.stream_json}: not a stream_runs.json of this benchmark ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+            return 2
+        if not data["runs"]:
+            print(f"{args.stream_json}: no run of the --cases and --hardware given", file=sys.stderr)
+            return 2
         out = prepare_out_dir(args.out)
     else:
         py = peer_python(args.stream_python, "NPUKIT_STREAM_PYTHON", VENV, ("stream-dse==2.1.1", "six"),
@@ -193,8 +237,8 @@ def main() -> int:
                   "Python >= 3.12)")
             return 0
         out = prepare_out_dir(args.out)
-        proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", args.cases,
-                               "--hardware", args.hardware],
+        proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", ",".join(cases),
+                               "--hardware", ",".join(hardware)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr[-2000:], file=sys.stderr)

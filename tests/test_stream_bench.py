@@ -100,3 +100,39 @@ def test_core_yaml_from_another_checkout_is_found_under_this_install(tmp_path, m
     assert bvs.core_yaml(elsewhere) == core
     with pytest.raises(SystemExit, match="is not here"):
         bvs.core_yaml(elsewhere.replace("eyeriss_like", "missing"))
+
+
+def test_cases_parse_names_sizes_and_the_held_out_set() -> None:
+    """--cases: Stream's test workloads, 2conv_H_C of any size from 1 to 1024, and the two named sets; anything
+    else is a ValueError naming the case, and npukit builds each two-conv size it accepts."""
+    from npukit.benchmarks.bench_vs_stream import CASES, HELD_OUT, parse_cases
+
+    assert parse_cases("default") == CASES
+    assert parse_cases("held-out,swiglu,2conv_08_8") == (*HELD_OUT, "swiglu")  # 2conv_08_8 is 2conv_8_8 again
+    assert not set(HELD_OUT) & set(CASES)
+    wl, bits = npukit_workload(parse_cases("2conv_40_24")[0])
+    assert bits == 8 and [layer.conv[:6] for layer in wl.layers] == [(42, 42, 3, 3, 24, 24)] * 2
+    for bad in ("foo", "2conv_0_8", "2conv_8", "2conv_8_2048", "2conv_a_8", ""):
+        with pytest.raises(ValueError, match="unknown case"):
+            parse_cases(bad)
+
+
+def test_bad_cases_hardware_or_stream_json_exit_2_and_write_nothing(tmp_path, monkeypatch, capsys) -> None:
+    """The benchmark checks --cases, --hardware and a --stream-json file before it writes anything."""
+    import sys
+
+    from npukit.benchmarks import bench_vs_stream as bvs
+
+    runs = tmp_path / "runs.json"
+    runs.write_text('{"hardware": [], "runs": [{"case": "swiglu", "hardware": "simba"}]}')
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"runs": 3}')
+    out = tmp_path / "out"
+    for argv in (["--cases", "2conv_0_8"], ["--hardware", "../simba"], ["--stream-json", str(bad)],
+                 ["--stream-json", str(tmp_path / "missing.json")],
+                 ["--stream-json", str(runs), "--cases", "attention_head"]):
+        monkeypatch.setattr(sys, "argv", ["bench_vs_stream.py", *argv, "--out", str(out)])
+        assert bvs.main() == 2
+        err = capsys.readouterr().err.strip()
+        assert err and "\n" not in err and "Traceback" not in err
+        assert not out.exists()
