@@ -324,6 +324,9 @@ def _arch_from_toml_text(text: str, origin: str) -> tuple[Arch, ArchSource]:
         data = tomllib.loads(check_depth(text, origin, ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{origin} is not valid TOML: {exc}") from None
+    if not data:
+        raise ConfigError(f"{origin}: the arch file sets nothing (write base = \"npu128\" to use a built-in arch "
+                          "as it is)")
     base_name = data.pop("base", None)
     if base_name is None:
         base, where = Arch(), ("built-in" if origin in BUILTIN_ARCHS else defaults_name())

@@ -20,15 +20,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .bounded import check_number, short
 from .errors import ConfigError
 
 TOPOLOGIES = ("mesh", "ring", "bus", "crossbar")
 
 
+MAX_CHANNELS = 1 << 20  # DRAM channels a multi-core arch may declare
+
+
 def _positive(where: str, v: object, allow_zero: bool = False) -> None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and (v >= 0 if allow_zero else v > 0)
-    if not ok:
-        raise ConfigError(f"multicore field '{where}' must be a {'non-negative' if allow_zero else 'positive'} number, got {v!r}")
+    """Raise ConfigError unless ``v`` is a finite real number (at most :data:`npukit.sim.bounded.MAX_INT` in
+    magnitude, so that no product of the fabric's numbers overflows from one field alone), positive or, with
+    ``allow_zero``, non-negative."""
+    kind = "non-negative" if allow_zero else "positive"
+    x = check_number(v, f"multicore field '{where}' (a {kind} number)", ConfigError)
+    if not (x >= 0 if allow_zero else x > 0):
+        raise ConfigError(f"multicore field '{where}' must be a {kind} number, got {short(v)}")
+
+
+def _text(where: str, v: object) -> None:
+    if not isinstance(v, str):
+        raise ConfigError(f"multicore field '{where}' must be a string, got {short(v)}")
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,10 @@ class Interconnect:
         _positive("interconnect.bandwidth_bytes_per_cycle", self.bandwidth_bytes_per_cycle)
         _positive("interconnect.latency_cycles", self.latency_cycles, allow_zero=True)
         _positive("interconnect.energy_pj_per_bit", self.energy_pj_per_bit, allow_zero=True)
-        if self.topology not in TOPOLOGIES:
+        _text("interconnect.source", self.source)
+        if not isinstance(self.multicast, bool):
+            raise ConfigError(f"multicore field 'interconnect.multicast' must be true or false, got {short(self.multicast)}")
+        if not isinstance(self.topology, str) or self.topology not in TOPOLOGIES:
             raise ConfigError(f"multicore field 'interconnect.topology' = {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
 
     def hops(self, n_cores: int) -> float:
@@ -96,8 +112,9 @@ class Dram:
     bandwidth_bytes_per_cycle: float = 64.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.channels, bool) or not isinstance(self.channels, int) or self.channels <= 0:
-            raise ConfigError(f"multicore field 'dram.channels' must be a positive integer, got {self.channels!r}")
+        if isinstance(self.channels, bool) or not isinstance(self.channels, int) or not 0 < self.channels <= MAX_CHANNELS:
+            raise ConfigError(f"multicore field 'dram.channels' must be an integer 1..{MAX_CHANNELS:,}, "
+                              f"got {short(self.channels)}")
         _positive("dram.bandwidth_bytes_per_cycle", self.bandwidth_bytes_per_cycle)
 
     @property

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .arch import OBJECTIVES, Arch, load_arch
+from .bounded import check_depth, check_size, short
 from .energy import EnergyTable
 from .errors import ConfigError
 from .hardware import Hardware
@@ -57,6 +58,7 @@ CORE_KINDS = ("mac", "simd")
 BUILTIN_MULTICORE = ("quad128", "hetero4")
 _TOP_KEYS = ("name", "objective", "layer_cores", "core", "interconnect", "shared_memory", "dram", "bus")
 LAYER_CORES = ("all", "search")
+MAX_CORES = 1024  # cores of one multi-core arch, all [[core]] tables together
 _CORE_KEYS = ("arch", "count", "kind", "name", "vector_unit")
 
 
@@ -181,9 +183,11 @@ def is_multicore_toml(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() != ".toml" or not p.is_file():
         return False
+    check_size(p, "arch file", ConfigError)
+    text = check_depth(p.read_text(errors="replace"), f"arch file '{p}'", ConfigError)
     try:
-        return "core" in tomllib.loads(p.read_text(errors="replace"))
-    except tomllib.TOMLDecodeError:
+        return "core" in tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
         return False
 
 
@@ -198,6 +202,7 @@ def load_multicore_arch(name_or_path: str | Path, load_core: Callable[[str], Arc
         path = check_file(name, "multicore arch file", ConfigError, f"pass a .toml with [[core]] tables or one of "
                           f"{', '.join(BUILTIN_MULTICORE)}")
         text, origin = read_text(path, "multicore arch file", ConfigError), str(path)
+    check_depth(text, f"multicore arch file '{origin}'", ConfigError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -214,8 +219,13 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
     tables = data.get("core")
     if not isinstance(tables, list) or not tables:
         raise ConfigError(f"{origin}: a multicore arch needs [[core]] tables")
+    for key in ("name", "objective", "layer_cores"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"{origin}: '{key}' must be a string, got {short(data[key])}")
     cores: list[Core] = []
     for t in tables:
+        if not isinstance(t, dict):
+            raise ConfigError(f"{origin}: each core must be a [[core]] table, got {short(t)}")
         unknown = set(t) - set(_CORE_KEYS)
         if unknown:
             raise ConfigError(f"{origin}: unknown [[core]] key '{sorted(unknown)[0]}' (known: {', '.join(_CORE_KEYS)})")
@@ -228,9 +238,13 @@ def multicore_from_dict(data: dict[str, Any], origin: str = "<dict>", base_dir: 
         if base_dir is not None and not Path(ref).is_absolute() and (base_dir / ref).is_file():
             ref = str(base_dir / ref)
         arch = load_core(ref)
+        for key in ("name", "kind"):
+            if key in t and not isinstance(t[key], str):
+                raise ConfigError(f"{origin}: [[core]] {key} must be a string, got {short(t[key])}")
         count = t.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1024:
-            raise ConfigError(f"{origin}: [[core]] count must be an integer 1..1024, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_CORES - len(cores):
+            raise ConfigError(f"{origin}: [[core]] count must be an integer from 1 to {MAX_CORES} cores in all, "
+                              f"got {short(count)}" + (f" after {len(cores)} cores" if cores else ""))
         for _ in range(count):
             cores.append(Core(arch, t.get("kind", "mac"), f"{t.get('name', 'core')}{len(cores)}", vec))
     sub: dict[str, Any] = {}
