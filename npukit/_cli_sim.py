@@ -104,6 +104,7 @@ def run_multicore(args: argparse.Namespace) -> int:
     from npukit.sim.multicore_report import core_rows, render_multicore, timeline_figure
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.sim.schedule import MODES, POLICIES
+    from npukit.sim.terminal import escape_controls
 
     warnings: list[str] = []  # the chip file's, printed once the simulation ran (a refusal is one line)
     if args.arch.startswith("stream:"):
@@ -142,7 +143,7 @@ def run_multicore(args: argparse.Namespace) -> int:
     refuse_existing([path_inside(args.out, n) for n in names], args.overwrite)  # before the simulation
     result = simulate_multicore(workload, march, sched)
     for line in warnings:
-        print(line, file=sys.stderr)
+        print(escape_controls(line), file=sys.stderr)
     text = render_multicore(result, quiet=args.quiet)
     out = prepare_out_dir(args.out)
     targets = check_targets(out, names)
@@ -236,10 +237,11 @@ def run(args: argparse.Namespace) -> int:
     from npukit.sim.multicore import is_multicore_toml
 
     multi = is_multicore_toml(args.arch) or args.arch.startswith("stream:")
-    if getattr(args, "layer_cores", None) and not multi:
+    if not multi and (getattr(args, "layer_cores", None) or getattr(args, "schedule", "search") != "search"):
         from npukit.sim import ConfigError
 
-        raise ConfigError(f"--layer-cores is for multi-core archs; {args.arch} has one core")
+        flag = "--layer-cores" if getattr(args, "layer_cores", None) else f"--schedule {args.schedule}"
+        raise ConfigError(f"{flag} is for multi-core archs; {args.arch} has one core")
     if args.arch.startswith("zigzag:"):
         return run_zigzag(args)
     if multi:

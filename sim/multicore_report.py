@@ -10,10 +10,12 @@ from .multicore_sim import MultiCoreResult
 from .output import format_table
 from .palette import cycle_colors
 from .result_text import arch_header
+from .terminal import escape_controls
 
 
 def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
-    """The per-layer table, the per-core busy cycles, the searched schedules and the totals."""
+    """The per-layer table, the per-core busy cycles, the searched schedules and the totals; control characters in
+    names (from user files) are escaped (:func:`npukit.sim.terminal.escape_controls`)."""
     m = result.arch
     kinds = ", ".join(f"{sum(c.kind == k for c in m.cores)} {k}" for k in ("mac", "simd") if any(c.kind == k for c in m.cores))
     ic = m.interconnect
@@ -51,7 +53,7 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
                  + f" ({100 * result.interconnect_share:.1f}% of the time waiting on it)")
     lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
                  "busy % = the cycles a core works / total cycles")
-    return "\n".join(lines)
+    return escape_controls("\n".join(lines))
 
 
 def _core_header(arch: Any, kind: str, nest: Any, vector: bool, table: str) -> list[str]:

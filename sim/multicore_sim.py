@@ -37,7 +37,9 @@ from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._old_call import OldCall
+from .bounded import check_finite
 from .energy import EnergyTable, load_table
+from .errors import ConfigError
 from .ledger import Ledger
 from .multicore import MultiCoreArch
 from .schedule import (  # noqa: I001
@@ -128,20 +130,33 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
         best, tried = None, []
         for sched in candidates(workload, march):
             res = _run(workload, march, sched, tab, memo, record=False)
-            val = objective_value(res.energy_pj, res.total_cycles, march.objective)
+            val = _finite(res, march.objective, sched.label)
             tried.append({"schedule": sched.label, "energy_pj": res.energy_pj, "cycles": res.total_cycles,
                           "objective": val})
             if best is None or val < best[0]:
                 best = (val, sched)
         assert best is not None
         out = _run(workload, march, best[1], tab, memo)
+        _finite(out, march.objective, best[1].label)
         out.searched = tried
         out.ledger.meta["multicore"]["searched"] = tried
         return out
     if isinstance(schedule, str):
         policy, _, mode = schedule.partition("/")
         schedule = make_schedule(workload, policy, mode or "split", bool(march.simd_cores))
-    return _run(workload, march, schedule, tab, memo)
+    out = _run(workload, march, schedule, tab, memo)
+    _finite(out, march.objective, schedule.label)
+    return out
+
+
+def _finite(res: MultiCoreResult, objective: str, label: str) -> float:
+    """``res``'s objective value; ConfigError when its cycles, energy or objective overflowed (an arch number too
+    large or too small for the workload: a link of 1e-300 bytes per cycle)."""
+    what = f"{res.arch.name} under schedule {label}"
+    check_finite(float(res.total_cycles), f"the cycles of {what}", ConfigError)
+    check_finite(float(res.energy_pj), f"the energy of {what}", ConfigError)
+    return check_finite(objective_value(res.energy_pj, res.total_cycles, objective), f"the {objective} of {what}",
+                        ConfigError)
 
 
 class _Run:
