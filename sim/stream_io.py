@@ -75,7 +75,12 @@ def _core_file(root: Path, rel: object, cid: object) -> Path:
         raise ConfigError(f"{root}: core {cid}'s file {rel} is outside the chip file's folder; name it relative to "
                           "that folder (beside the chip file or in its cores/)")
     for p in (root.parent / rel, root.parent / "cores" / Path(rel).name):
+        if p.is_file() and p.resolve() == root.resolve():
+            raise ConfigError(f"{root}: core {cid}'s file {rel} is the chip file itself; name a core YAML")
         if p.is_file():
+            if not p.resolve().is_relative_to(root.parent.resolve()):  # a link inside the folder pointing out of it
+                raise ConfigError(f"{root}: core {cid}'s file {rel} leads outside the chip file's folder (a link to "
+                                  f"{p.resolve()}); copy the core YAML into that folder")
             return p
     raise ConfigError(f"{root}: core {cid}'s file {rel} is not there (looked beside it and in cores/)")
 
@@ -243,6 +248,9 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     files = {ids[cid]: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
     parsed = {cid: _dict(p, "core") for cid, p in files.items()}
     off_id = int(off_id)
+    if str(parsed[off_id].get("type", "")).endswith("compute"):
+        raise ConfigError(f"{root}: offchip_core_id {off_id} names a compute core ({files[off_id].name}); it must name "
+                          "the off-chip memory core (type zigzag.offchip)")
     name = str(top.get("name", root.stem))
     kinds = {cid: "dram" if cid == off_id else _kind(c) for cid, c in parsed.items()}
     macs = [cid for cid, k in kinds.items() if k == "mac"]
