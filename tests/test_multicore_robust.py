@@ -47,6 +47,11 @@ def _chip(tmp_path: Path, edit) -> Path:  # noqa: ANN001 (a str -> str function)
     (lambda t: t.replace("cores:\n", "cores_x:\n", 1), "needs 'cores'"),
     (lambda t: t.replace("bandwidth: 128", "bandwidth: 0"), "positive"),
     (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 7"), "offchip_core_id"),
+    # the off-chip core must be the memory core: a MAC core there became the DRAM, and only three MAC cores ran
+    (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 0"), "names a compute core"),
+    (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 5"), "names a compute core"),
+    # the chip file naming itself as a core (it was read again, found to be no core, and its SIMD core dropped)
+    (lambda t: t.replace("5: ./cores/simd.yaml", "5: ./tpu_like_quad_core.yaml"), "is the chip file itself"),
 ])
 def test_a_malformed_chip_file_is_refused_with_one_line(tmp_path, capsys, edit, needle) -> None:
     p = _chip(tmp_path, edit)
