@@ -18,7 +18,6 @@ line parts from them on a 512..4096 grid. Writes ``tpu_predictions.csv`` and
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -26,7 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from npukit.benchmarks._args import Parser, out_folder
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
+from npukit.sim.textfile import check_file, read_text
 from npukit.sim.tpu import GENERATIONS, MAX_DIM, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
 
 DATA = Path(__file__).resolve().parent / "data" / "tpu_matmul"
@@ -43,29 +44,53 @@ Shape = tuple[int, int, int]
 Row = tuple[str, Shape, float]
 
 
+MIN_US, MAX_US = 1e-3, 1e9  # a measured time outside this (µs) is not a matmul's
+
+
 def read_rows(path: str | Path) -> list[Row]:
-    """(kernel_name, (M, N, K), measured µs) rows of a measurement CSV; :class:`ConfigError` if malformed."""
+    """(kernel_name, (M, N, K), measured µs) rows of a measurement CSV; :class:`ConfigError` (one line) if it is
+    not a readable UTF-8 file of at most 64 MiB with the columns :data:`COLUMNS` (each once), sizes from 1 to
+    ``MAX_DIM``, times from 0.001 µs to 10^9 µs, kernel names without control characters and no shape twice."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read measured CSV '{p}' ({exc}); pass a CSV with columns {', '.join(COLUMNS)}") from None
+    hint = f"pass a CSV with columns {', '.join(COLUMNS)}"
+    if not str(path).strip():
+        raise ConfigError(f"the measured CSV path is empty; {hint}")
+    if p.exists() and not p.is_file():
+        raise ConfigError(f"measured CSV '{p}' is not a regular file; {hint}")
+    text = read_text(check_file(p, "measured CSV", ConfigError, hint), "measured CSV", ConfigError)
     reader = csv.DictReader(text.splitlines())
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    names = reader.fieldnames or []
+    missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise ConfigError(f"measured CSV '{p}' lacks columns {', '.join(missing)}; it needs {', '.join(COLUMNS)}")
+    if twice := sorted({c for c in names if names.count(c) > 1}):
+        raise ConfigError(f"measured CSV '{p}' names column {twice[0]} twice")
     rows: list[Row] = []
-    for i, r in enumerate(reader, start=2):
-        try:
-            shape = (int(r["dim_m"]), int(r["dim_n"]), int(r["dim_k"]))
-            t = float(r["fusion_avg"])
-        except (TypeError, ValueError):
-            raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
-                              "and fusion_avg a number") from None
-        if min(shape) < 1 or max(shape) > MAX_DIM or not t > 0 or t == float("inf"):
-            raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_DIM} and the time "
-                              "positive and finite")
-        rows.append((r["kernel_name"], shape, t))
+    seen: dict[Shape, int] = {}
+    try:
+        for i, r in enumerate(reader, start=2):
+            dims = [str(r[c] or "").strip() for c in ("dim_m", "dim_n", "dim_k")]
+            try:
+                t = float(r["fusion_avg"])
+            except (TypeError, ValueError):
+                t = math.nan
+            if not all(d.isascii() and d.isdigit() for d in dims) or not math.isfinite(t):
+                raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
+                                  "and fusion_avg a number")
+            shape = (int(dims[0]), int(dims[1]), int(dims[2]))
+            if min(shape) < 1 or max(shape) > MAX_DIM or not MIN_US <= t <= MAX_US:
+                raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_DIM} and the time "
+                                  f"from {MIN_US:g} to {MAX_US:g} µs")
+            name = str(r["kernel_name"] or "")
+            if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
+                raise ConfigError(f"measured CSV '{p}' line {i}: kernel_name holds a control character")
+            if shape in seen:
+                raise ConfigError(f"measured CSV '{p}' line {i}: shape {shape[0]}x{shape[1]}x{shape[2]} is already "
+                                  f"on line {seen[shape]}; give each shape once (its mean time)")
+            seen[shape] = i
+            rows.append((name, shape, t))
+    except csv.Error as exc:
+        raise ConfigError(f"measured CSV '{p}' is not a CSV this reads ({exc})") from None
     if not rows:
         raise ConfigError(f"measured CSV '{p}' has no rows")
     return rows
@@ -185,11 +210,12 @@ def block(title: str, rows: Sequence[Row], pred: Sequence[float], base: Sequence
 
 
 def run(measured: str | None, out: str) -> int:
+    out_folder(out, OUTPUTS)
     ship = shipped_rows()
-    mine = read_rows(measured) if measured else None
-    taken = [n for n in OUTPUTS if (Path(out) / n).exists()]
-    if taken:
-        raise ConfigError(f"--out '{out}' already holds {', '.join(taken)} from another run; pass a new or empty folder")
+    mine = read_rows(measured) if measured is not None else None
+    if mine is not None and (len(mine) < 2 or len({r[2] for r in mine}) < 2):
+        raise ConfigError(f"measured CSV '{measured}' needs at least two shapes with different times (R^2 compares "
+                          "them)")
     out_dir = prepare_out_dir(out)
 
     mech, params = fit_mechanism(ship)
@@ -388,7 +414,7 @@ def plot(path: Path, rows: Sequence[Row], pred: Sequence[float], label: str) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--measured", metavar="CSV", help="a measurement CSV with the shipped files' columns to predict "
                     "(default: the shipped shapes, left out one size class at a time)")
     ap.add_argument("--out", required=True, help="folder for tpu_predictions.csv and the plot (new or empty)")

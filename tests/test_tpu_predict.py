@@ -148,6 +148,44 @@ def test_bench_bad_csv_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
+HEAD = "kernel_name,dim_m,dim_n,dim_k,fusion_avg\n"
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("a,1024,1024,1024,43.9\nb,1024,1024,1024,999\n", "is already on line 2"),  # one shape, two times
+    ("a,1024,1024,1024,1e308\nb,128,128,128,1.3\n", "the time from"),  # scores overflowed
+    ("a,1024,1024,1024,5e-324\nb,128,128,128,1.3\n", "the time from"),  # error_pct was inf
+    ("a,1_024,1024,1024,43.9\nb,128,128,128,1.3\n", "must be integers"),  # int() took it
+    ("a,\u0661\u0662\u0668,128,128,1.3\nb,256,128,128,1.5\n", "must be integers"),  # Arabic-Indic digits
+    ("a\x00b,1024,1024,1024,43.9\nb,128,128,128,1.3\n", "control character"),
+    ("a,1024,1024,1024,43.9\n", "at least two shapes"),  # R^2 was nan
+    ("a,1024,1024,1024,10\nb,128,128,128,10\n", "at least two shapes"),
+    ('"' + "x" * 200_000 + '",1024,1024,1024,43.9\n', "not a CSV this reads"),  # the csv module's field limit
+])
+def test_bench_refuses_what_it_cannot_score(tmp_path, capsys, body, needle):
+    """Each measured CSV above once gave a traceback, inf or nan, or a silent choice between two times."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(HEAD + body)
+    out = tmp_path / "out"
+    assert bench.main(["--measured", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_bench_refuses_a_device_an_empty_path_and_a_repeated_column(tmp_path, capsys):
+    dup = tmp_path / "dup.csv"
+    dup.write_text("kernel_name,dim_m,dim_n,dim_k,fusion_avg,dim_m\na,1,2,3,4.0,9\n")
+    out = tmp_path / "out"
+    for measured, needle in (("/dev/zero", "not a regular file"), ("", "path is empty"), (str(dup), "twice")):
+        assert bench.main(["--measured", measured, "--out", str(out)]) == 2
+        assert needle in capsys.readouterr().err
+        assert not out.exists()
+    with pytest.raises(SystemExit) as exc:  # argparse: one line, exit 2
+        bench.main(["--measured"])
+    assert exc.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_bench_predicts_a_measured_csv(tmp_path, capsys):
     src = bench.SHIPPED[0].read_text().splitlines()

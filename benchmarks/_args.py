@@ -1,0 +1,42 @@
+"""Command-line pieces the benchmarks share: an argument error is one line (exit 2), lists of integers are read
+strictly, and ``--out`` is checked before any work (a folder that holds another run's results is refused)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from npukit.sim import ConfigError
+from npukit.sim.output import check_out_dir, check_targets
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``PROG: error: MESSAGE (see --help)`` and exit status 2."""
+
+    def error(self, message: str) -> None:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def int_list(text: str, flag: str, lo: int, hi: int) -> tuple[int, ...]:
+    """The comma-separated integers of ``text``, each from ``lo`` to ``hi``, none twice; ConfigError naming
+    ``flag`` otherwise (an empty item, a sign, a decimal point or a digit outside ASCII included)."""
+    items = [t.strip() for t in text.split(",")]
+    out: list[int] = []
+    for t in items:
+        if not (t.isascii() and t.isdigit()) or not lo <= int(t) <= hi:
+            raise ConfigError(f"{flag}: {t!r} is not an integer from {lo} to {hi}")
+        if int(t) in out:
+            raise ConfigError(f"{flag}: {t} is given twice")
+        out.append(int(t))
+    return tuple(out)
+
+
+def out_folder(out: str, names: Sequence[str]) -> Path:
+    """``out`` checked, creating nothing: a usable folder whose ``names`` are not there yet (each inside it, not a
+    link, not too long); ConfigError otherwise. Call before any work; create it with ``prepare_out_dir``."""
+    folder = check_out_dir(out)
+    for p in check_targets(folder, names):
+        if p.exists() or p.is_symlink():
+            raise ConfigError(f"--out '{out}' already holds {p.name} from another run; pass a new or empty folder")
+    return folder
