@@ -21,7 +21,6 @@ Stream is absent. See docs/multicore.md for what differs and why.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -30,6 +29,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402 - run as a script from the checkout
+
+from npukit.benchmarks._args import Parser, out_folder  # noqa: E402
+from npukit.sim import ConfigError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE.parent / ".peers" / "stream"
@@ -56,7 +58,8 @@ def parse_cases(text: str) -> tuple[str, ...]:
             out += CASES if case == "default" else HELD_OUT
             continue
         parts = case.split("_")
-        if case.startswith("2conv_") and len(parts) == 3 and all(p.isdigit() and 1 <= int(p) <= 1024 for p in parts[1:]):
+        if case.startswith("2conv_") and len(parts) == 3 and all(p.isascii() and p.isdigit() and 1 <= int(p) <= 1024
+                                                                            for p in parts[1:]):
             out.append(f"2conv_{int(parts[1])}_{int(parts[2])}")
         elif case in CASES:
             out.append(case)
@@ -168,6 +171,87 @@ def per_node(res, wl, bits: int, march, table) -> tuple[float, float, float]:  #
     return cycles, pj, trip
 
 
+def _positive(run: dict, key: str, where: str) -> None:
+    v = run.get(key)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1e300:
+        raise ValueError(f"{where}: {key} must be a positive finite number, got {str(v)[:40]!r}")
+
+
+def load_runs(path: str, cases: tuple[str, ...] | None, hardware: tuple[str, ...] | None) -> dict:
+    """A ``stream_runs.json`` of this benchmark, checked whole before anything is written and kept to ``cases`` and
+    ``hardware`` (None: all); ValueError (one line) when it is not one: each hardware a summary naming its chip file
+    under this checkout's Stream install, each run a known case on one of them, fused true or false, its cycles,
+    energy and wall time positive and finite (or an ``error``), no pair twice, Stream's slots readable."""
+    from npukit.sim import NpukitError
+    from npukit.sim.bounded import load_json
+    from npukit.sim.stream_io import load_stream_hardware
+    from npukit.sim.textfile import check_file, read_text
+
+    try:
+        p = check_file(path, "--stream-json", ValueError, "pass the stream_runs.json of an earlier --out")
+        if not p.is_file():
+            raise ValueError(f"--stream-json '{path}' is not a regular file")
+        data = load_json(read_text(p, "--stream-json", ConfigError), f"--stream-json '{path}'", ConfigError)
+    except NpukitError as exc:
+        raise ValueError(str(exc)) from None
+    where = f"--stream-json '{path}'"
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not isinstance(data.get("hardware"), list):
+        raise ValueError(f"{where}: not a stream_runs.json of this benchmark (needs 'hardware' and 'runs' lists)")
+    names = set()
+    for hw in data["hardware"]:
+        if not isinstance(hw, dict) or not re.fullmatch(r"[A-Za-z0-9_]+", str(hw.get("name"))):
+            raise ValueError(f"{where}: each hardware needs a 'name' of letters, digits and _")
+        if not isinstance(hw.get("cores"), dict) or not hw["cores"] or not isinstance(hw.get("links"), list):
+            raise ValueError(f"{where}: hardware {hw['name']} needs 'cores' (a non-empty table) and 'links' (a list)")
+        try:
+            chip = chip_yaml(hw)
+            for link in hw["links"]:
+                _positive(link, "bandwidth_bits", f"{where}: a link of {hw['name']}")
+                str(link["type"])
+        except (KeyError, TypeError, AttributeError, SystemExit) as exc:
+            raise ValueError(f"{where}: hardware {hw['name']}: {exc}") from None
+        if not chip.is_file():
+            raise ValueError(f"{where}: hardware {hw['name']}'s chip file {chip} is not there")
+        try:
+            load_stream_hardware(chip, warn=False)
+        except NpukitError as exc:
+            raise ValueError(f"{where}: hardware {hw['name']}: {exc}") from None
+        if hw["name"] in names:
+            raise ValueError(f"{where}: hardware {hw['name']} is there twice")
+        names.add(hw["name"])
+    runs, pairs = [], set()
+    for i, run in enumerate(data["runs"]):
+        at = f"{where}: run {i}"
+        if not isinstance(run, dict):
+            raise ValueError(f"{at} is not a table")
+        case, name = run.get("case"), run.get("hardware", "tpu_like_quad_core")
+        try:
+            known = isinstance(case, str) and parse_cases(case) == (case,)
+        except ValueError:
+            known = False
+        if not known:
+            raise ValueError(f"{at}: case {str(case)[:40]!r} is not one this benchmark runs")
+        if name not in names:
+            raise ValueError(f"{at}: hardware {str(name)[:40]!r} is not among its hardware")
+        if not isinstance(run.get("fused"), bool):
+            raise ValueError(f"{at}: fused must be true or false")
+        if (name, case, run["fused"]) in pairs:
+            raise ValueError(f"{at}: {name} {case} fused={run['fused']} is there twice")
+        pairs.add((name, case, run["fused"]))
+        if "error" not in run:
+            for key in ("cycles", "energy_pj", "wall_s"):
+                _positive(run, key, at)
+            try:
+                stream_terms(run)
+            except (KeyError, TypeError, AttributeError, ZeroDivisionError, ValueError) as exc:
+                raise ValueError(f"{at}: Stream's slots are not readable ({type(exc).__name__}: {exc})") from None
+        if (cases is None or case in cases) and (hardware is None or name in hardware):
+            runs.append(run)
+    if not runs:
+        raise ValueError(f"{where}: no run of the --cases and --hardware given")
+    return {**data, "runs": runs}
+
+
 def stream_terms(run: dict) -> dict:
     """Stream's latency of one run by its terms, summed over its fusion groups (``slots`` of ``_stream_driver``):
     each group's ``total = iterations x per_iteration - (iterations - 1) x overlap + fill``, a slot lasting as long
@@ -189,7 +273,7 @@ def stream_terms(run: dict) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_stream")
     ap.add_argument("--install", action="store_true", help="create .peers/stream with stream-dse==2.1.1 if absent")
     ap.add_argument("--stream-python", help="python of a virtualenv with stream-dse (default .peers/stream)")
@@ -202,41 +286,36 @@ def main() -> int:
     ap.add_argument("--stream-json", help="reuse Stream's results (stream_runs.json of an earlier --out) instead of "
                     "running Stream again")
     args = ap.parse_args()
+    from benchmarks._peers import newer_python, peer_python
+    from npukit.sim import NpukitError, format_table, prepare_out_dir, write_csv
+    from npukit.sim.multicore_sim import simulate_multicore
+    from npukit.sim.stream_io import load_stream_hardware
+
     try:
+        if args.cases is not None and not args.cases.strip():
+            raise ValueError("--cases is empty; name cases, default or held-out")
+        if args.hardware is not None and not args.hardware.strip():
+            raise ValueError("--hardware is empty; name Stream hardware YAMLs, e.g. tpu_like_quad_core")
         cases = parse_cases(args.cases or "default")
         hardware = tuple(dict.fromkeys(h.strip() for h in (args.hardware or ",".join(SIDE_BY_SIDE)).split(",")))
         if bad := [h for h in hardware if not re.fullmatch(r"[A-Za-z0-9_]+", h)]:
             raise ValueError(f"--hardware: {bad[0]!r} is not the name of a Stream hardware YAML (e.g. {SIDE_BY_SIDE[0]})")
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
+        data = None
+        if args.stream_json is not None:
+            data = load_runs(args.stream_json, cases if args.cases else None, hardware if args.hardware else None)
+        out_folder(args.out, ("bench_vs_stream.csv", "npukit_layers.csv", "stream_runs.json"))
+        if data is None:
+            py = peer_python(args.stream_python, "NPUKIT_STREAM_PYTHON", VENV, ("stream-dse==2.1.1", "six"),
+                             "import stream.api", args.install, base=newer_python(3, 12))
+            if py is None:
+                print("Stream (stream-dse 2.1.1) not found: skipping (create .peers/stream with --install; it needs "
+                      "Python >= 3.12)")
+                return 0
+        out = prepare_out_dir(args.out)
+    except (ValueError, NpukitError) as exc:
+        print(f"bench_vs_stream: error: {exc}", file=sys.stderr)
         return 2
-    from benchmarks._peers import newer_python, peer_python
-    from npukit.sim import format_table, prepare_out_dir, write_csv
-    from npukit.sim.multicore_sim import simulate_multicore
-    from npukit.sim.stream_io import load_stream_hardware
-
-    out = None
-    if args.stream_json:
-        try:
-            data = json.loads(Path(args.stream_json).read_text(encoding="utf-8"))
-            data["runs"] = [r for r in data["runs"] if (not args.cases or r["case"] in cases)
-                            and (not args.hardware or r.get("hardware", "tpu_like_quad_core") in hardware)]
-        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
-            print(f"{args.stream_json}: not a stream_runs.json of this benchmark ({type(exc).__name__}: {exc})",
-                  file=sys.stderr)
-            return 2
-        if not data["runs"]:
-            print(f"{args.stream_json}: no run of the --cases and --hardware given", file=sys.stderr)
-            return 2
-        out = prepare_out_dir(args.out)
-    else:
-        py = peer_python(args.stream_python, "NPUKIT_STREAM_PYTHON", VENV, ("stream-dse==2.1.1", "six"),
-                         "import stream.api", args.install, base=newer_python(3, 12))
-        if py is None:
-            print("Stream (stream-dse 2.1.1) not found: skipping (create .peers/stream with --install; it needs "
-                  "Python >= 3.12)")
-            return 0
-        out = prepare_out_dir(args.out)
+    if data is None:
         proc = subprocess.run([py, str(HERE / "_stream_driver.py"), str(Path(out) / "stream"), "--cases", ",".join(cases),
                                "--hardware", ",".join(hardware)],
                               capture_output=True, text=True)

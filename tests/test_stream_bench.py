@@ -129,10 +129,46 @@ def test_bad_cases_hardware_or_stream_json_exit_2_and_write_nothing(tmp_path, mo
     bad.write_text('{"runs": 3}')
     out = tmp_path / "out"
     for argv in (["--cases", "2conv_0_8"], ["--hardware", "../simba"], ["--stream-json", str(bad)],
-                 ["--stream-json", str(tmp_path / "missing.json")],
+                 ["--stream-json", str(tmp_path / "missing.json")], ["--cases", ""],
                  ["--stream-json", str(runs), "--cases", "attention_head"]):
         monkeypatch.setattr(sys, "argv", ["bench_vs_stream.py", *argv, "--out", str(out)])
         assert bvs.main() == 2
         err = capsys.readouterr().err.strip()
         assert err and "\n" not in err and "Traceback" not in err
         assert not out.exists()
+
+
+def _runs_json(tmp_path, **change) -> Path:  # noqa: ANN003
+    """A one-run stream_runs.json on the copied tpu_like chip, with ``change`` applied to its run."""
+    import json
+
+    hw = _hw()
+    hw["links"] = [{"type": "link", "bandwidth_bits": 32, "unit_energy_cost": 0}]
+    run = {"case": "swiglu", "hardware": hw["name"], "fused": False, "cycles": 548.0, "energy_pj": 472000.0,
+           "wall_s": 0.6, **change}
+    p = tmp_path / "runs.json"
+    p.write_text(json.dumps({"hardware": [hw], "runs": [run]}))
+    return p
+
+
+def test_load_runs_reads_a_valid_file_and_refuses_each_broken_field(tmp_path) -> None:
+    """--stream-json is checked whole before anything is written: every field the benchmark reads."""
+    import math
+
+    from npukit.benchmarks.bench_vs_stream import load_runs
+
+    assert [r["case"] for r in load_runs(str(_runs_json(tmp_path)), None, None)["runs"]] == ["swiglu"]
+    for change, needle in (({"cycles": 0}, "cycles must be"), ({"cycles": math.inf}, "cycles must be"),
+                           ({"energy_pj": "12"}, "energy_pj must be"), ({"wall_s": -1}, "wall_s must be"),
+                           ({"fused": "no"}, "fused must be"), ({"case": "2conv_../../x"}, "is not one"),
+                           ({"hardware": "other"}, "not among its hardware"),
+                           ({"slots": [{"latency": {}}]}, "slots are not readable")):
+        with pytest.raises(ValueError, match=needle):
+            load_runs(str(_runs_json(tmp_path, **change)), None, None)
+    assert load_runs(str(_runs_json(tmp_path, cycles=0, error="Stream failed")), None, None)["runs"]  # an error run
+    with pytest.raises(ValueError, match="no run of"):
+        load_runs(str(_runs_json(tmp_path)), ("attention_head",), None)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000)
+    with pytest.raises(ValueError, match="levels deep"):
+        load_runs(str(deep), None, None)
