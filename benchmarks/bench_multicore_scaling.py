@@ -16,12 +16,12 @@ not counted).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from npukit.benchmarks._args import Parser, int_list, out_folder
 from npukit.benchmarks._timing import spread, wide_warnings
 
 MODELS = {
@@ -32,26 +32,36 @@ MODELS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_multicore")
     ap.add_argument("--cores", default=None, help="core counts (default 1,4,16; --full 1,2,4,8,16)")
     ap.add_argument("--full", action="store_true", help="every core count 1,2,4,8,16")
-    ap.add_argument("--repeats", type=int, default=2,
-                    help="simulations per (model, cores); the wall time's min / median / max (default 2)")
+    ap.add_argument("--repeats", default="2",
+                    help="simulations per (model, cores), 1 to 100; the wall time's min / median / max (default 2)")
     ap.add_argument("--layer-cores", choices=("all", "search"), default="all",
                     help="the chip's layer_cores: a layer alone on every core (default) or also on the first 1, 2, 4, ...")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names of " + ", ".join(MODELS))
     args = ap.parse_args()
-    from npukit.sim import format_table, load_arch, prepare_out_dir, write_csv, write_figure
-    from npukit.sim.multicore import homogeneous
+    from npukit.sim import NpukitError, format_table, load_arch, prepare_out_dir, write_csv, write_figure
+    from npukit.sim.multicore import MAX_CORES, homogeneous
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.workloads import workload_from_spec
 
-    cores = [int(c) for c in (args.cores or ("1,2,4,8,16" if args.full else "1,4,16")).split(",")]
-    names = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in names if m not in MODELS]
-    if unknown:
-        print(f"unknown model {unknown[0]!r}: use {', '.join(MODELS)}", file=sys.stderr)
+    try:  # every option and the output folder before the first simulation
+        cores = int_list(args.cores if args.cores is not None else ("1,2,4,8,16" if args.full else "1,4,16"),
+                         "--cores", 1, MAX_CORES)
+        repeats = int_list(args.repeats, "--repeats", 1, 100)[0] if "," not in args.repeats else 0
+        if not repeats:
+            raise ValueError(f"--repeats: {args.repeats!r} is not one integer from 1 to 100")
+        names = [m.strip() for m in args.models.split(",")]
+        bad = [m for m in names if m not in MODELS]
+        if bad:
+            raise ValueError(f"--models: unknown model {bad[0]!r}: use {', '.join(MODELS)}")
+        if len(set(names)) < len(names):
+            raise ValueError("--models: a model is named twice")
+        out_folder(args.out, ("multicore_scaling.csv", "multicore_scaling.png"))
+    except (ValueError, NpukitError) as exc:
+        print(f"bench_multicore_scaling: error: {exc}", file=sys.stderr)
         return 2
     arch = load_arch("npu128")
     rows = []
@@ -60,7 +70,7 @@ def main() -> int:
         for n in cores:
             march = replace(homogeneous(arch, n, shared_kib=8192), layer_cores=args.layer_cores)
             walls = []
-            for _ in range(max(1, args.repeats)):
+            for _ in range(repeats):
                 t0 = time.perf_counter()
                 res = simulate_multicore(wl, march)
                 walls.append(time.perf_counter() - t0)
