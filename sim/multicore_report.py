@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .multicore_meta import check_multicore_meta
 from .multicore_sim import MultiCoreResult
 from .output import format_table
 from .palette import cycle_colors
@@ -95,16 +96,16 @@ def _series(name: str) -> str:
 
 def timeline_figure(result: MultiCoreResult, max_bars: int = 4000) -> Any:
     """A matplotlib Figure: per core, a bar per layer it works on (x: cycles); the caller saves and closes it."""
-    return timeline_from_meta(result.ledger.meta["multicore"], result.workload, result.total_cycles, max_bars)
+    checked = check_multicore_meta(result.ledger.meta["multicore"], result.total_cycles, result.workload)
+    return timeline_from_meta(checked, result.workload, result.total_cycles, max_bars)
 
 
 def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float, max_bars: int = 4000) -> Any:
-    """The timeline figure from a ledger's ``meta['multicore']`` (core names, timeline, schedule, arch)."""
+    """The timeline figure from a ledger's ``meta['multicore']`` as :func:`npukit.sim.multicore_meta.
+    check_multicore_meta` returns it (core names and kinds, timeline, schedule, arch name)."""
     from matplotlib.figure import Figure
 
-    cores = meta.get("core_names", [])
-    kinds = [c.get("kind", "") for c in meta.get("arch", {}).get("cores", [])] or [""] * len(cores)
-    timeline = meta.get("timeline", [])
+    cores, kinds, timeline = meta["core_names"], meta["core_kinds"], meta["timeline"]
     fig = Figure(figsize=(11, 1.2 + 0.45 * max(1, len(cores))))
     ax = fig.add_subplot(1, 1, 1)
     keys = {n: _series(n) for n in dict.fromkeys(str(t[3]) for t in timeline)}
@@ -115,20 +116,20 @@ def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float,
         ax.barh(core, end - start, left=start, height=0.7, color=colors[keys[str(name)]], edgecolor="white",
                 linewidth=0.3)
         if (end - start) / span >= 0.06:  # wide enough to carry its name
-            ax.text((start + end) / 2, core, str(name).replace("$", r"\$")[:24], ha="center", va="center",
+            ax.text((start + end) / 2, core, escape_controls(name).replace("$", r"\$")[:24], ha="center", va="center",
                     fontsize=6, clip_on=True)
-    ax.set_yticks(range(len(cores)), [f"{c} ({k})" for c, k in zip(cores, kinds, strict=False)])
+    ax.set_yticks(range(len(cores)), [escape_controls(f"{c} ({k})") for c, k in zip(cores, kinds, strict=True)])
     ax.invert_yaxis()
     ax.set_xlabel("cycle")
     cut = f", first {max_bars} bars" if len(timeline) > max_bars else ""
-    arch = meta.get("arch", {}).get("name", "")
-    ax.set_title(f"{workload} on {arch}: schedule {meta.get('schedule', '')}{cut}".replace("$", r"\$"))
+    ax.set_title(escape_controls(f"{workload} on {meta['arch_name']}: schedule {meta['schedule']}{cut}")
+                 .replace("$", r"\$"))
     ax.set_xlim(0, span)
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
     shown = series[:DISTINCT]
-    handles = [Patch(color=colors[k], label=k.replace("$", r"\$")) for k in shown]
+    handles = [Patch(color=colors[k], label=escape_controls(k).replace("$", r"\$")) for k in shown]
     if len(series) > len(shown):  # colours repeat from here on: say so rather than mislabel
         handles.append(Patch(color="none", label=f"+ {len(series) - len(shown)} more (colours repeat)"))
     ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),

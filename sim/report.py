@@ -47,6 +47,7 @@ from .report_render import (
     pct,
     write_document,
 )
+from .terminal import escape_controls
 
 __all__ = ["DEFAULT_TABLE", "write_report"]
 
@@ -156,13 +157,13 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
         _figure(doc, figures, "roofline.png")
 
     for i, run in enumerate(runs, 1):
-        if f"timeline_{i}.png" in figures:
-            mc = run.ledger.meta["multicore"]
-            doc.append(("h2", f"Multi-core schedule of {run.label}: {mc.get('schedule', '')}"))
-            busy = ", ".join(f"{n} {b:,.0f}" for n, b in zip(mc.get("core_names", []), mc.get("core_busy_cycles", []),
-                                                             strict=False))
-            doc.append(("p", f"Per-core busy cycles: {busy}. Interconnect: {mc.get('interconnect_bytes', 0):,.0f} bytes, "
-                             f"{mc.get('interconnect_exposed_cycles', 0):,.0f} cycles on the critical path."))
+        mc = run.multicore
+        if mc is not None and f"timeline_{i}.png" in figures:
+            doc.append(("h2", escape_controls(f"Multi-core schedule of {run.label}: {mc['schedule']}")))
+            busy = ", ".join(f"{n} {b:,.0f}" for n, b in zip(mc["core_names"], mc["core_busy_cycles"], strict=True))
+            doc.append(("p", escape_controls(
+                f"Per-core busy cycles: {busy}. Interconnect: {mc['interconnect_bytes']:,.0f} bytes, "
+                f"{mc['interconnect_exposed_cycles']:,.0f} cycles on the critical path.")))
             _figure(doc, figures, f"timeline_{i}.png")
         _per_group(doc, run, i, figures, top)
     return doc

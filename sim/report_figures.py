@@ -92,8 +92,8 @@ def render_figures(runs: list[Run], top: int = 25) -> dict[str, tuple[bytes, str
         if roof is not None:
             figs["roofline.png"] = roof
         for i, run in enumerate(runs, 1):  # multi-core ledgers: the schedule's timeline
-            meta = run.ledger.meta.get("multicore")
-            if isinstance(meta, dict) and meta.get("timeline"):
+            meta = run.multicore
+            if meta is not None and meta["timeline"]:
                 from .multicore_report import timeline_from_meta
 
                 fig = timeline_from_meta(meta, str(run.ledger.meta.get("workload", "")), run.cycles)

@@ -19,6 +19,7 @@ from typing import Any
 from .energy import EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError
 from .ledger import Ledger
+from .multicore_meta import check_multicore_meta
 
 DEFAULT_TABLE = "horowitz45"
 
@@ -77,6 +78,7 @@ class Run:
     components: dict[str, float] = field(default_factory=dict)  # component -> total pJ
     group: str = "layer"  # how ``groups`` groups ``layers``: layer, block or op (npukit.sim.report_groups)
     groups: list[LayerView] = field(default_factory=list)  # the layers grouped, names without the workload
+    multicore: dict[str, Any] | None = None  # meta['multicore'] checked (npukit.sim.multicore_meta), None: one core
 
     @property
     def energy_pj(self) -> float:
@@ -171,6 +173,8 @@ def resolve_labels(ledgers: list[Ledger], labels: list[str] | None, sources: lis
             )
         if any(not x for x in labels):
             raise ConfigError("labels must not be empty; give one non-empty label per ledger (--labels a,b)")
+        if any(ord(c) < 32 or 127 <= ord(c) < 160 for x in labels for c in x):
+            raise ConfigError("labels must not hold control characters (a newline, ESC, ...); give plain names")
         if len(set(labels)) != len(labels):
             raise ConfigError(f"labels must be distinct, got {', '.join(labels)}; rename the duplicates")
         return labels
@@ -275,6 +279,7 @@ def summarise(led: Ledger, label: str, source: str, table: EnergyTable, depth: i
         for comp, e in energy.items():
             comps[comp] = comps.get(comp, 0.0) + e
     run.components = comps
+    run.multicore = check_multicore_meta(led.meta.get("multicore"), run.cycles, label)
     return run
 
 

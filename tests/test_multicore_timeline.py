@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from npukit.sim.multicore_meta import check_multicore_meta
 from npukit.sim.multicore_report import timeline_from_meta
 
 
 def _meta(names: list[str]) -> dict:
     timeline = [[i % 2, 10.0 * i, 10.0 * i + 8, n] for i, n in enumerate(names)]
-    return {"core_names": ["c0", "c1"], "timeline": timeline, "schedule": "none/split",
-            "arch": {"name": "two", "cores": [{"kind": "mac"}, {"kind": "mac"}]}}
+    return check_multicore_meta(
+        {"core_names": ["c0", "c1"], "timeline": timeline, "schedule": "none/split", "core_busy_cycles": [1.0, 1.0],
+         "interconnect_bytes": 0, "interconnect_exposed_cycles": 0,
+         "arch": {"name": "two", "cores": [{"kind": "mac"}, {"kind": "mac"}]}}, 10.0 * len(names), "w")
 
 
 def _legend(fig) -> list[str]:  # noqa: ANN001

@@ -1,0 +1,102 @@
+"""The multi-core part of a ledger's meta (``meta['multicore']``, written by
+:func:`npukit.sim.multicore_sim.simulate_multicore`), checked before a report reads it.
+
+A ledger file is user input: :func:`check_multicore_meta` refuses, with one :class:`LedgerError` line, any field of
+the wrong type, any number that is negative, not finite or beyond :data:`npukit.sim.bounded.MAX_INT`, a timeline bar
+on a core that is not there or outside ``[0, total cycles]``, lists whose lengths disagree, names longer than
+:data:`MAX_NAME` characters or with unpaired surrogates, and keys it does not know. Units: cycles and bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .bounded import MAX_INT, short
+from .errors import LedgerError
+
+MAX_NAME = 1024  # characters of a core, layer, schedule or arch name
+MAX_CORES = 1024  # as many as a multi-core arch may have (npukit.sim.multicore.MAX_CORES)
+MAX_TIMELINE = 2_000_000  # timeline bars
+KEYS = ("schedule", "steps", "core_names", "core_busy_cycles", "interconnect_bytes", "bus_bytes",
+        "interconnect_exposed_cycles", "arch", "timeline", "searched")
+REQUIRED = ("schedule", "core_names", "core_busy_cycles", "interconnect_bytes", "interconnect_exposed_cycles", "arch",
+            "timeline")
+
+
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, int) and abs(v) > MAX_INT) \
+            or not math.isfinite(v) or not 0 <= v <= MAX_INT:
+        raise LedgerError(f"{what} must be a finite number from 0 to {MAX_INT:,}, got {short(v)}")
+    return float(v)
+
+
+def _name(v: Any, what: str) -> str:
+    if not isinstance(v, str) or len(v) > MAX_NAME:
+        raise LedgerError(f"{what} must be a string of at most {MAX_NAME} characters, got {short(v)}")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LedgerError(f"{what} holds an unpaired surrogate, not text") from None
+    return v
+
+
+def _list(v: Any, what: str, limit: int) -> list[Any]:
+    if not isinstance(v, list) or len(v) > limit:
+        raise LedgerError(f"{what} must be a list of at most {limit:,} entries, got {short(v)}")
+    return v
+
+
+def check_multicore_meta(meta: Any, total_cycles: float, where: str) -> dict[str, Any] | None:
+    """``meta`` (a ledger's ``meta.get('multicore')``) checked and normalised for a report, or None when the ledger
+    is single-core (``meta`` is None); ``total_cycles``: the ledger's cycles, which no timeline bar may pass;
+    ``where``: the ledger's name in the error. Returns ``schedule``, ``core_names``, ``core_kinds``,
+    ``core_busy_cycles``, ``interconnect_bytes``, ``interconnect_exposed_cycles``, ``arch_name`` and ``timeline``
+    (``(core, start, end, name)`` tuples)."""
+    if meta is None:
+        return None
+    at = f"{where}: meta.multicore"
+    if not isinstance(meta, dict):
+        raise LedgerError(f"{at} must be a table, got {short(meta)}")
+    if unknown := [k for k in meta if k not in KEYS]:
+        raise LedgerError(f"{at} has an unknown key {short(unknown[0])} (known: {', '.join(KEYS)})")
+    if missing := [k for k in REQUIRED if k not in meta]:
+        raise LedgerError(f"{at} lacks '{missing[0]}'; regenerate the ledger with npukit sim")
+    names = [_name(n, f"{at}.core_names[{i}]") for i, n in enumerate(_list(meta["core_names"], f"{at}.core_names",
+                                                                           MAX_CORES))]
+    if not names:
+        raise LedgerError(f"{at}.core_names is empty")
+    busy = [_number(b, f"{at}.core_busy_cycles[{i}]")
+            for i, b in enumerate(_list(meta["core_busy_cycles"], f"{at}.core_busy_cycles", MAX_CORES))]
+    arch = meta["arch"]
+    if not isinstance(arch, dict):
+        raise LedgerError(f"{at}.arch must be a table, got {short(arch)}")
+    cores = _list(arch.get("cores"), f"{at}.arch.cores", MAX_CORES)
+    if not all(isinstance(c, dict) for c in cores):
+        raise LedgerError(f"{at}.arch.cores must be tables")
+    kinds = [_name(c.get("kind"), f"{at}.arch.cores[{i}].kind") for i, c in enumerate(cores)]
+    if not len(busy) == len(kinds) == len(names):
+        raise LedgerError(f"{at}: {len(names)} core names, {len(busy)} busy cycles and {len(kinds)} cores in arch; "
+                          "they must agree")
+    total = _number(total_cycles, f"{where}: total cycles")
+    timeline = []
+    for i, bar in enumerate(_list(meta["timeline"], f"{at}.timeline", MAX_TIMELINE)):
+        if not isinstance(bar, list) or len(bar) != 4:
+            raise LedgerError(f"{at}.timeline[{i}] must be [core, start, end, name], got {short(bar)}")
+        core, start, end, name = bar
+        if isinstance(core, bool) or not isinstance(core, int) or not 0 <= core < len(names):
+            raise LedgerError(f"{at}.timeline[{i}]: core {short(core)} is not one of the {len(names)} cores")
+        s, e = _number(start, f"{at}.timeline[{i}] start"), _number(end, f"{at}.timeline[{i}] end")
+        if not s <= e <= total * (1 + 1e-9) + 1:
+            raise LedgerError(f"{at}.timeline[{i}]: the bar {s:g}..{e:g} is not within the {total:g} cycles")
+        timeline.append((core, s, e, _name(name, f"{at}.timeline[{i}] name")))
+    for key in ("steps", "searched"):
+        if key in meta:
+            _list(meta[key], f"{at}.{key}", MAX_TIMELINE)
+    if "bus_bytes" in meta:
+        _number(meta["bus_bytes"], f"{at}.bus_bytes")
+    return {"schedule": _name(meta["schedule"], f"{at}.schedule"), "core_names": names, "core_kinds": kinds,
+            "core_busy_cycles": busy, "interconnect_bytes": _number(meta["interconnect_bytes"], f"{at}.interconnect_bytes"),
+            "interconnect_exposed_cycles": _number(meta["interconnect_exposed_cycles"],
+                                                   f"{at}.interconnect_exposed_cycles"),
+            "arch_name": _name(arch.get("name", ""), f"{at}.arch.name"), "timeline": timeline}
