@@ -5,6 +5,7 @@ fronts and a heat map."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -28,7 +29,9 @@ def add_parser(subparsers: Any) -> None:
         help="ledgers: energy table: horowitz45, aladdin40, a .toml or an Accelergy ERT.yaml "
         "(default: the ledger's own, else horowitz45)",
     )
-    p.add_argument("--out", default="out/report", help="output folder (default: out/report)")
+    p.add_argument("--out", default="out/report", help="output folder (default: out/report); one that already holds a "
+                   "report is refused unless --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace the report an earlier run wrote in --out")
     p.add_argument("--depth", type=int, default=2, help="ledgers: scope path components per layer (default: 2 = per layer)")
     p.add_argument("--group", choices=("layer", "block", "op"), default="layer",
                    help="ledgers: one row and bar per layer (default), per block (model.layers.3, layer2.0: from the "
@@ -50,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from npukit.sim.errors import ConfigError
     from npukit.sweeps.report import is_sweep_file
 
+    out = Path(args.out)
+    if not args.overwrite and any((out / n).exists() or (out / n).is_symlink() for n in ("report.md", "report.html")):
+        raise ConfigError(f"--out '{out}' already holds a report (an earlier run wrote it); pass another --out, or "
+                          "--overwrite to replace it")
     sweeps = [is_sweep_file(f) for f in args.ledgers]
     if any(sweeps):
         if len(args.ledgers) != 1:

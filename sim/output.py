@@ -82,6 +82,8 @@ def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
     if str(path).strip() == "":
         raise ConfigError(f"{flag} is empty; pass a folder, e.g. {flag} out/run")
     out = Path(path)
+    if ".." in out.parts:  # 'a/x/../b' names a/b: writing through it would create a/x on the way
+        out = out.resolve()
     why = _folder_problem(out)
     if why is not None:
         raise ConfigError(f"{flag} '{out}' cannot be used as an output folder ({why}); pass a writable folder")
