@@ -220,7 +220,7 @@ def layer_deltas(runs: list[Run], top: int) -> dict[str, tuple[bytes, str]]:
                     ax.annotate(sign + _num(abs(v)), (v, y), xytext=(3 if v > 0 else -3, 0), textcoords="offset points",
                                 va="center", ha="left" if v > 0 else "right", fontsize=7)
         ax1.set_yticks(ys, [axis_label(v.scope) for v in shown], fontsize=8)
-        ax1.set_ylim(len(shown) - 0.5, -0.5)
+        ax1.set_ylim(max(len(shown), 1) - 0.5, -0.5)  # no row differs: one empty row, not a zero-height axis
         ax1.set_ylabel(noun)
         fig.suptitle(fig_text(f"Per {noun}: {run.label} minus {base.label} (green: lower, red: higher)"), fontsize=10)
         which = (f"the {top} {noun}s with the largest energy change and the other {len(diffs) - top} as one"
