@@ -173,8 +173,6 @@ def resolve_labels(ledgers: list[Ledger], labels: list[str] | None, sources: lis
             )
         if any(not x for x in labels):
             raise ConfigError("labels must not be empty; give one non-empty label per ledger (--labels a,b)")
-        if any(ord(c) < 32 or 127 <= ord(c) < 160 for x in labels for c in x):
-            raise ConfigError("labels must not hold control characters (a newline, ESC, ...); give plain names")
         if len(set(labels)) != len(labels):
             raise ConfigError(f"labels must be distinct, got {', '.join(labels)}; rename the duplicates")
         return labels

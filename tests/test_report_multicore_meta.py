@@ -1,6 +1,6 @@
 """``npukit report`` on multi-core ledgers whose ``meta.multicore`` was edited: each broken field is one line, exit 2,
 nothing written (it used to crash, hang on a million core names, or write nan into report.md); and the report
-verb's own --out, --labels and --overwrite rules."""
+verb's own --out and --overwrite rules."""
 
 from __future__ import annotations
 
@@ -99,12 +99,9 @@ def test_the_valid_ledger_reports_with_finite_numbers_and_refuses_a_second_run(t
     assert main(["report", str(p), "--out", str(out), "--overwrite"]) == 0
 
 
-def test_labels_with_control_characters_and_a_dotdot_out_create_nothing_stray(tmp_path, capsys, ledger_json) -> None:
+def test_a_dotdot_out_creates_nothing_stray(tmp_path, ledger_json) -> None:
     p = tmp_path / "x.ledger.json"
     p.write_text(json.dumps(ledger_json))
-    out = tmp_path / "out"
-    refused(["report", str(p), "--labels", "a\x1b[31m\nb", "--out", str(out)], capsys, "control characters")
-    assert not out.exists()
     (tmp_path / "outs").mkdir()
     dotdot = tmp_path / "outs" / "x" / ".." / ".." / "elsewhere"
     assert main(["report", str(p), "--out", str(dotdot)]) == 0
