@@ -150,10 +150,10 @@ def run_multicore(args: argparse.Namespace) -> int:
     refuse_existing(targets, args.overwrite)
     _record(result.ledger.meta, args, workload, None, given, stem)
     print(text)
+    fig = timeline_figure(result)  # drawn before the first file is written
     paths = [result.ledger.save(path_inside(out, f"{stem}.ledger.json")),
              write_csv(path_inside(out, f"{stem}.csv"), result.rows()),
              write_csv(path_inside(out, f"{stem}_cores.csv"), core_rows(result))]
-    fig = timeline_figure(result)
     paths.append(write_figure(path_inside(out, f"{stem}_timeline.png"), fig, dpi=110))
     for path in paths:
         print(f"wrote {path}")

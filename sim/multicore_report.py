@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .multicore_meta import check_multicore_meta
 from .multicore_sim import MultiCoreResult
 from .output import format_table
 from .palette import cycle_colors
@@ -96,13 +95,16 @@ def _series(name: str) -> str:
 
 def timeline_figure(result: MultiCoreResult, max_bars: int = 4000) -> Any:
     """A matplotlib Figure: per core, a bar per layer it works on (x: cycles); the caller saves and closes it."""
-    checked = check_multicore_meta(result.ledger.meta["multicore"], result.total_cycles, result.workload)
-    return timeline_from_meta(checked, result.workload, result.total_cycles, max_bars)
+    m, meta = result.arch, result.ledger.meta["multicore"]  # the simulator's own output: read as it is
+    fields = {"schedule": result.schedule.label, "core_names": [c.name for c in m.cores],
+              "core_kinds": [c.kind for c in m.cores], "arch_name": m.name,
+              "timeline": [(int(c), float(a), float(b), str(n)) for c, a, b, n in meta["timeline"]]}
+    return timeline_from_meta(fields, result.workload, result.total_cycles, max_bars)
 
 
 def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float, max_bars: int = 4000) -> Any:
     """The timeline figure from a ledger's ``meta['multicore']`` as :func:`npukit.sim.multicore_meta.
-    check_multicore_meta` returns it (core names and kinds, timeline, schedule, arch name)."""
+    check_multicore_meta` returns it (read here: core names and kinds, timeline, schedule, arch name)."""
     from matplotlib.figure import Figure
 
     cores, kinds, timeline = meta["core_names"], meta["core_kinds"], meta["timeline"]

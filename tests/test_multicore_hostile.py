@@ -115,3 +115,17 @@ def test_control_characters_in_names_are_escaped_on_the_terminal(tmp_path, capsy
     assert main(["sim", "--arch", str(arch), "--workload", GEMM, "--out", str(tmp_path / "out"), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "\x1b" not in text and "a\\x1b[31mred" in text
+
+
+def test_a_long_arch_name_runs_and_its_ledger_reports(tmp_path) -> None:
+    """A 5,000-character arch name: the run writes all four files (the timeline of a fresh result is not put through
+    the ledger check, which once refused it after three files were written), and its ledger reports."""
+    from npukit.cli import main
+
+    arch = tmp_path / "a.toml"
+    arch.write_text(TWO.replace('name = "x"', 'name = "' + "n" * 5000 + '"'))
+    out = tmp_path / "out"
+    assert main(["sim", "--arch", str(arch), "--workload", GEMM, "--out", str(out), "--quiet"]) == 0
+    assert len(list(out.iterdir())) == 4
+    ledger = next(out.glob("*.ledger.json"))
+    assert main(["report", str(ledger), "--out", str(tmp_path / "report")]) == 0

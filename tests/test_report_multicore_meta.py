@@ -53,7 +53,7 @@ CASES = [
     ("interconnect_exposed_cycles", None, "interconnect_exposed_cycles must be"),
     ("core_names", ["c"] * 1_000_000, "at most 1,024 entries"),  # it hung drawing a million y ticks
     ("core_names.0", ["x"], "core_names[0] must be a string"),
-    ("core_names.0", "a" * 100_000, "at most 1024 characters"),
+    ("core_names.0", "a" * 100_000, "at most 65536 characters"),
     ("timeline", {}, "timeline must be a list"),
     ("timeline.0", [0, 1, 2], "must be [core, start, end, name]"),
     ("timeline.0.0", 10**9, "is not one of the 4 cores"),
