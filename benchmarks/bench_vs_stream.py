@@ -189,8 +189,6 @@ def load_runs(path: str, cases: tuple[str, ...] | None, hardware: tuple[str, ...
 
     try:
         p = check_file(path, "--stream-json", ValueError, "pass the stream_runs.json of an earlier --out")
-        if not p.is_file():
-            raise ValueError(f"--stream-json '{path}' is not a regular file")
         data = load_json(read_text(p, "--stream-json", ConfigError), f"--stream-json '{path}'", ConfigError)
     except NpukitError as exc:
         raise ValueError(str(exc)) from None

@@ -55,8 +55,6 @@ def read_rows(path: str | Path) -> list[Row]:
     hint = f"pass a CSV with columns {', '.join(COLUMNS)}"
     if not str(path).strip():
         raise ConfigError(f"the measured CSV path is empty; {hint}")
-    if p.exists() and not p.is_file():
-        raise ConfigError(f"measured CSV '{p}' is not a regular file; {hint}")
     text = read_text(check_file(p, "measured CSV", ConfigError, hint), "measured CSV", ConfigError)
     reader = csv.DictReader(text.splitlines())
     names = reader.fieldnames or []

@@ -18,6 +18,8 @@ def check_file(path: str | Path, what: str, error: type[NpukitError], hint: str 
     tail = f"; {hint}" if hint else ""
     if p.is_dir():
         raise error(f"{what} '{p}' is a folder, not a file{tail}")
+    if p.exists() and not p.is_file():  # a device or pipe (/dev/zero): reading it may never end
+        raise error(f"{what} '{p}' is not a regular file{tail}")
     if not p.is_file():
         raise error(f"{what} '{p}' does not exist{tail}")
     return p
