@@ -34,7 +34,8 @@ MODELS = {
 def main() -> int:
     ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/bench_multicore")
-    ap.add_argument("--cores", default=None, help="core counts (default 1,4,16; --full 1,2,4,8,16)")
+    ap.add_argument("--cores", default=None, help="core counts, run in increasing order; speedup and energy are against the "
+                    "smallest (default 1,4,16; --full 1,2,4,8,16)")
     ap.add_argument("--full", action="store_true", help="every core count 1,2,4,8,16")
     ap.add_argument("--repeats", default="2",
                     help="simulations per (model, cores), 1 to 100; the wall time's min / median / max (default 2)")
@@ -48,8 +49,8 @@ def main() -> int:
     from npukit.workloads import workload_from_spec
 
     try:  # every option and the output folder before the first simulation
-        cores = int_list(args.cores if args.cores is not None else ("1,2,4,8,16" if args.full else "1,4,16"),
-                         "--cores", 1, MAX_CORES)
+        cores = tuple(sorted(int_list(args.cores if args.cores is not None else ("1,2,4,8,16" if args.full
+                                                                                  else "1,4,16"), "--cores", 1, MAX_CORES)))
         repeats = int_list(args.repeats, "--repeats", 1, 100)[0] if "," not in args.repeats else 0
         if not repeats:
             raise ValueError(f"--repeats: {args.repeats!r} is not one integer from 1 to 100")
@@ -111,7 +112,7 @@ def main() -> int:
         axes[2].plot(x, [100 * r["utilization"] for r in rs], "o-", label=name)
         axes[3].plot(x, [100 * r["interconnect_share"] for r in rs], "o-", label=name)
     axes[0].plot(cores, [c / cores[0] for c in cores], "k:", label="linear")
-    for ax, title in zip(axes, ("speedup", "energy / 1-core energy", "MAC utilization %", "time on interconnect %"),
+    for ax, title in zip(axes, ("speedup", f"energy / {cores[0]}-core energy", "MAC utilization %", "time on interconnect %"),
                          strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xticks(cores, [str(c) for c in cores])

@@ -45,3 +45,30 @@ def test_scaling_bench_checks_its_options_first(tmp_path, monkeypatch, capsys, a
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
     assert not out.exists()
+
+
+def test_scaling_bench_runs_core_counts_in_increasing_order(tmp_path, monkeypatch, capsys) -> None:
+    """``--cores 4,1`` used to give speedups against 4 cores; the counts now run smallest first, the baseline."""
+    import csv
+    from types import SimpleNamespace
+
+    from npukit import workloads
+    from npukit.benchmarks import bench_multicore_scaling as b
+    from npukit.sim import multicore_sim
+    from npukit.sim.workload import Layer, Workload
+
+    def fake(wl, march):  # latency halves with each doubling of the cores
+        n = len(march.mac_cores)
+        return SimpleNamespace(schedule=SimpleNamespace(label="none/split"), latency_s=1e-3 / n, energy_pj=1e9,
+                               utilization=0.5, interconnect_share=0.1, interconnect_bytes=0.0, rows=lambda: [])
+
+    monkeypatch.setattr(multicore_sim, "simulate_multicore", fake)
+    monkeypatch.setattr(workloads, "workload_from_spec", lambda spec: Workload("w", [Layer("g", 8, 8, 8)]))
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["bench_multicore_scaling.py", "--cores", "4,1", "--repeats", "1",
+                                      "--models", next(iter(b.MODELS)), "--out", str(out)])
+    assert b.main() == 0
+    with open(out / "multicore_scaling.csv", newline="") as f:
+        assert [int(r["cores"]) for r in csv.DictReader(f)] == [1, 4]
+    table = [ln.split() for ln in capsys.readouterr().out.splitlines() if " none/split " in ln]
+    assert [float(ln[ln.index("none/split") + 2]) for ln in table] == [1.0, 4.0]  # speedup column, 1 core first
