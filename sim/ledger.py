@@ -24,7 +24,7 @@ from .bounded import MAX_INT, check_finite, load_json, short
 from .energy import EnergyTable, load_table
 from .errors import LedgerError
 from .output import atomic_write_text
-from .textfile import read_text
+from .textfile import check_file, read_text
 
 Key = tuple[str, str, str, tuple[int, ...]]  # (scope, component, action, bits)
 FORMAT = "npukit-ledger/1"
@@ -269,11 +269,7 @@ class Ledger:
 
     @classmethod
     def load(cls, path: str | Path) -> Ledger:
-        path = Path(path)
-        if path.is_dir():
-            raise LedgerError(f"ledger path '{path}' is a folder; pass a ledger .json file")
-        if not path.is_file():
-            raise LedgerError(f"ledger file '{path}' does not exist")
+        path = check_file(path, "ledger file", LedgerError, "pass a ledger .json file")
         return cls.from_json(read_text(path, "ledger file", LedgerError), str(path))
 
     def __eq__(self, other: object) -> bool:

@@ -79,3 +79,7 @@ def test_bad_input():
         Ledger.from_json("{")
     with pytest.raises(LedgerError, match="does not exist"):
         Ledger.load("/nonexistent/ledger.json")
+    with pytest.raises(LedgerError, match="is a folder"):
+        Ledger.load("/")
+    with pytest.raises(LedgerError, match="not a regular file"):  # it said "does not exist"
+        Ledger.load("/dev/null")
