@@ -28,6 +28,7 @@ arch's objective (``edp``, ``energy`` or ``latency``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .errors import ConfigError
@@ -121,6 +122,19 @@ def flattens(prod: Layer, cons: Layer) -> bool:
         cons.K == prod.M * prod.N
 
 
+def glu_feeds(prod: Layer, cons: Layer, between: Sequence[Layer | VectorOp]) -> bool:
+    """Whether ``cons`` reads the gated half of ``prod``'s output: a merged gate-and-up projection (``N = 2 F``) whose
+    halves a two-input ``mul`` among the vector ops ``between`` them combines, ``act(gate) * up`` with ``F`` elements
+    per row, into the consumer's input (its ``K = F``): a SwiGLU or GeGLU MLP with one ``gate_up_proj``, as in
+    transformers' fused mixture-of-experts modules (Mixtral, Qwen-MoE, DeepSeek) and Phi-3. ``between`` must hold
+    vector ops only (a shape rule, as :func:`feeds`)."""
+    if prod.conv is not None or cons.conv is not None or (prod.batch, prod.M) != (cons.batch, cons.M) or \
+            prod.N != 2 * cons.K or any(isinstance(v, Layer) for v in between):
+        return False
+    rows = prod.batch * prod.M * cons.K
+    return any(v.op == "mul" and v.inputs == 2 and v.batch * v.elements == rows for v in between)  # type: ignore[union-attr]
+
+
 def feeds_filter(prod: Layer, cons: Layer) -> bool:
     """Whether attention GEMM ``cons`` reads ``prod``'s output as its right operand, heads folded into the batch:
     the keys (scores' K x N is the k projection's output transposed) or the values (context's K x N)."""
@@ -149,7 +163,8 @@ def group_edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], 
     used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
     for k, b in enumerate(gemm_idx):
         earlier = [a for a in gemm_idx[:k] if a not in used]
-        src = next((a for a in earlier if feeds(group[a], group[b])), None)  # type: ignore[arg-type]
+        src = next((a for a in earlier if feeds(group[a], group[b]) or  # type: ignore[arg-type]
+                    glu_feeds(group[a], group[b], group[a + 1:b])), None)  # type: ignore[arg-type]
         if src is not None:
             fout[src] = fin[b] = True
             used.add(src)
@@ -186,12 +201,14 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
             continue
         if prev is not None:
             p = ops[prev]
-            edge = (feeds(p, op) and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
+            edge = ((feeds(p, op) or glu_feeds(p, op, ops[prev + 1:i]))  # type: ignore[arg-type]
+                    and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
                     or policy == "chain" and siblings(p, op))  # type: ignore[arg-type]
             if policy == "chain" and not edge:  # attention reads q, k, v made earlier in the open group
                 first = start if start is not None else prev
                 edge = any(isinstance(ops[j], Layer) and (feeds_filter(ops[j], op) or  # type: ignore[arg-type]
-                                                         feeds(ops[j], op))  # type: ignore[arg-type]
+                                                         feeds(ops[j], op) or  # type: ignore[arg-type]
+                                                         glu_feeds(ops[j], op, ops[j + 1:i]))  # type: ignore[arg-type]
                            for j in range(first, i))
             if edge:
                 start = prev if start is None else start
