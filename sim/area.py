@@ -116,7 +116,7 @@ class ComponentArea:
         return self.count * self.leakage_mw
 
 
-def _scale(rules: dict[str, Any], technology_nm: float | None) -> float:
+def node_scale(rules: dict[str, Any], technology_nm: float | None) -> float:
     """Area factor from the rules' node to the table's: (node / source node)^2 (ideal scaling, an estimate)."""
     if not technology_nm:
         return 1.0
@@ -154,7 +154,7 @@ def component_areas(arch: Arch, rules: dict[str, Any] | None = None, technology_
     table's ``[components.NAME]`` or a ZigZag YAML's ``area``), replacing the rule's figure; ``cores``:
     identical arrays sharing nothing but the NoC."""
     r = rules or DEFAULT_AREA
-    s = _scale(r, technology_nm)
+    s = node_scale(r, technology_nm)
     b = arch.bits
     pes = arch.rows * arch.cols
     reg = r["register_um2_per_bit"], r["register_mw_per_bit"]

@@ -42,6 +42,7 @@ from .energy import EnergyTable, load_table
 from .errors import ConfigError
 from .ledger import Ledger
 from .multicore import MultiCoreArch
+from .multicore_ppa import multicore_area, multicore_ppa
 from .schedule import (  # noqa: I001
     Schedule,
     Step,
@@ -424,5 +425,9 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             "timeline": [[c, a, b, n] for c, a, b, n in r.timeline]}
     r.ledger.meta["multicore"] = meta
     energy = r.ledger.energy_by(tab, "component") if record else {"total": r.energy}
-    return MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
-                           r.link_bytes, r.link_exposed, workload.macs)
+    out = MultiCoreResult(workload.name, march, sched, r.ledger, r.rows, r.t, r.busy, r.timeline, energy,
+                          r.link_bytes, r.link_exposed, workload.macs)
+    area = multicore_area(march, tab) if record else None
+    if area is not None:  # area, leakage and power (npukit.sim.multicore_ppa); none for loop-nest cores
+        r.ledger.meta["ppa"] = multicore_ppa(out, area)
+    return out
