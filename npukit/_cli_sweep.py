@@ -26,6 +26,11 @@ spec file (TOML):
   cols = "rows"
   "sram_kib.filter" = "sram_kib.ifmap / 2"
 
+A multi-core arch (quad128, hetero4 or a TOML with [[core]] tables) also takes the chip's keys:
+  "chip.mac_cores" = [1, 2, 4]        # chip.objective, chip.layer_cores, interconnect.*, shared_memory.*, dram.*, bus.*
+  interconnect.bandwidth_bytes_per_cycle = [16.0, 64.0]
+  (other keys set every MAC core; each point runs the multi-core schedule search; docs/multicore.md)
+
 search instead of the whole grid: --search nsga2|tpe --budget N --seed S [--objectives energy,latency,area]
 
 Points already in the database (same arch, workload and npukit version) are not recomputed, so a
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     # a bad --csv/--db fails now, not after every point is computed; an empty one is refused
     csv_path = check_writable_file(args.csv, "--csv") if args.csv is not None else out / "sweep.csv"
     db = check_writable_file(args.db, "--db") if args.db is not None else out / "sweep.sqlite"
-    check_store(db)  # a database that is not ours is refused read-only, before any folder is made
+    check_store(db, spec.multicore)  # a database not ours (or of the other kind) is refused read-only, before any folder
     if not args.overwrite:
         _refuse_foreign_csv(csv_path, {p.key for p in points})
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written

@@ -146,6 +146,13 @@ class MultiCoreArch:
         """MACs per cycle of all MAC cores together."""
         return sum(self.cores[i].macs_per_cycle for i in self.mac_cores)
 
+    def with_(self, **changes: Any) -> MultiCoreArch:
+        """Copy with :func:`chip_keys` (``chip.mac_cores``, ``interconnect.bandwidth_bytes_per_cycle``, ...) and
+        single-core arch fields (``rows``, ``sram_kib.ifmap``, ...) changed: the latter on every MAC core (``clock_ghz``
+        on every core: they share one clock). ``chip.mac_cores`` needs identical MAC cores; it keeps the other cores
+        and renumbers every core's name in order (``core0``, ``core1``, ...)."""
+        return _with_overrides(self, changes)
+
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
@@ -155,6 +162,62 @@ class MultiCoreArch:
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
                 "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None,
                 "energy_table": self.energy_table}
+
+
+#: The chip-level fields :meth:`MultiCoreArch.with_` (and a sweep's ``[grid]``) may change besides the MAC cores'
+#: arch fields; the fabric's are ``TABLE.FIELD`` of :data:`FABRIC_TABLES`.
+CHIP_KEYS = ("chip.mac_cores", "chip.objective", "chip.layer_cores")
+FABRIC_TABLES: dict[str, type] = {"interconnect": Interconnect, "shared_memory": SharedMemory, "dram": Dram,
+                                  "bus": Interconnect}
+
+
+def chip_keys() -> list[str]:
+    """Every chip-level key :meth:`MultiCoreArch.with_` takes: :data:`CHIP_KEYS`, then ``interconnect.*``,
+    ``shared_memory.*``, ``dram.*`` and ``bus.*`` (one per field of those tables)."""
+    return [*CHIP_KEYS, *(f"{t}.{f}" for t, cls in FABRIC_TABLES.items() for f in cls.__dataclass_fields__)]
+
+
+def _renumbered(cores: list[Core]) -> tuple[Core, ...]:
+    """``cores`` with each name's trailing digits replaced by its position (``core3`` at 5 -> ``core5``)."""
+    return tuple(replace(c, name=f"{c.name.rstrip('0123456789') or 'core'}{i}") for i, c in enumerate(cores))
+
+
+def _with_overrides(m: MultiCoreArch, changes: dict[str, Any]) -> MultiCoreArch:
+    chip = set(chip_keys())
+    core_changes = {k: v for k, v in changes.items() if k not in chip}
+    cores = list(m.cores)
+    if core_changes:
+        made: dict[tuple[Arch, str], Arch] = {}
+        clock = {"clock_ghz": core_changes["clock_ghz"]} if "clock_ghz" in core_changes else {}
+        for i, c in enumerate(cores):
+            if c.kind == "mac" or clock:  # a simd core takes the clock only
+                if (c.arch, c.kind) not in made:
+                    made[c.arch, c.kind] = c.arch.with_(**(core_changes if c.kind == "mac" else clock))
+                cores[i] = replace(c, arch=made[c.arch, c.kind])
+    if "chip.mac_cores" in changes:
+        n = changes["chip.mac_cores"]
+        others = [c for c in cores if c.kind != "mac"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_CORES - len(others):
+            raise ConfigError(f"multicore field 'chip.mac_cores' must be an integer from 1 to "
+                              f"{MAX_CORES - len(others)}, got {short(n)}")
+        macs = [c for c in cores if c.kind == "mac"]
+        if any((c.arch, c.vector_unit, c.nest) != (macs[0].arch, macs[0].vector_unit, macs[0].nest) for c in macs):
+            raise ConfigError(f"multicore arch '{m.name}': 'chip.mac_cores' needs identical MAC cores; its differ "
+                              "(vary the count of each [[core]] table in its own arch file)")
+        cores = [macs[0]] * n + others
+    out = replace(m, cores=_renumbered(cores) if "chip.mac_cores" in changes else tuple(cores))
+    fabric: dict[str, Any] = {}
+    for table in FABRIC_TABLES:
+        sub = {k.partition(".")[2]: v for k, v in changes.items() if k.startswith(f"{table}.") and k in chip}
+        if not sub:
+            continue
+        if table == "bus" and m.bus is None:
+            raise ConfigError(f"multicore arch '{m.name}' has no [bus]; 'bus.*' cannot change it")
+        fabric[table] = replace(getattr(m, table), **sub)  # each table checks its numbers
+    for key, field_name in (("chip.objective", "objective"), ("chip.layer_cores", "layer_cores")):
+        if key in changes:
+            fabric[field_name] = changes[key]
+    return replace(out, **fabric) if fabric else out
 
 
 def single_core(arch: Arch) -> MultiCoreArch:

@@ -11,6 +11,11 @@ A sweep file::
     dataflow = ["ws", "os", "is"]
     "bits.psum_buffer" = [8, 16, 32]
 
+On a multi-core ``arch`` (a preset or a TOML with ``[[core]]`` tables) the grid may also vary the chip
+(``chip.mac_cores``, ``interconnect.*``, ``shared_memory.*``, ``dram.*``, ...: :meth:`MultiCoreArch.with_`), each point
+is :func:`~npukit.sim.multicore_sim.simulate_multicore` with its schedule search, and the database holds such points
+only (:func:`multicore_point_metrics`).
+
 :func:`run_sweep` validates every point first (nothing is written for a bad grid), skips points
 whose key is already in the database, runs the rest on an :class:`Executor` in chunks (workers
 compute, this process alone writes SQLite) and commits each finished chunk in its own transaction.
@@ -26,6 +31,7 @@ workload with their chunk, never a spec to load again.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +40,9 @@ from typing import Any
 
 from ..sim.arch import Arch
 from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
-from ..sim.simulator import TRAFFIC_COLUMNS, SimResult, simulate
+from ..sim.multicore import MultiCoreArch
+from ..sim.multicore_sim import MultiCoreResult, simulate_multicore
+from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS, SimResult, simulate
 from ..sim.workload import Workload
 from ..workloads import load_workload
 from ._exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
@@ -56,7 +64,7 @@ __all__ = [
     "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
     "SweepStore", "base_columns", "check_store", "export_csv", "read_rows",
-    "SweepSummary", "point_metrics", "run_points", "run_sweep",
+    "SweepSummary", "multicore_point_metrics", "point_metrics", "run_points", "run_sweep",
 ]
 
 Progress = Callable[[int, int], None]
@@ -106,9 +114,36 @@ def point_metrics(result: SimResult) -> dict[str, Any]:
     return row
 
 
+def multicore_point_metrics(result: MultiCoreResult) -> dict[str, Any]:
+    """The result columns of one point on a multi-core chip (:data:`~npukit.sweeps._store.MULTICORE_RESULT_COLUMNS`):
+    cycles of the critical path (``compute_cycles`` its compute, ``stall_cycles`` the rest: DRAM stalls, vector ops'
+    and interconnect waits), ``utilization`` = MACs / (all MAC cores' PEs x compute cycles), energies in pJ (a
+    component of a core with other buffers as ``energy_ofmap_sram_core3_pj``), the area and power columns, the
+    searched schedule, interconnect bytes and share of the latency, DRAM bytes."""
+    compute = sum(r["compute_cycles"] for r in result.rows())
+    total = result.total_cycles
+    comps = {k: v for k, v in result.energy_components.items() if k != "total"}
+    row: dict[str, Any] = {
+        "layers": len(result.rows()), "macs": result.macs, "compute_cycles": round(compute),
+        "stall_cycles": round(total) - round(compute), "total_cycles": round(total),
+        "utilization": result.macs / (result.arch.peak_macs_per_cycle * compute) if compute else 0.0,
+        "energy_total_pj": float(result.energy_pj),
+        "energy_onchip_pj": float(result.energy_pj) - comps.get("dram", 0.0),
+    }
+    for comp, pj in comps.items():
+        row[f"energy_{re.sub(r'[^0-9A-Za-z_]', '_', comp)}_pj"] = row.get(f"energy_{comp}_pj", 0.0) + pj
+    for comp in COMPONENTS:  # every core component's column, 0 where nothing was recorded
+        row.setdefault(f"energy_{comp}_pj", 0.0)
+    row["latency_s"] = float(result.latency_s)
+    row.update({k: v for k, v in result.ledger.meta.get("ppa", {}).items() if not isinstance(v, dict)})
+    row.update(schedule=result.schedule.label, interconnect_bytes=result.interconnect_bytes,
+               interconnect_share=result.interconnect_share, dram_bytes=sum(r["dram_bytes"] for r in result.rows()))
+    return row
+
+
 # ------------------------------------------------------------------------------ worker side
 _TABLES: dict[str, EnergyTable] = {}
-Chunk = tuple[dict[str, Workload], list[tuple[str, Arch, str]]]
+Chunk = tuple[dict[str, Workload], list[tuple[str, Arch | MultiCoreArch, str]]]
 
 
 def _compute_chunk(chunk: Chunk) -> list[tuple[str, dict[str, Any]]]:
@@ -123,7 +158,10 @@ def _compute_chunk(chunk: Chunk) -> list[tuple[str, dict[str, Any]]]:
             table = _TABLES.get(arch.energy_table)
             if table is None:
                 table = _TABLES[arch.energy_table] = load_table(arch.energy_table)
-        row = point_metrics(simulate(workloads[wl], arch, table=table))
+        if isinstance(arch, MultiCoreArch):
+            row = multicore_point_metrics(simulate_multicore(workloads[wl], arch, table=table))
+        else:
+            row = point_metrics(simulate(workloads[wl], arch, table=table))
         row["wall_s"] = time.perf_counter() - t0
         out.append((key, row))
     return out
@@ -167,7 +205,7 @@ def run_points(
     ex = executor if executor is not None else local_executor(workers)  # checks workers before db is touched
     computed = 0
     try:
-        with SweepStore(db) as store:
+        with SweepStore(db, any(isinstance(p.arch, MultiCoreArch) for p in points)) as store:
             have = store.keys()
             missing = [p for p in points if p.key not in have]
             by_key = {p.key: p for p in missing}

@@ -120,7 +120,7 @@ def run_search(
         raise ConfigError(f"{spec.origin}: a search needs a [grid] with at least one key to vary")
     t0 = time.perf_counter()
     db = Path(db)
-    with SweepStore(db):  # the points table first: a file with Optuna's tables alone is not a sweep database
+    with SweepStore(db, spec.multicore):  # the points table first: a file with Optuna's tables alone is not a sweep database
         pass
     own = executor is None
     ex = executor if executor is not None else local_executor(workers)

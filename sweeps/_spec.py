@@ -22,6 +22,7 @@ from ..sim.bounded import check_depth, short
 from ..sim.datapath import BITS_ALIASES, rename
 from ..sim.energy import BUILTIN_TABLES, load_table
 from ..sim.errors import ConfigError, NpukitError
+from ..sim.multicore import BUILTIN_MULTICORE, FABRIC_TABLES, MultiCoreArch, chip_keys, is_multicore_toml, load_multicore_arch
 from ..sim.simulator import check_buffers  # re-exported: the buffer check simulate() runs
 from ..sim.textfile import check_file, read_text
 from ..sim.workload import Workload
@@ -34,19 +35,26 @@ _TABLES = ("sweep", "grid", "derived")
 _SUBTABLES: dict[str, type] = {"bits": Bits, "sram_kib": SramKiB, "psum_quant": PsumQuantHW, "vector": VectorUnit}
 
 
-def grid_keys() -> list[str]:
-    """Every key a ``[grid]`` may vary: top-level Arch fields and ``bits.*`` / ``sram_kib.*`` / ``psum_quant.*``."""
+def grid_keys(multicore: bool = False) -> list[str]:
+    """Every key a ``[grid]`` may vary: top-level Arch fields and ``bits.*`` / ``sram_kib.*`` / ``psum_quant.*``; on a
+    multi-core arch (``multicore``) those of its MAC cores, then the chip's (:func:`npukit.sim.multicore.chip_keys`:
+    ``chip.mac_cores``, ``chip.objective``, ``chip.layer_cores``, ``interconnect.*``, ``shared_memory.*``, ``dram.*``,
+    ``bus.*``)."""
     out: list[str] = []
     for f in fields(Arch):
         if f.name in _SUBTABLES:
             out += [f"{f.name}.{s.name}" for s in fields(_SUBTABLES[f.name])]
         else:
             out.append(f.name)
-    return out
+    return out + (chip_keys() if multicore else [])
 
 
 def column_name(key: str) -> str:
-    """SQLite/CSV column of an arch field or grid key: dots become underscores, ``name`` -> ``arch_name``."""
+    """SQLite/CSV column of an arch field or grid key: dots become underscores, ``name`` -> ``arch_name``; a chip's
+    ``dram.bandwidth_bytes_per_cycle`` (per channel) -> ``dram_channel_bandwidth_bytes_per_cycle``, apart from its
+    cores' own DRAM port ``dram_bandwidth_bytes_per_cycle``."""
+    if key == "dram.bandwidth_bytes_per_cycle":
+        return "dram_channel_bandwidth_bytes_per_cycle"
     return "arch_name" if key == "name" else key.replace(".", "_")
 
 
@@ -58,7 +66,7 @@ class SweepPoint:
     layers, so a new torch or transformers that traces otherwise never reuses old rows)."""
 
     key: str
-    arch: Arch
+    arch: Arch | MultiCoreArch
     workload: str  # spec string as written in the sweep file
     workload_path: str  # what the worker parses: the spec itself, or a CSV path resolved against the spec folder
     grid: dict[str, Any]
@@ -79,6 +87,7 @@ class SweepSpec:
     base_dir: Path = field(default_factory=Path)
     origin: str = "<sweep>"
     derived: dict[str, Any] = field(default_factory=dict)  # key -> compiled expression (npukit.sweeps._expr)
+    multicore: bool = False  # ``arch`` is a multi-core chip (a preset or a TOML with [[core]] tables)
 
     @property
     def n_points(self) -> int:
@@ -138,9 +147,18 @@ def parse_sweep_spec(
     first = _first_duplicate(wls)
     if first is not None:
         raise ConfigError(f"{origin}: 'sweep.workloads' lists '{first}' twice; list each workload once")
-    grid = _flatten_grid(grid_raw, origin)
-    derived = parse_derived(data.get("derived", {}), grid_keys(), grid, origin)
-    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin, derived)
+    multicore = _is_multicore(arch.strip(), Path(base_dir))
+    grid = _flatten_grid(grid_raw, origin, multicore)
+    derived = parse_derived(data.get("derived", {}), grid_keys(multicore), grid, origin)
+    return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin, derived, multicore)
+
+
+def _is_multicore(arch: str, base_dir: Path) -> bool:
+    """Whether the sweep's ``arch`` names a multi-core chip: a preset, or a TOML file with ``[[core]]`` tables."""
+    if arch in BUILTIN_MULTICORE:
+        return True
+    p = Path(arch) if Path(arch).is_absolute() else base_dir / arch
+    return is_multicore_toml(p)
 
 
 def check_point_limit(origin: str, n_points: int, max_points: int) -> None:
@@ -170,12 +188,13 @@ def _first_duplicate(values: list[Any]) -> Any:
     return None
 
 
-def _flatten_grid(raw: dict[str, Any], origin: str) -> dict[str, list[Any]]:
-    known = grid_keys()
+def _flatten_grid(raw: dict[str, Any], origin: str, multicore: bool = False) -> dict[str, list[Any]]:
+    known = grid_keys(multicore)
+    tables = set(_SUBTABLES) | ({"chip", *FABRIC_TABLES} if multicore else set())
     flat: dict[str, Any] = {}
     for key, val in raw.items():
         if isinstance(val, dict):  # unquoted dotted keys: bits.psum_buffer = [...] parses as [grid.bits] psum_buffer = [...]
-            if key not in _SUBTABLES:
+            if key not in tables:
                 raise ConfigError(f"{origin}: unknown grid key '{key}' (known: {', '.join(known)})")
             for sub, v in val.items():
                 flat[f"{key}.{sub}"] = v
@@ -209,10 +228,29 @@ def _canon(obj: Any) -> Any:
     return obj
 
 
-def _flat_arch(arch: Arch) -> dict[str, Any]:
-    """Dotted grid key -> the arch's value (what a derived expression sees for keys not in the grid)."""
+def _flat_arch(arch: Arch | MultiCoreArch) -> dict[str, Any]:
+    """Dotted grid key -> the arch's value (what a derived expression sees for keys not in the grid); on a multi-core
+    chip its first MAC core's fields and the chip's (:func:`chip_values`)."""
+    if isinstance(arch, MultiCoreArch):
+        return _flat_arch(arch.cores[arch.mac_cores[0]].arch) | chip_values(arch.to_dict())
     d = arch.to_dict()
     return {k: d[k.partition(".")[0]][k.partition(".")[2]] if "." in k else d[k] for k in grid_keys()}
+
+
+def chip_values(d: dict[str, Any]) -> dict[str, Any]:
+    """Chip key (:func:`npukit.sim.multicore.chip_keys`) -> its value in a multi-core arch's ``to_dict()``; the
+    ``bus.*`` fields of a chip without a bus are 0 (and ``""`` or false)."""
+    out: dict[str, Any] = {"chip.mac_cores": sum(c["kind"] == "mac" for c in d["cores"]),
+                           "chip.objective": d["objective"], "chip.layer_cores": d["layer_cores"]}
+    for key in chip_keys()[len(out):]:
+        table, _, name = key.partition(".")
+        sub = d.get(table)
+        if sub is None:  # no bus
+            default = FABRIC_TABLES[table].__dataclass_fields__[name].default
+            out[key] = "" if isinstance(default, str) else False if isinstance(default, bool) else 0
+        else:
+            out[key] = sub[name]
+    return out
 
 
 def _resolve(spec: SweepSpec, value: str) -> str:
@@ -229,9 +267,10 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
     has more than ``max_points`` points."""
     o = spec.origin
     check_point_limit(o, spec.n_points, max_points)
-    arch_src = spec.arch if spec.arch in BUILTIN_ARCHS else _resolve(spec, spec.arch)
+    builtin = spec.arch in (BUILTIN_MULTICORE if spec.multicore else BUILTIN_ARCHS)
+    arch_src = spec.arch if builtin else _resolve(spec, spec.arch)
     try:
-        base = load_arch(arch_src)
+        base: Arch | MultiCoreArch = load_multicore_arch(arch_src) if spec.multicore else load_arch(arch_src)
     except NpukitError as exc:
         raise ConfigError(f"{o}: 'sweep.arch': {exc}") from None
     grid = {k: [_resolve(spec, v) if k == "energy_table" and isinstance(v, str) and v not in BUILTIN_TABLES else v
@@ -270,7 +309,8 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
             overrides = apply_derived(spec.derived, overrides, base_env, o)
         try:
             arch = base.with_(**overrides) if overrides else base
-            check_buffers(arch)
+            for core in {c.arch for c in arch.cores if c.kind == "mac"} if isinstance(arch, MultiCoreArch) else (arch,):
+                check_buffers(core)
             if arch.energy_table not in tables_ok:
                 load_table(arch.energy_table)
                 tables_ok.add(arch.energy_table)

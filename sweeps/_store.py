@@ -34,10 +34,11 @@ from typing import Any
 
 from ..sim.arch import Arch
 from ..sim.errors import ConfigError
+from ..sim.multicore import FABRIC_TABLES, chip_keys
 from ..sim.output import atomic_write_text
 from ..sim.power import PPA_COLUMNS
 from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS
-from ._spec import _SUBTABLES, SweepPoint, column_name, grid_keys
+from ._spec import _SUBTABLES, SweepPoint, chip_values, column_name, grid_keys
 
 _ARCH_TYPES: dict[str, str] = {}
 for _f in fields(Arch):
@@ -63,23 +64,43 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("wall_s", "REAL"),
 )
 
+#: A multi-core sweep's result columns: the per-operand traffic of one core is not among them; the chip's schedule
+#: (``policy/mode``), bytes on the interconnect, its share of the latency and the DRAM bytes are.
+MULTICORE_RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+    *(c for c in RESULT_COLUMNS if c[0] not in TRAFFIC_COLUMNS and c[0] != "wall_s"),
+    ("schedule", "TEXT"), ("interconnect_bytes", "REAL"), ("interconnect_share", "REAL"), ("dram_bytes", "REAL"),
+    ("wall_s", "REAL"),
+)
+_SQL = {"int": "INTEGER", "float": "REAL", "bool": "INTEGER"}
+_CHIP_TYPES = {"chip.mac_cores": "INTEGER", "chip.objective": "TEXT", "chip.layer_cores": "TEXT",
+               **{f"{t}.{f.name}": _SQL.get(str(f.type), "TEXT") for t, cls in FABRIC_TABLES.items() for f in fields(cls)}}
 
-def base_columns() -> list[tuple[str, str]]:
-    """(column, SQLite type) of a fresh ``points`` table, in order."""
+
+def base_columns(multicore: bool = False) -> list[tuple[str, str]]:
+    """(column, SQLite type) of a fresh ``points`` table, in order; ``multicore``: a multi-core sweep's (its MAC
+    cores' arch fields, then the chip's keys as ``chip_mac_cores``, ``interconnect_bandwidth_bytes_per_cycle``, ...,
+    and :data:`MULTICORE_RESULT_COLUMNS`)."""
     cols = [("key", "TEXT"), ("config", "TEXT"), ("workload", "TEXT")]
     cols += [(column_name(k), _ARCH_TYPES[k]) for k in grid_keys()]
-    cols += list(RESULT_COLUMNS)
+    if multicore:
+        cols += [(column_name(k), _CHIP_TYPES[k]) for k in chip_keys()]
+    cols += list(MULTICORE_RESULT_COLUMNS if multicore else RESULT_COLUMNS)
     cols += [("npukit_version", "TEXT"), ("created_at", "TEXT")]
     return cols
 
 
 def point_columns(point: SweepPoint) -> dict[str, Any]:
-    """The columns of a point known before it runs: key, config, workload and the arch fields."""
+    """The columns of a point known before it runs: key, config, workload and the arch fields (on a multi-core chip
+    its first MAC core's, then the chip's)."""
     cfg = json.loads(point.config)
     row: dict[str, Any] = {"key": point.key, "config": point.config, "workload": point.workload}
+    chip = "cores" in cfg["arch"]
+    arch = next(c["arch"] for c in cfg["arch"]["cores"] if c["kind"] == "mac") if chip else cfg["arch"]
     for k in grid_keys():
         top, _, sub = k.partition(".")
-        row[column_name(k)] = cfg["arch"][top][sub] if sub else cfg["arch"][top]
+        row[column_name(k)] = arch[top][sub] if sub else arch[top]
+    if chip:
+        row |= {column_name(k): v for k, v in chip_values(cfg["arch"]).items()}
     row["npukit_version"] = cfg["npukit"]
     return row
 
@@ -92,17 +113,18 @@ def _connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, timeout=timeout)
 
 
-def check_store(path: str | Path) -> None:
+def check_store(path: str | Path, multicore: bool | None = None) -> None:
     """Refuse, before any work and without modifying it, a ``path`` that cannot become or be an
     npukit sweep database: a folder, or an existing file that is not one (another SQLite schema,
-    not SQLite, truncated)."""
+    not SQLite, truncated); with ``multicore`` given, one that holds the other kind of point (single-core and
+    multi-core points have different columns)."""
     p = Path(path)
     if p.is_symlink():  # SQLite follows it and would write wherever it points
         raise ConfigError(f"sweep database '{p}' is a symbolic link; pass the database file itself or a new --db path")
     if p.is_dir():
         raise ConfigError(f"sweep database '{p}' is a folder; pass a file path such as out/sweep/sweep.sqlite")
     if p.is_file() and p.stat().st_size > 0:
-        _check_foreign(p)
+        _check_foreign(p, multicore)
 
 
 def schema_problem(con: sqlite3.Connection) -> str | None:
@@ -127,13 +149,15 @@ def schema_problem(con: sqlite3.Connection) -> str | None:
     return None
 
 
-def _check_foreign(path: Path) -> None:
-    """Refuse, opening it read-only, an existing file that is not an npukit sweep database."""
+def _check_foreign(path: Path, multicore: bool | None = None) -> None:
+    """Refuse, opening it read-only, an existing file that is not an npukit sweep database (or, with ``multicore``
+    given, holds the other kind of point)."""
     try:
         ro = _connect_ro(path)
         try:
             tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master")}
             problem = schema_problem(ro) if tables else None
+            chip = tables and not problem and "chip_mac_cores" in {r[1] for r in ro.execute("PRAGMA table_info(points)")}
         finally:
             ro.close()
     except sqlite3.Error as exc:
@@ -141,14 +165,18 @@ def _check_foreign(path: Path) -> None:
     if problem:
         raise ConfigError(f"'{path}' is an SQLite file but not an npukit sweep database ({problem}); "
                           "it was left untouched; pass a new --db path")
+    if tables and multicore is not None and chip != multicore:  # one kind of point per database: their columns differ
+        held, new = ("multi-core", "single-core") if chip else ("single-core", "multi-core")
+        raise ConfigError(f"sweep database '{path}' holds {held} points; a {new} sweep needs its own --db path")
 
 
 class SweepStore:
     """The ``points`` table of one SQLite file. Only the process that owns it writes to it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, multicore: bool = False) -> None:
         self.path = Path(path)
-        check_store(self.path)  # read-only: a file that is not ours is never modified
+        self.multicore = multicore
+        check_store(self.path, multicore)  # read-only: a file that is not ours (or of the other kind) is never modified
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -164,16 +192,17 @@ class SweepStore:
 
     def _ensure_schema(self) -> list[str]:
         have = [r[1] for r in self.con.execute("PRAGMA table_info(points)")]
+        base = base_columns(self.multicore)
         if not have:
-            cols = ", ".join(f"{c} {t} NOT NULL" + (" PRIMARY KEY" if c == "key" else "") for c, t in base_columns())
+            cols = ", ".join(f"{c} {t} NOT NULL" + (" PRIMARY KEY" if c == "key" else "") for c, t in base)
             self.con.execute(f"CREATE TABLE IF NOT EXISTS points ({cols})")
-            return [c for c, _ in base_columns()]
+            return [c for c, _ in base]
         if "key" not in have or "config" not in have:
             raise sqlite3.DatabaseError("its 'points' table has no key/config columns")
         if "cycles" in have and "total_cycles" not in have:  # the name before compute + stall was total_cycles
             self.con.execute("ALTER TABLE points RENAME COLUMN cycles TO total_cycles")
             have[have.index("cycles")] = "total_cycles"
-        for c, t in base_columns():  # a newer npukit added a column: old rows get NULL there
+        for c, t in base:  # a newer npukit added a column: old rows get NULL there
             if c not in have:
                 self.con.execute(f"ALTER TABLE points ADD COLUMN {c} {t}")
                 have.append(c)
@@ -206,7 +235,8 @@ class SweepStore:
             self.con.execute(f"ALTER TABLE points ADD COLUMN {extra} REAL NOT NULL DEFAULT 0")
             self._columns.append(extra)
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        cols = [c for c in self._columns if c in rows[0] or c == "created_at"]
+        present = {c for r in rows for c in r}
+        cols = [c for c in self._columns if c in present or c == "created_at"]
         sql = f"INSERT OR IGNORE INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         data = [tuple(now if c == "created_at" else r.get(c, 0.0) for c in cols) for r in rows]
         before = self.con.total_changes

@@ -113,7 +113,7 @@ def swept_parameters(rows: list[dict[str, Any]]) -> list[str]:
     """Grid columns whose value differs between rows, in grid order."""
     from . import column_name, grid_keys
 
-    cols = [column_name(k) for k in grid_keys()]
+    cols = [column_name(k) for k in grid_keys(multicore=True)]  # a single-core database has no chip columns
     return [c for c in cols if c in rows[0] and len({str(r.get(c)) for r in rows}) > 1]
 
 
@@ -201,7 +201,8 @@ def write_sweep_report(
     doc.append(("p", ["Source ", code(str(path)), f": {len(rows)} points, {len(by_wl)} workload(s), swept parameters: "
                       + (", ".join(swept) if swept else "none") + "."]))
     doc.append(("p", "Energy in uJ (total, DRAM included), latency in microseconds at each point's clock; area in mm^2 "
-                     "(PEs, registers, SRAMs, vector unit: npukit.sim.area, sources in docs/accounting.md). Pareto front: "
+                     "(PEs, registers, SRAMs, vector unit: npukit.sim.area, sources in docs/accounting.md; on a multi-core "
+                     "chip also its NoC and shared memory: npukit.sim.multicore_ppa). Pareto front: "
                      "no other point is as low in both and lower in one; equal points are one row."))
     values = [[s, ", ".join(_fmt_value(v) for v in _values(rows, s))] for s in swept]
     if values:
