@@ -8,20 +8,21 @@ from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part, prefetched
 from ._multicore_prune import latency_bound, pick_split, split_floor
-from .schedule import flattens, group_edges, split_dims, split_rank
+from .schedule import flattens, group_edges, split_dims, split_label, split_rank
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
     from .multicore_sim import _Run
 
 
-def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> None:
+def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of: int = 0) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
     keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
     bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
-    are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order)."""
+    are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order).
+    ``of``: the chip's MAC cores when ``macs`` is only the first of them (the rows' splits read ``M@2``)."""
     fin, fout, sib, ffil = _edges(group)
     prev_dim = ""
     prev: Layer | None = None
@@ -44,8 +45,28 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> 
         if ahead:  # the links carried the prefetched part first, from when its producer finished
             links_free = max(made[i_fil], links_free) + sent
         links_free = _links_after(links_free, r.t, max(p.link_cycles for p in parts))
-        r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": dim})
+        r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": split_label(dim, len(macs), of or len(macs))})
         made[k] = r.t
+
+
+def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
+    """The MAC cores a fused split group runs on: all of ``macs``, or with the arch's ``layer_cores = "search"`` the
+    first 1, 2, 4, ... of them where that ranks strictly better under the objective (as a layer alone does:
+    :func:`~npukit.sim.schedule.layer_splits`). Each count is simulated on a scratch run (totals only)."""
+    if r.m.layer_cores != "search" or len(macs) < 2:
+        return macs
+    counts = [len(macs)]  # all, then each power of two below, largest first
+    while counts[-1] > 1:
+        counts.append(1 << ((counts[-1] - 1).bit_length() - 1))
+    best: tuple[tuple[float, float], list[int]] | None = None
+    for k in counts:
+        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        run_fused_split(trial, group, macs[:k])
+        val = split_rank(trial.energy, trial.t, r.m.objective)
+        if best is None or val < best[0]:  # a tie keeps more cores
+            best = (val, macs[:k])
+    assert best is not None
+    return best[1]
 
 
 def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: bool) -> tuple[str, str]:

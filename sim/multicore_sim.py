@@ -32,7 +32,7 @@ from ._multicore_cost import (  # noqa: I001
     with_dram,
     write_epilogue,
 )
-from ._multicore_groups import run_fused_split, run_pipeline
+from ._multicore_groups import fused_cores, run_fused_split, run_pipeline
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
 from ._multicore_prune import latency_bound, pick_split, split_floor
@@ -415,7 +415,7 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             if r.ref.vector.overlap == "serial":
                 r.hide = 0.0
         elif st.mode == "split" or len(macs) < 2:
-            run_fused_split(r, group, macs)
+            run_fused_split(r, group, fused_cores(r, group, macs), len(macs))
         else:
             run_pipeline(r, group, macs, _tiles_needed(group, march))
     meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
