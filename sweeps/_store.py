@@ -299,8 +299,13 @@ def export_csv(db: str | Path, csv_path: str | Path, keys: Iterable[str] | None 
         w = csv.DictWriter(buf, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    else:
-        buf.write(",".join(c for c, _ in base_columns() if c != "config") + "\n")
+    else:  # the table's own columns (a multi-core database has others)
+        con = _open_ro(Path(db))
+        try:
+            names = [r[1] for r in con.execute("PRAGMA table_info(points)")]
+        finally:
+            con.close()
+        buf.write(",".join(c for c in names if c != "config") + "\n")
     try:
         atomic_write_text(out, buf.getvalue())
     except OSError as exc:

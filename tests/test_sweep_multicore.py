@@ -144,3 +144,16 @@ def test_a_search_explores_a_chip(tmp_path) -> None:
     rows = read_rows(tmp_path / "s.sqlite")
     assert summary.trials == 3 and 1 <= len(rows) <= 3
     assert all(r["chip_mac_cores"] in (1, 2, 4) and r["schedule"] and r["area_mm2"] > 0 for r in rows)
+
+
+def test_an_empty_chip_database_exports_its_own_columns(tmp_path) -> None:
+    from npukit.sweeps import SweepStore, export_csv
+
+    with SweepStore(tmp_path / "mc.sqlite", multicore=True):
+        pass
+    header = export_csv(tmp_path / "mc.sqlite", tmp_path / "mc.csv").read_text().strip().split(",")
+    assert "chip_mac_cores" in header and "schedule" in header and "dram_ifmap_read_bytes" not in header
+    with SweepStore(tmp_path / "sc.sqlite"):
+        pass
+    header = export_csv(tmp_path / "sc.sqlite", tmp_path / "sc.csv").read_text().strip().split(",")
+    assert "chip_mac_cores" not in header and "dram_ifmap_read_bytes" in header
