@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from npukit.benchmarks._args import Parser, out_folder
+from npukit.benchmarks._tpu_sim import PRESET, fit_simulator, simulated_us
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
 from npukit.sim.textfile import check_file, read_text
 from npukit.sim.tpu import GENERATIONS, MAX_DIM, N_PARAMS, TPU_V4, TpuChip, TpuFit, fit, matmul_terms, predict_us
@@ -266,15 +267,32 @@ def run(measured: str | None, out: str) -> int:
     tiling = [[name, *protocol_scores(ship, lambda rs, n=name: fit_variant(rs, n))] for name in VARIANTS]
     print("\ntiling check within one tile (three parameters each, the same protocol):")
     print(format_table(["variant", *protocol_head], tiling))
+    sim = simulated_us([r[1] for r in ship] + [r[1] for r in mine or []] + list(LARGER))
+    sim_fit, (st0, sscale) = fit_simulator(ship, sim)
+    raw = scores([r[2] for r in ship], [sim[r[1]] for r in ship])
+    general = [[name, *protocol_scores(ship, fitter)]
+               for name, fitter in ((f"the model ({N_PARAMS} parameters)", lambda rs: fit_mechanism(rs)[0]),
+                                    (f"simulate_multicore on {PRESET} + t0, scale (2)", lambda rs: fit_simulator(rs, sim)[0]),
+                                    ("baseline line in SCALE-Sim cycles (2)", fit_baseline))]
+    print(f"\nnpukit's general multi-core simulator on the {PRESET} preset (8 MXU cores, CMEM, HBM; "
+          f"sim/archs/{PRESET}.toml), the same protocol:")
+    print(format_table(["predictor", *protocol_head], general))
+    print(f"uncalibrated on the shipped shapes: R^2 {raw[0]:.4f}, MAPE {raw[1]:.2f}% (measured / simulated "
+          f"{min(r[2] / sim[r[1]] for r in ship):.2f} to {max(r[2] / sim[r[1]] for r in ship):.2f}); fitted on all: "
+          f"t = {st0:.3f} us + {sscale:.3f} x simulated")
+    if mine is not None:
+        r2, mape = scores([r[2] for r in mine], [sim_fit(r[1]) for r in mine])
+        print(f"{Path(measured).name} by the simulator (fit on shipped): R^2 {r2:.4f}, MAPE {mape:.2f}%")
     print("\nwhich generation (one JAX device each; a device cannot beat its peaks):")
     print(format_table(["device", "MXU", "peak TFLOP/s", "HBM GB/s", "best measured / peak", "fits"],
                        generation_rows(ship)))
     big = []
     for s in LARGER:
         t = predict_us(params, *s, chip=TPU_V4)
-        big.append([f"{s[0]}x{s[1]}x{s[2]}", round(t, 1), round(2 * s[0] * s[1] * s[2] / t / 1e6, 1)])
+        big.append([f"{s[0]}x{s[1]}x{s[2]}", round(t, 1), round(2 * s[0] * s[1] * s[2] / t / 1e6, 1),
+                    round(sim_fit(s), 1)])
     print("\npredicted beyond the shipped shapes (fit on all shipped shapes; not measured here):")
-    print(format_table(["M x N x K", "predicted us", "TFLOP/s"], big))
+    print(format_table(["M x N x K", "predicted us", "TFLOP/s", f"simulator on {PRESET} us"], big))
     print(f"4096^3 fitted on M, N, K <= {EXTRAPOLATION_MAX} instead: {predict_us(p_small, 4096, 4096, 4096):.0f} us; "
           f"bounds: MXU at peak {2 * 4096**3 / TPU_V4.peak_tflops / 1e6:.0f} us, "
           f"A, B and C once over HBM at peak {3 * 2 * 4096**2 / TPU_V4.hbm_gbps / 1e3:.0f} us")
@@ -299,7 +317,8 @@ def run(measured: str | None, out: str) -> int:
                          "measured_us": r[2], "predicted_us": round(p, 4),
                          "error_pct": round(100 * (p - r[2]) / r[2], 2),
                          "mxu_us_at_peak": round(t.mxu_us, 4), "hbm_us_at_peak": round(t.hbm_us, 4),
-                         "baseline_us": round(base(r[1]), 4)})
+                         "baseline_us": round(base(r[1]), 4), "simulated_us": round(sim[r[1]], 4),
+                         "simulator_us": round(sim_fit(r[1]), 4)})
     print(f"\nwrote {write_csv(out_dir / OUTPUTS[0], csv_rows)}")
     print(f"wrote {plot(out_dir / OUTPUTS[1], target, pred, label)}")
     return 0

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "base = \"npu128\" or \"npu32\", else npukit's defaults; printed), SCALE-Sim .cfg, "
                    "a ZigZag hardware file with optional spatial mapping (zigzag:HW.yaml[,MAPPING.yaml]), a Stream multi-core "
                    "hardware file (stream:CHIP.yaml; its core files beside it or in cores/), or a "
-                   "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4)")
+                   "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4, tpu_v4)")
     p.add_argument("--schedule", default="search",
                    help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
                    "none|blocks|chain and MODE split|pipeline, e.g. blocks/pipeline")

@@ -26,7 +26,7 @@ spec file (TOML):
   cols = "rows"
   "sram_kib.filter" = "sram_kib.ifmap / 2"
 
-A multi-core arch (quad128, hetero4 or a TOML with [[core]] tables) also takes the chip's keys:
+A multi-core arch (quad128, hetero4, tpu_v4 or a TOML with [[core]] tables) also takes the chip's keys:
   "chip.mac_cores" = [1, 2, 4]        # chip.objective, chip.layer_cores, interconnect.*, shared_memory.*, dram.*, bus.*
   interconnect.bandwidth_bytes_per_cycle = [16.0, 64.0]
   (other keys set every MAC core; each point runs the multi-core schedule search; docs/multicore.md)

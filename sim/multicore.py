@@ -55,7 +55,7 @@ from .interconnect import Dram, Interconnect, SharedMemory
 from .textfile import check_file, read_text
 
 CORE_KINDS = ("mac", "simd")
-BUILTIN_MULTICORE = ("quad128", "hetero4")
+BUILTIN_MULTICORE = ("quad128", "hetero4", "tpu_v4")
 _TOP_KEYS = ("name", "objective", "layer_cores", "core", "interconnect", "shared_memory", "dram", "bus")
 LAYER_CORES = ("all", "search")
 MAX_CORES = 1024  # cores of one multi-core arch, all [[core]] tables together

@@ -195,7 +195,9 @@ def test_bench_predicts_a_measured_csv(tmp_path, capsys):
     assert bench.main(["--measured", str(mine), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "mine.csv (fit on shipped)" in text and "ten worst shapes (measured CSV)" in text
+    assert "simulate_multicore on tpu_v4 + t0, scale (2)" in text and "mine.csv by the simulator" in text
     assert (out / "tpu_predictions.csv").read_text().count("\n") == 6  # header + 5 shapes
+    assert "simulator_us" in (out / "tpu_predictions.csv").read_text().splitlines()[0]
     assert (out / "tpu_measured_vs_predicted.png").stat().st_size > 0
     before = (out / "tpu_predictions.csv").read_text()
     assert bench.main(["--measured", str(mine), "--out", str(out)]) == 2  # never overwrites another run
