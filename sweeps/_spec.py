@@ -147,7 +147,13 @@ def parse_sweep_spec(
     first = _first_duplicate(wls)
     if first is not None:
         raise ConfigError(f"{origin}: 'sweep.workloads' lists '{first}' twice; list each workload once")
-    multicore = _is_multicore(arch.strip(), Path(base_dir))
+    if arch.strip().startswith(("stream:", "zigzag:")):
+        raise ConfigError(f"{origin}: 'sweep.arch' = {arch.strip()!r}: a sweep takes npukit archs (a built-in, an arch "
+                          ".toml or SCALE-Sim .cfg, a multi-core preset or .toml), not Stream or ZigZag files")
+    try:
+        multicore = _is_multicore(arch.strip(), Path(base_dir))
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: 'sweep.arch': {exc}") from None
     grid = _flatten_grid(grid_raw, origin, multicore)
     derived = parse_derived(data.get("derived", {}), grid_keys(multicore), grid, origin)
     return SweepSpec(name.strip(), arch.strip(), wls, grid, Path(base_dir), origin, derived, multicore)

@@ -157,3 +157,10 @@ def test_an_empty_chip_database_exports_its_own_columns(tmp_path) -> None:
         pass
     header = export_csv(tmp_path / "sc.sqlite", tmp_path / "sc.csv").read_text().strip().split(",")
     assert "chip_mac_cores" not in header and "dram_ifmap_read_bytes" in header
+
+
+def test_stream_and_zigzag_files_are_refused_with_a_reason(tmp_path) -> None:
+    for arch in ("stream:chip.yaml", "zigzag:hw.yaml"):
+        text = f'[sweep]\narch = "{arch}"\nworkloads = ["gemm:M=64,N=64,K=64"]\n[grid]\nrows = [8]\n'
+        with pytest.raises(ConfigError, match="not Stream or ZigZag files"):
+            load_sweep_spec(spec(tmp_path, text))
