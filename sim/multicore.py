@@ -149,8 +149,9 @@ class MultiCoreArch:
     def with_(self, **changes: Any) -> MultiCoreArch:
         """Copy with :func:`chip_keys` (``chip.mac_cores``, ``interconnect.bandwidth_bytes_per_cycle``, ...) and
         single-core arch fields (``rows``, ``sram_kib.ifmap``, ...) changed: the latter on every MAC core (``clock_ghz``
-        on every core: they share one clock). ``chip.mac_cores`` needs identical MAC cores; it keeps the other cores
-        and renumbers every core's name in order (``core0``, ``core1``, ...)."""
+        and ``energy_table`` on every core: they share one clock and the chip is priced with one table).
+        ``chip.mac_cores`` needs identical MAC cores; it keeps the other cores and renumbers every core's name in order
+        (``core0``, ``core1``, ...)."""
         return _with_overrides(self, changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,9 +189,9 @@ def _with_overrides(m: MultiCoreArch, changes: dict[str, Any]) -> MultiCoreArch:
     cores = list(m.cores)
     if core_changes:
         made: dict[tuple[Arch, str], Arch] = {}
-        clock = {"clock_ghz": core_changes["clock_ghz"]} if "clock_ghz" in core_changes else {}
+        clock = {k: core_changes[k] for k in ("clock_ghz", "energy_table") if k in core_changes}
         for i, c in enumerate(cores):
-            if c.kind == "mac" or clock:  # a simd core takes the clock only
+            if c.kind == "mac" or clock:  # a simd core takes the clock and the table only
                 if (c.arch, c.kind) not in made:
                     made[c.arch, c.kind] = c.arch.with_(**(core_changes if c.kind == "mac" else clock))
                 cores[i] = replace(c, arch=made[c.arch, c.kind])
@@ -202,7 +203,7 @@ def _with_overrides(m: MultiCoreArch, changes: dict[str, Any]) -> MultiCoreArch:
                               f"{MAX_CORES - len(others)}, got {short(n)}")
         macs = [c for c in cores if c.kind == "mac"]
         if any((c.arch, c.vector_unit, c.nest) != (macs[0].arch, macs[0].vector_unit, macs[0].nest) for c in macs):
-            raise ConfigError(f"multicore arch '{m.name}': 'chip.mac_cores' needs identical MAC cores; its differ "
+            raise ConfigError(f"multicore arch '{m.name}': 'chip.mac_cores' needs identical MAC cores; this chip's differ "
                               "(vary the count of each [[core]] table in its own arch file)")
         cores = [macs[0]] * n + others
     out = replace(m, cores=_renumbered(cores) if "chip.mac_cores" in changes else tuple(cores))

@@ -132,6 +132,7 @@ def test_with_renumbers_cores_and_clocks_every_core() -> None:
     assert {c.arch.rows for c in x.cores if c.kind == "mac"} == {64}
     assert x.cores[5].arch.rows == het.cores[3].arch.rows  # the simd core keeps its array
     assert {c.arch.clock_ghz for c in x.cores} == {2.0} and x.layer_cores == "search"
+    assert {c.arch.energy_table for c in het.with_(energy_table="aladdin40").cores} == {"aladdin40"}
     assert het.with_(**{"shared_memory.kib": 0}).shared_memory.kib == 0
     assert load_arch("npu128").rows == 128  # nothing shared was changed
 
