@@ -131,7 +131,8 @@ def multicore_point_metrics(result: MultiCoreResult) -> dict[str, Any]:
         "energy_onchip_pj": float(result.energy_pj) - comps.get("dram", 0.0),
     }
     for comp, pj in comps.items():
-        row[f"energy_{re.sub(r'[^0-9A-Za-z_]', '_', comp)}_pj"] = row.get(f"energy_{comp}_pj", 0.0) + pj
+        key = f"energy_{re.sub(r'[^0-9A-Za-z_]', '_', comp)}_pj"
+        row[key] = row.get(key, 0.0) + pj
     for comp in COMPONENTS:  # every core component's column, 0 where nothing was recorded
         row.setdefault(f"energy_{comp}_pj", 0.0)
     row["latency_s"] = float(result.latency_s)
