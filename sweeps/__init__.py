@@ -40,6 +40,7 @@ from typing import Any
 
 from ..sim.arch import Arch
 from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
+from ..sim.errors import ConfigError
 from ..sim.multicore import MultiCoreArch
 from ..sim.multicore_sim import MultiCoreResult, simulate_multicore
 from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS, SimResult, simulate
@@ -136,7 +137,11 @@ def multicore_point_metrics(result: MultiCoreResult) -> dict[str, Any]:
     for comp in COMPONENTS:  # every core component's column, 0 where nothing was recorded
         row.setdefault(f"energy_{comp}_pj", 0.0)
     row["latency_s"] = float(result.latency_s)
-    row.update({k: v for k, v in result.ledger.meta.get("ppa", {}).items() if not isinstance(v, dict)})
+    ppa = result.ledger.meta.get("ppa")
+    if not ppa:  # a loop-nest core (a Stream or ZigZag core file): no area model, so no row
+        raise ConfigError(f"multi-core arch '{result.arch.name}' has no area model (a loop-nest core); a sweep row "
+                          "needs its area and power")
+    row.update({k: v for k, v in ppa.items() if not isinstance(v, dict)})
     row.update(schedule=result.schedule.label, interconnect_bytes=result.interconnect_bytes,
                interconnect_share=result.interconnect_share, dram_bytes=sum(r["dram_bytes"] for r in result.rows()))
     return row

@@ -165,3 +165,14 @@ def test_stream_and_zigzag_files_are_refused_with_a_reason(tmp_path) -> None:
         text = f'[sweep]\narch = "{arch}"\nworkloads = ["gemm:M=64,N=64,K=64"]\n[grid]\nrows = [8]\n'
         with pytest.raises(ConfigError, match="not Stream or ZigZag files"):
             load_sweep_spec(spec(tmp_path, text))
+
+
+def test_a_chip_without_an_area_model_gives_no_row() -> None:
+    from npukit.sim.stream_io import load_stream_hardware
+    from npukit.sim.workload import gemm
+    from npukit.sweeps import multicore_point_metrics
+
+    chip = load_stream_hardware(Path(__file__).parent / "data" / "stream_hw" / "eyeriss_like_dual_core.yaml",
+                                "latency", warn=False)
+    with pytest.raises(ConfigError, match="no area model"):
+        multicore_point_metrics(simulate_multicore(gemm(64, 32, 48), chip, "none/split"))
