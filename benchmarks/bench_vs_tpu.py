@@ -12,8 +12,9 @@ dim_k, fusion_avg``, times in µs) R^2, MAPE and the ten worst shapes of the pre
 shipped shapes. Each block also shows the baseline: a line fitted to SCALE-Sim's single-array cycles
 (128 x 128 ws, min over the two operand orders) under the same protocol. Beyond the shipped
 shapes (more than one tile of XLA's loop) it prints predictions for the record and how far the baseline
-line parts from them on a 512..4096 grid. Writes ``tpu_predictions.csv`` and
-``tpu_measured_vs_predicted.png`` under ``--out``.
+line parts from them on a 512..4096 grid. It also scores npukit's general multi-core simulator on the ``tpu_v4``
+preset under the same protocol (two parameters calibrated: ``benchmarks/_tpu_sim.py``). Writes
+``tpu_predictions.csv`` and ``tpu_measured_vs_predicted.png`` under ``--out``.
 """
 
 from __future__ import annotations
