@@ -16,6 +16,14 @@ def test_example_sweep_spec_expands():
     assert len(points) == 3 * 3 * 3 * 3 * 2  # rows x cols x dataflow x psum bits x workloads
 
 
+def test_example_multicore_sweep_spec_expands():
+    spec = load_sweep_spec(ROOT / "examples" / "sweep_multicore.toml")
+    points = expand_points(spec)
+    assert spec.multicore and len(points) == 4 * 2 * 2 * 2  # MAC cores x link widths x rows x workloads
+    assert {len(p.arch.mac_cores) for p in points} == {1, 2, 4, 8}
+    assert all(p.arch.dram.channels == len(p.arch.mac_cores) for p in points)  # [derived]
+
+
 def _readme_commands() -> list[list[str]]:
     """Every ``npukit VERB ...`` line inside README's fenced code blocks, as argv (comments dropped)."""
     out, fenced = [], False
