@@ -9,7 +9,7 @@ from typing import Any
 from .multicore_sim import MultiCoreResult
 from .output import format_table
 from .palette import cycle_colors
-from .result_text import arch_header
+from .result_text import arch_header, ppa_line
 from .terminal import escape_controls
 
 
@@ -53,11 +53,7 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
                  + f" ({100 * result.interconnect_share:.1f}% of the time waiting on it)")
     ppa = result.ledger.meta.get("ppa")
     if ppa:  # area, leakage and power (npukit.sim.multicore_ppa), as the simulation recorded them
-        lines.append(
-            f"area {ppa['area_mm2']:,.2f} mm^2 (cores, NoC and shared memory), leakage {ppa['leakage_mw']:,.1f} mW; "
-            f"energy dynamic {ppa['energy_dynamic_pj'] / 1e6:,.1f} + static {ppa['energy_static_pj'] / 1e6:,.1f} uJ; "
-            f"power avg {ppa['power_avg_w']:,.3f} W, peak {ppa['power_peak_w']:,.3f} W (highest layer); perf/area "
-            f"{ppa['gops_per_mm2']:,.1f} GOP/s/mm^2, perf/W {ppa['tops_per_w']:,.3f} TOP/s/W")
+        lines.append(ppa_line(ppa, "cores, NoC and shared memory"))
     lines.append("utilization = MACs / (PEs of all MAC cores x total cycles), stalls and interconnect waits included; "
                  "busy % = the cycles a core works / total cycles")
     return escape_controls("\n".join(lines))

@@ -123,11 +123,16 @@ def render_result(result: SimResult, table_name: str, quiet: bool = False, sourc
     )
     ppa = result.ledger.meta.get("ppa")
     if ppa:  # area, leakage and power (npukit.sim.power), as the simulation recorded them
-        lines.append(
-            f"area {ppa['area_mm2']:,.2f} mm^2, leakage {ppa['leakage_mw']:,.1f} mW; energy dynamic "
-            f"{ppa['energy_dynamic_pj'] / 1e6:,.1f} + static {ppa['energy_static_pj'] / 1e6:,.1f} uJ; power avg "
-            f"{ppa['power_avg_w']:,.3f} W, peak {ppa['power_peak_w']:,.3f} W (highest layer); perf/area "
-            f"{ppa['gops_per_mm2']:,.1f} GOP/s/mm^2, perf/W {ppa['tops_per_w']:,.3f} TOP/s/W"
-        )
+        lines.append(ppa_line(ppa))
     lines += ["", UTILIZATION_DEFINITION] + ([] if quiet else [mapping_legend(a.dataflow)])
     return escape_controls("\n".join(lines))  # arch and layer names come from user files
+
+
+def ppa_line(ppa: dict, area_of: str = "") -> str:
+    """The printed line of a run's ``meta["ppa"]`` (mm^2, mW, uJ, W, GOP/s/mm^2, TOP/s/W); ``area_of``: what the area
+    covers, in parentheses after it (a multi-core chip's "cores, NoC and shared memory")."""
+    what = f" ({area_of})" if area_of else ""
+    return (f"area {ppa['area_mm2']:,.2f} mm^2{what}, leakage {ppa['leakage_mw']:,.1f} mW; energy dynamic "
+            f"{ppa['energy_dynamic_pj'] / 1e6:,.1f} + static {ppa['energy_static_pj'] / 1e6:,.1f} uJ; power avg "
+            f"{ppa['power_avg_w']:,.3f} W, peak {ppa['power_peak_w']:,.3f} W (highest layer); perf/area "
+            f"{ppa['gops_per_mm2']:,.1f} GOP/s/mm^2, perf/W {ppa['tops_per_w']:,.3f} TOP/s/W")
