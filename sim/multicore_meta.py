@@ -14,9 +14,9 @@ from typing import Any
 
 from .bounded import MAX_INT, short
 from .errors import LedgerError
+from .multicore import MAX_CORES  # as many cores as a multi-core arch may have
 
 MAX_NAME = 65536  # characters of a core, layer, schedule or arch name (names from user files; drawn in seconds)
-MAX_CORES = 1024  # as many as a multi-core arch may have (npukit.sim.multicore.MAX_CORES)
 MAX_TIMELINE = 2_000_000  # timeline bars
 KEYS = ("schedule", "steps", "core_names", "core_busy_cycles", "interconnect_bytes", "bus_bytes",
         "interconnect_exposed_cycles", "arch", "timeline", "searched")
