@@ -38,6 +38,7 @@ from ._multicore_nest import nest_objective
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._old_call import OldCall
 from .bounded import check_finite
+from .dataflow import Dataflow
 from .energy import EnergyTable, load_table
 from .errors import ConfigError
 from .ledger import Ledger
@@ -167,6 +168,10 @@ class _Run:
         self.wl, self.m, self.tab, self.memo, self.record = workload, march, tab, memo, record
         self.energy = 0.0  # pJ, search candidates only (record = False)
         self.ic = march.interconnect
+        flow = memo.get("dataflow", False)
+        if flow is False:  # built once per simulate_multicore call: its runs share the memo
+            flow = memo["dataflow"] = Dataflow.of(workload)
+        self.flow: Dataflow | None = flow  # type: ignore[assignment]
         self.ledger = Ledger()
         self.ref = march.cores[march.mac_cores[0]].arch
         self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)

@@ -16,8 +16,11 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
   goes to DRAM. Producer -> consumer edges are found from shapes (:func:`feeds`): consecutive GEMMs where the
   consumer's K (or a conv's input channels) is the producer's N with the same rows, e.g. attention scores ->
   context and the MLP's up -> down projection, with vector ops between them (softmax, SiLU, mul) inside the
-  group. With ``chain``, GEMMs that read the same input (:func:`siblings`: the q, k and v projections) join a group
-  too, and the later ones read that input from the cores' buffers. A group is kept only if its largest
+  group; where the workload records its dataflow (a traced model: :mod:`npukit.sim.dataflow`) an edge also needs
+  the producer's output to reach the consumer through vector ops only, so look-alike neighbours (the experts of a
+  mixture-of-experts layer) are not chained. With ``chain``, GEMMs that read the same input (:func:`siblings`:
+  the q, k and v projections; with a dataflow, the same recorded sources) join a group too, and the later ones
+  read that input from the cores' buffers. A group is kept only if its largest
   intermediate fits the on-chip memory.
 
 Fusion policies: ``none`` (layer by layer), ``blocks`` (only attention and MLP groups), ``chain`` (every edge).
@@ -31,6 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .dataflow import Dataflow
 from .errors import ConfigError
 from .multicore import MultiCoreArch
 from .workload import Layer, VectorOp, Workload
@@ -135,6 +139,14 @@ def glu_feeds(prod: Layer, cons: Layer, between: Sequence[Layer | VectorOp]) -> 
     return any(v.op == "mul" and v.inputs == 2 and v.batch * v.elements == rows for v in between)  # type: ignore[union-attr]
 
 
+def reshaped(prod: Layer, cons: Layer) -> bool:
+    """Whether ``cons`` may read ``prod``'s whole output as its left operand reshaped (as many elements: the heads of
+    an attention context merged into the output projection's rows, ``(B*heads, L, d) -> (B*L, heads*d)``, or a
+    query projection split into heads). Shapes alone cannot tell this from a coincidence, so it counts only where
+    the workload's recorded dataflow has the path (:func:`linked`); neither may be a conv."""
+    return prod.conv is None and cons.conv is None and prod.batch * prod.M * prod.N == cons.batch * cons.M * cons.K
+
+
 def feeds_filter(prod: Layer, cons: Layer) -> bool:
     """Whether attention GEMM ``cons`` reads ``prod``'s output as its right operand, heads folded into the batch:
     the keys (scores' K x N is the k projection's output transposed) or the values (context's K x N)."""
@@ -151,24 +163,30 @@ def siblings(a: Layer, b: Layer) -> bool:
     return a.conv is None and b.conv is None and (a.batch, a.M, a.K) == (b.batch, b.M, b.K) and a.kind == b.kind
 
 
-def group_edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], list[bool], list[int]]:
+def group_edges(group: list[Layer | VectorOp], flow: Dataflow | None = None) -> tuple[list[bool], list[bool], list[bool],
+                                                                                    list[int]]:
     """Per operator: whether its input comes from an earlier GEMM of the group, whether its output stays on chip for
     a later one, whether it reads the same input as the previous GEMM (already on chip), and which earlier GEMM of
-    the group makes its right operand (attention keys or values; -1: none)."""
+    the group makes its right operand (attention keys or values; -1: none). With the workload's ``flow`` (its
+    recorded dataflow) an edge also needs a recorded path (:func:`linked`)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    at = [flow.index[op.name] for op in group] if flow is not None else list(range(len(group)))
     fin = [False] * len(group)
     fout = [False] * len(group)
     sib = [False] * len(group)
     ffil = [-1] * len(group)
     used: set[int] = set()  # producers already matched: same-shaped siblings (q, k, v) feed in program order
     for k, b in enumerate(gemm_idx):
-        earlier = [a for a in gemm_idx[:k] if a not in used]
+        earlier = [a for a in gemm_idx[:k] if a not in used and linked(flow, at[a], at[b])]
         src = next((a for a in earlier if feeds(group[a], group[b]) or  # type: ignore[arg-type]
                     glu_feeds(group[a], group[b], group[a + 1:b])), None)  # type: ignore[arg-type]
+        if src is None and flow is not None:
+            src = next((a for a in earlier if reshaped(group[a], group[b])), None)  # type: ignore[arg-type]
         if src is not None:
             fout[src] = fin[b] = True
             used.add(src)
-        elif k and siblings(group[gemm_idx[k - 1]], group[b]):  # type: ignore[arg-type]
+        elif k and siblings(group[gemm_idx[k - 1]], group[b]) and \
+                (flow is None or flow.same_input(at[gemm_idx[k - 1]], at[b])):  # type: ignore[arg-type]
             sib[b] = True
         fsrc = next((a for a in earlier if a != src and feeds_filter(group[a], group[b])), None)  # type: ignore[arg-type]
         if fsrc is not None:
@@ -176,6 +194,13 @@ def group_edges(group: list[Layer | VectorOp]) -> tuple[list[bool], list[bool], 
             ffil[b] = fsrc
             used.add(fsrc)
     return fin, fout, sib, ffil
+
+
+def linked(flow: Dataflow | None, prod: int, cons: int) -> bool:
+    """Whether the shape rules may see an edge from operator ``prod`` to ``cons`` (workload indices): always without
+    a recorded dataflow, else only where ``prod``'s output reaches ``cons`` through vector ops
+    (:meth:`~npukit.sim.dataflow.Dataflow.reaches`)."""
+    return flow is None or flow.reaches(prod, cons)
 
 
 def _is_block_edge(prod: Layer, cons: Layer) -> bool:
@@ -193,6 +218,7 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
     if policy == "none":
         return []
     ops = workload.layers
+    flow = Dataflow.of(workload)
     groups: list[tuple[int, int]] = []
     prev: int | None = None  # index of the last GEMM
     start: int | None = None
@@ -201,14 +227,17 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
             continue
         if prev is not None:
             p = ops[prev]
-            edge = ((feeds(p, op) or glu_feeds(p, op, ops[prev + 1:i]))  # type: ignore[arg-type]
+            edge = (linked(flow, prev, i) and (feeds(p, op) or glu_feeds(p, op, ops[prev + 1:i])  # type: ignore[arg-type]
+                                               or flow is not None and reshaped(p, op))  # type: ignore[arg-type]
                     and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
-                    or policy == "chain" and siblings(p, op))  # type: ignore[arg-type]
+                    or policy == "chain" and siblings(p, op)  # type: ignore[arg-type]
+                    and (flow is None or flow.same_input(prev, i)))
             if policy == "chain" and not edge:  # attention reads q, k, v made earlier in the open group
                 first = start if start is not None else prev
-                edge = any(isinstance(ops[j], Layer) and (feeds_filter(ops[j], op) or  # type: ignore[arg-type]
-                                                         feeds(ops[j], op) or  # type: ignore[arg-type]
-                                                         glu_feeds(ops[j], op, ops[j + 1:i]))  # type: ignore[arg-type]
+                edge = any(isinstance(ops[j], Layer) and linked(flow, j, i) and
+                           (feeds_filter(ops[j], op) or feeds(ops[j], op) or  # type: ignore[arg-type]
+                            glu_feeds(ops[j], op, ops[j + 1:i]) or  # type: ignore[arg-type]
+                            flow is not None and reshaped(ops[j], op))  # type: ignore[arg-type]
                            for j in range(first, i))
             if edge:
                 start = prev if start is None else start

@@ -341,13 +341,20 @@ def test_qwen_image_edit_builtin_macs():
     ("TINY_FLUX", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1}),
     ("TINY_QWEN", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1}),
     ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill"}),
+    ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill", "layers": 5}),
+    ("TINY_FLUX", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1, "layers": 4}),
 ])
 def test_one_traced_block_repeated_equals_every_block_traced(cfg, library, opts):
     from npukit.workloads.real_models import _trace
 
     c = dict(globals()[cfg])
+    opts = dict(opts)
+    n = opts.pop("layers", None)
+    if n is not None:  # more blocks than are traced: the repeated ones and their dataflow
+        c.update({k: n for k in ("num_hidden_layers", "num_layers", "num_single_layers") if k in c})
     if library == "transformers":
         c.setdefault("architectures", ["LlamaForCausalLM"])
     full = _trace(library, c, opts, "m", "m", repeats=False)
     fast = _trace(library, c, opts, "m", "m", repeats=True)
     assert fast.layers == full.layers and fast.meta["params"] == full.meta["params"]
+    assert fast.meta["dataflow"] == full.meta["dataflow"]

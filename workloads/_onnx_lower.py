@@ -81,6 +81,11 @@ class _Lowering(_GemmLowering):
         self.fused: set[int] = set()
         self._path_nodes: dict[str, int] = {}
         self._parents: set[str] = set()
+        # dataflow: tensor -> what made it (indices into layers, '<input N>' for a graph input); layer -> what it read
+        inits = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer} | set(weights)
+        self.made: dict[str, frozenset] = {vi.name: frozenset({f"<input {k}>"}) for k, vi in
+                                           enumerate(x for x in graph.input if x.name not in inits)}
+        self.reads: dict[int, frozenset] = {}
 
     # ------------------------------------------------------------------ helpers
     def attrs(self, n: Any) -> dict[str, Any]:
@@ -196,31 +201,52 @@ class _Lowering(_GemmLowering):
                 self._path_nodes[path] = self._path_nodes.get(path, 0) + 1
                 self._parents.update(path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1))
         for i, n in enumerate(self.nodes):
-            if i in self.fused:
-                continue
-            std = not n.domain or n.domain in _STD
-            op = n.op_type
-            has_graph = any(a.type in (5, 10) for a in n.attribute)  # GRAPH / GRAPHS: control flow
-            ins = [x for x in n.input if x]
-            if std and op == "Constant":
-                self.const.update(o for o in n.output if o)
-                continue
-            if std and op in ("Shape", "Size") and ins and self._static(ins[0]):
-                self.const.update(o for o in n.output if o)
-                self.skip(n)
-                continue
-            if not has_graph and all(x in self.const for x in ins):
-                self.const.update(o for o in n.output if o)
-                self.folded += 1
-                continue
-            try:
-                self._lower(n, i, op, std, has_graph)
-            except WorkloadError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a malformed node: one line, never a traceback
-                raise self.fail(n, i, f"cannot lower it ({type(e).__name__}: {_first_line(e)})") from None
+            src = frozenset().union(*(self.made.get(x, frozenset()) for x in n.input if x))
+            before = len(self.layers)
+            self._walk(n, i)
+            for k in range(before, len(self.layers)):  # a node's later layers also read its earlier ones
+                self.reads[k] = src | ({k - 1} if k > before else set())
+            made = frozenset({len(self.layers) - 1}) if len(self.layers) > before else \
+                frozenset() if n.op_type == "Constant" or all(x in self.const for x in n.output if x) else src
+            self.made.update((o, made) for o in n.output if o)
         self._mark_attention()
         return self.layers
+
+    def dataflow(self) -> dict[str, list[str]]:
+        """What each layer reads, by name (:mod:`npukit.sim.dataflow`): the layers that made its node's inputs, through
+        the nodes that make no layer (layout, casts, data movement, fused away)."""
+        out = {}
+        for k, made in self.reads.items():
+            names = sorted(self.layers[j].name if isinstance(j, int) else j for j in made)
+            if names:
+                out[self.layers[k].name] = names
+        return out
+
+    def _walk(self, n: Any, i: int) -> None:
+        """Lower node ``i`` (or fold it: a constant, a static shape, a node fused into a later one)."""
+        if i in self.fused:
+            return
+        std = not n.domain or n.domain in _STD
+        op = n.op_type
+        has_graph = any(a.type in (5, 10) for a in n.attribute)  # GRAPH / GRAPHS: control flow
+        ins = [x for x in n.input if x]
+        if std and op == "Constant":
+            self.const.update(o for o in n.output if o)
+            return
+        if std and op in ("Shape", "Size") and ins and self._static(ins[0]):
+            self.const.update(o for o in n.output if o)
+            self.skip(n)
+            return
+        if not has_graph and all(x in self.const for x in ins):
+            self.const.update(o for o in n.output if o)
+            self.folded += 1
+            return
+        try:
+            self._lower(n, i, op, std, has_graph)
+        except WorkloadError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a malformed node: one line, never a traceback
+            raise self.fail(n, i, f"cannot lower it ({type(e).__name__}: {_first_line(e)})") from None
 
     def _lower(self, n: Any, i: int, op: str, std: bool, has_graph: bool) -> None:
         if i in self.fusion:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sim import cache_subdir
+from ..sim.dataflow import Dataflow
 from ..sim.disk_cache import load_entry, store_entry
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
@@ -65,7 +66,9 @@ def workload_from_dict(d: Any) -> Workload:
                 raise WorkloadError(f"unknown layer type {x['type']!r}")
     except (KeyError, TypeError) as e:
         raise WorkloadError(f"malformed trace cache entry ({type(e).__name__}: {e})") from None
-    return Workload(d["name"], layers, d["meta"])
+    wl = Workload(d["name"], layers, d["meta"])
+    Dataflow.of(wl)  # a malformed dataflow (or repeated names beside one) is a WorkloadError here, not at simulation
+    return wl
 
 
 def load(path: Path, kind: str = KIND) -> Workload | None:

@@ -147,7 +147,8 @@ def _hf_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> Any
             if not t:
                 continue
             with _scope(rec, name, f"{e}"):
-                x = hidden_states.new_empty((t, hidden))
+                x = hidden_states.new_empty((t, hidden))  # its tokens, gathered after the router picked them
+                rec.mark([x], rec.gathered(rec.made_from([hidden_states, top_k_index])))
                 with _scope(rec, name, f"{e}.{up_name}"):
                     h = _linear(m, x, w_up[e], getattr(m, f"{up_name}_bias")[e] if m.has_bias else None)
                 h = m._apply_gate(h) if m.has_gate else m.act_fn(h)
@@ -155,18 +156,23 @@ def _hf_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> Any
                     y = _linear(m, h, w_down[e], m.down_proj_bias[e] if m.has_bias else None)
                 if getattr(m, "has_post_expert_norm", False):
                     y = m.post_expert_norm(y)
-                y = y * top_k_weights.new_empty((t, 1))
+                w = top_k_weights.new_empty((t, 1))  # its tokens' routing weights
+                rec.mark([w], rec.gathered(rec.made_from([top_k_weights])))
+                y = y * w
                 out.index_add_(0, _meta_long(t), y.to(out.dtype))
-                _scatter_add(rec, y)
+                _scatter_add(rec, y, out)
         return out
 
     return forward
 
 
-def _scatter_add(rec: _Recorder, y: torch.Tensor) -> None:
-    """The scatter-add of the rows ``y`` into the layer's output (``index_add_``: one add per element)."""
+def _scatter_add(rec: _Recorder, y: torch.Tensor, into: torch.Tensor) -> None:
+    """The scatter-add of the rows ``y`` into the layer's output ``into`` (``index_add_``: one add per element)."""
     if rec.vector_ops and not rec.suppress:
+        before = len(rec.ops)
         rec.vector("add", "index_add", y, inputs=2)
+        if len(rec.ops) > before:
+            rec.produce(rec.ops[-1], rec.made_from([y, into]), [into])
 
 
 def _linear(m: nn.Module, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -205,7 +211,7 @@ def _omnimoe_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -
         with _scope(rec, name, "experts"):
             y = x.new_empty((tokens * k, hidden))
             shared.index_add_(0, _meta_long(tokens * k), y)
-            _scatter_add(rec, y)
+            _scatter_add(rec, y, shared)
         del gates
         return shared.reshape(shape)
 

@@ -8,7 +8,8 @@ after the innermost named module (``layer3.0.conv2``, repeats ``.1``, ``.2``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ class _Op:
     aten: str
     region: int | None
     shared: int = 1  # consecutive batch instances sharing the right operand (a conv's images share its weights)
+    reads: frozenset | None = None  # what it reads: ids of earlier ops, '<input N>', ('~', either) if gathered
 
 
 @dataclass(eq=False)
@@ -56,6 +58,7 @@ class _Vec:
     own: bool = False  # recorded for a whole module: named after the module itself
     broadcast: bool = False  # a mul by a per-sample (broadcast) operand: may open an adaLN modulation
     scale_src: _Vec | None = None  # the op that produced that broadcast operand, if recorded just before
+    reads: frozenset | None = None  # what it reads: ids of earlier ops, '<input N>', ('~', either) if gathered
 
 
 class _Recorder:
@@ -74,6 +77,10 @@ class _Recorder:
         self.vec_modules: dict[str, str] = {}  # module name -> op class, for modules recorded as one vector op
         self.vec_stack: list[bool] = []  # per entered vec module: was recording already suppressed there?
         self.recent: dict[int, tuple[torch.Tensor, _Vec]] = {}  # id(output) -> (output, op) of the last few vector ops
+        # dataflow: id(tensor) -> (weak reference, what made it: ids of recorded ops and '<input N>' markers)
+        self.sources: dict[int, tuple[weakref.ref, frozenset]] = {}
+        self.written: list[_Op | _Vec] = []  # ops recorded or rewritten since the outermost aten call began
+        self.dropped: list[_Vec] = []  # ops removed after recording, kept alive so that no new op takes their id
 
     # --------------------------------------------------------------- module hooks
     def enter(self, name: str, module: nn.Module, args: Any) -> None:
@@ -86,7 +93,12 @@ class _Recorder:
         if name in self.vec_modules and self.vec_stack:
             self.suppress -= 1
             if not self.vec_stack.pop():
+                out = _first_tensor(output)
+                made = self.made_from(_tensors(output))  # its inner ops are not recorded: what its input came from
+                before = len(self.ops)
                 self._module_op(name, module, output)
+                if len(self.ops) > before and out is not None:
+                    self.produce(self.ops[-1], made, [out])
         if self.modules and self.modules[-1] == name:
             self.modules.pop()
 
@@ -138,17 +150,26 @@ class _Recorder:
         scope = self.modules[-1] if self.modules else ""
         opname = fname if fname is not None else aten_name.strip("_")
         self.ops.append(_Op(scope, opname, kind, role, M, N, K, batch, conv, _dtype_name(dtype), aten_name, rid, shared))
+        self.written.append(self.ops[-1])
 
     def attention(self, aten_name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Record a fused attention kernel as its scores and context GEMMs (layout (..., L, E))."""
         batch = math.prod(q.shape[:-2])
         lq, e, lk, ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+        before = len(self.ops)
         self.record(aten_name, lq, lk, e, batch, q.dtype, kind="attention")
-        self.ops[-1].role = "scores"  # type: ignore[union-attr]
+        if len(self.ops) == before:
+            return
+        scores = self.ops[-1]
+        scores.role, scores.reads = "scores", self.made_from([q, k])  # type: ignore[union-attr]
+        last: _Op | _Vec = scores
         if self.vector_ops and min(batch, lq, lk):
             self._append(_Vec(self._scope(), "softmax", batch * lq * lk, lk, 1, 0, _dtype_name(q.dtype), aten_name))
+            self.ops[-1].reads = frozenset({id(scores)})
+            last = self.ops[-1]
         self.record(aten_name, lq, ev, lk, batch, q.dtype, kind="attention")
         self.ops[-1].role = "context"  # type: ignore[union-attr]
+        self.ops[-1].reads = frozenset({id(last)}) | self.made_from([v])
 
     # --------------------------------------------------------------- vector ops
     def _scope(self) -> str:
@@ -156,6 +177,7 @@ class _Recorder:
 
     def _append(self, v: _Vec, out: torch.Tensor | None = None) -> None:
         self.ops.append(v)
+        self.written.append(v)
         if out is not None:
             if len(self.recent) > 16:
                 self.recent.clear()
@@ -200,10 +222,14 @@ class _Recorder:
         if shift.numel() >= out.numel():
             return False
         last.op, last.inputs, last.aten, last.broadcast = "modulate", 3, "mul+add", False
+        last.reads = (last.reads or frozenset()) | self.made_from([shift])
+        self.written.append(last)
         src = last.scale_src
         if src is not None and src.op == "add" and src.inputs == 1 and any(src is o for o in self.ops[-3:-1]):
             # the ``1 + scale`` on the per-sample vector is part of the modulation
             del self.ops[next(i for i in range(len(self.ops) - 1, -1, -1) if self.ops[i] is src)]
+            self.dropped.append(src)
+            last.reads = (last.reads - {id(src)}) | (src.reads or frozenset())
         self.recent[id(out)] = (out, last)
         return True
 
@@ -223,8 +249,39 @@ class _Recorder:
     def _is_param(self, t: torch.Tensor | None) -> bool:
         return t is not None and t.numel() > 0 and t.untyped_storage().data_ptr() in self.param_storages
 
+    # --------------------------------------------------------------- dataflow
+    def made_from(self, tensors: Iterable[Any]) -> frozenset:
+        """What made ``tensors`` (and the tensors they are views of): ids of recorded ops and input markers."""
+        out: set = set()
+        for t in tensors:
+            for x in (t, getattr(t, "_base", None)):
+                hit = self.sources.get(id(x)) if isinstance(x, torch.Tensor) else None
+                if hit is not None and hit[0]() is x:
+                    out |= hit[1]
+                    break
+        return frozenset(out)
+
+    @staticmethod
+    def gathered(made: frozenset) -> frozenset:
+        """``made`` as read through a gather of rows (``("~", source)``): an order, not a whole tensor."""
+        return frozenset(x if isinstance(x, tuple) else ("~", x) for x in made)
+
+    def mark(self, tensors: Iterable[Any], made: frozenset) -> None:
+        """Record that ``made`` made ``tensors``."""
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                key = id(t)
+                self.sources[key] = (weakref.ref(t, lambda ref, key=key: _forget(self.sources, key, ref)), made)
+
+    def produce(self, op: _Op | _Vec, made: frozenset, outputs: Iterable[Any]) -> None:
+        """``op`` (just recorded) read what ``made`` lists and wrote ``outputs``."""
+        if op.reads is None:
+            op.reads = made
+        self.mark(outputs, frozenset({id(op)}))
+
     # --------------------------------------------------------------- naming
-    def layers(self) -> tuple[list[Layer | VectorOp], dict[str, str], dict[str, str]]:
+    def layers(self) -> tuple[list[Layer | VectorOp], dict[str, str], dict[str, str], dict[str, list[str]]]:
+        """The named ops, their dtypes and aten ops, and the dataflow (:mod:`npukit.sim.dataflow`)."""
         used: set[str] = set()
         counts: dict[str, int] = {}
         layers: list[Layer | VectorOp] = []
@@ -252,7 +309,25 @@ class _Recorder:
                 layers.append(Layer(name, op.M, op.N, op.K, op.batch, op.kind, op.conv, op.shared))
             dtypes[name] = op.dtype
             aten_ops[name] = op.aten
-        return layers, dtypes, aten_ops
+        names: dict[Any, str] = {id(op): ly.name for op, ly in zip(self.ops, layers, strict=True)}
+        flow: dict[str, list[str]] = {}
+        for op, ly in zip(self.ops, layers, strict=True):
+            made = set()
+            for r in op.reads or ():
+                mark, src = r if isinstance(r, tuple) else ("", r)
+                name = names.get(src) if isinstance(src, int) else src
+                if name is not None:
+                    made.add(mark + name)
+            if made:
+                flow[ly.name] = sorted(made - {"~" + n for n in made})  # a whole read covers a gathered one
+        return layers, dtypes, aten_ops, flow
+
+
+def _forget(sources: dict, key: int, ref: weakref.ref) -> None:
+    """A tensor was freed: drop its entry unless a newer tensor with the same id took it."""
+    hit = sources.get(key)
+    if hit is not None and hit[0] is ref:
+        del sources[key]
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -75,6 +75,7 @@ from typing import Any
 
 from npukit.sim import Layer, Workload, WorkloadError
 
+from ..sim.dataflow import KEY as DATAFLOW
 from ._onnx_graph import _apply_overrides, _first_line, _infer_and_fold, _load, _parse_overrides, _without_weights
 from ._onnx_lower import _Lowering
 
@@ -95,7 +96,8 @@ def onnx_workload(
     symbolic dims by name (as ``dims`` does). ``batch`` sets dim 0 of every input whose dim 0 is dynamic
     (the string form ``"batch=N"`` does too unless a dim is named ``batch``). ``Workload.meta`` holds
     ``source='onnx'``, ``path``, ``opset``, ``producer``, ``input_shapes``, ``onnx_nodes`` (layer -> node),
-    ``skipped`` and ``approximated`` (op -> count), ``folded`` and ``external_data``.
+    ``skipped`` and ``approximated`` (op -> count), ``folded``, ``external_data`` and ``dataflow`` (layer -> the
+    layers it reads, through nodes that make none: :mod:`npukit.sim.dataflow`).
     """
     p = Path(path)
     if p.is_dir():
@@ -147,6 +149,7 @@ def _lower(p: Path, shapes_in: Any, dims: Any) -> Workload:
         "folded": lower.folded + folded,
         "approximated": lower.approximated,
         "external_data": external,
+        DATAFLOW: lower.dataflow(),
     }
     if dims:
         meta["dims"] = {k or "batch": v for k, v in dims.items()}

@@ -54,6 +54,7 @@ from typing import Any
 
 from ..models import NO_REMOTE_CODE, refuse_remote_code
 from ..sim import check_integers, check_size, load_json
+from ..sim.dataflow import KEY as DATAFLOW
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
 from . import _trace_cache
@@ -99,8 +100,8 @@ _DIFFUSION_OPTIONS = {"res": "R", "seq": "N", "ref": "K", "batch": "B", "steps":
 _LIMITS = {"seq": 1 << 20, "kv": 1 << 20, "batch": 4096, "res": 16384, "ref": 8, "steps": 10000,
            "experts": 1 << 22, "topk": 4096, "heads": 256, "shared": 1 << 18}
 # the model-spec loader (model_specs.py) does not shape traces
-_TRACER_SOURCES = ("trace.py", "real_models.py", "_trace_moe.py", "moe_routing.py", "_mlp_option.py",
-                   "_diffusion_inputs.py")
+_TRACER_SOURCES = ("trace.py", "_trace_record.py", "_trace_lower.py", "_trace_meta.py", "_trace_cache.py",
+                   "real_models.py", "_trace_moe.py", "moe_routing.py", "_mlp_option.py", "_diffusion_inputs.py")
 
 
 # ---------------------------------------------------------------------------- spec parsing
@@ -300,6 +301,7 @@ def _cache_key(library: str, raw: bytes, name: str, trace_opts: dict[str, Any]) 
 
 # ---------------------------------------------------------------------------- tracing (imports torch)
 # the built-ins' repeated blocks: config key -> module list (all blocks of a list have one shape)
+_TRACED_BLOCKS = 2  # blocks of each list traced; the last of them is repeated (it reads the one before, as later ones do)
 _REPEATS = {
     "LlamaForCausalLM": {"num_hidden_layers": "model.layers"},
     "MixtralForCausalLM": {"num_hidden_layers": "model.layers"},
@@ -311,8 +313,9 @@ _REPEATS = {
 def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, spec: str,
            repeats: bool = False, routing: Routing | None = None) -> Workload:
     """Build and trace the model; with ``repeats`` (the built-ins, whose blocks are identical by construction)
-    one block of each repeated list is traced and its ops are repeated with the block index renamed, which
-    gives the same workload as tracing all of them, in a fraction of the time."""
+    two blocks of each repeated list are traced and the second one's ops are repeated with the block index renamed,
+    which gives the same workload and dataflow as tracing all of them (the second block reads the first, as every
+    later block reads the one before it), in a fraction of the time."""
     import torch
 
     from .trace import _one_line, trace_workload
@@ -322,7 +325,7 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
     counts = {lists[k]: clean[k] for k in lists if isinstance(clean.get(k), int) and clean[k] > 1}
     for key in lists:
         if lists[key] in counts:
-            clean[key] = 1
+            clean[key] = _TRACED_BLOCKS
     try:
         model, inputs, dtype = (_build_lm if library == "transformers" else _build_diffusion)(clean, cfg, opts, spec)
     except WorkloadError:
@@ -336,10 +339,10 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
     inactive = dict(moe["inactive_params"]) if moe else {}
     for prefix, n in counts.items():
         block = model.get_submodule(f"{prefix}.0")
-        params += (n - 1) * sum(p.numel() for p in block.parameters())
+        params += (n - _TRACED_BLOCKS) * sum(p.numel() for p in block.parameters())
         wl = _repeat_block(wl, prefix, n, spec)
         for mod in [m for m in inactive if m.startswith(f"{prefix}.0.")]:
-            inactive.update({f"{prefix}.{i}." + mod[len(prefix) + 3:]: inactive[mod] for i in range(1, n)})
+            inactive.update({f"{prefix}.{i}." + mod[len(prefix) + 3:]: inactive[mod] for i in range(_TRACED_BLOCKS, n)})
     if moe:
         moe["layers"] = sum(1 for _ in inactive) if counts else moe["layers"]
         moe["inactive_params"] = inactive
@@ -353,15 +356,33 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
 
 
 def _repeat_block(wl: Workload, prefix: str, n: int, spec: str) -> Workload:
-    """``wl`` with the ops of block ``prefix.0`` (contiguous in the trace) repeated as blocks 0..n-1."""
-    head = f"{prefix}.0."
+    """``wl`` (blocks ``prefix.0`` and ``prefix.1`` traced, each contiguous) with block 1's ops repeated as blocks
+    2..n-1, and its dataflow likewise: block ``i`` reads block ``i - 1`` where block 1 reads block 0, and what read
+    block 1 after the blocks reads block ``n - 1``."""
+    last = _TRACED_BLOCKS - 1
+    head = f"{prefix}.{last}."
     idx = [i for i, ly in enumerate(wl.layers) if ly.name.startswith(head)]
     if not idx or idx != list(range(idx[0], idx[-1] + 1)):
-        raise WorkloadError(f"workload '{spec}': the ops of {prefix}.0 are not contiguous in the trace; "
+        raise WorkloadError(f"workload '{spec}': the ops of {prefix}.{last} are not contiguous in the trace; "
                             "npukit cannot repeat that block")
     seg = wl.layers[idx[0]: idx[-1] + 1]
-    reps = [replace(ly, name=f"{prefix}.{i}." + ly.name[len(head):]) for i in range(n) for ly in seg]
-    return Workload(wl.name, wl.layers[: idx[0]] + reps + wl.layers[idx[-1] + 1:], wl.meta)
+
+    def renamed(name: str, i: int) -> str:  # a name of block 1 (or 0) as block i (or i - 1) has it
+        for b in (last, last - 1):
+            if name.startswith(f"{prefix}.{b}."):
+                return f"{prefix}.{i - last + b}." + name[len(f"{prefix}.{b}."):]
+        return name
+
+    reps = [replace(ly, name=renamed(ly.name, i)) for i in range(_TRACED_BLOCKS, n) for ly in seg]
+    meta = dict(wl.meta)
+    flow = wl.meta.get(DATAFLOW)
+    if isinstance(flow, dict):
+        after = {ly.name for ly in wl.layers[idx[-1] + 1:]}
+        new = {k: [renamed(p, n - 1) for p in v] if k in after else v for k, v in flow.items()}
+        for i in range(_TRACED_BLOCKS, n):
+            new.update({renamed(ly.name, i): [renamed(p, i) for p in flow[ly.name]] for ly in seg if ly.name in flow})
+        meta[DATAFLOW] = new
+    return Workload(wl.name, wl.layers[: idx[-1] + 1] + reps + wl.layers[idx[-1] + 1:], meta)
 
 
 def _share_kv_heads(wl: Workload, cfg: dict[str, Any]) -> Workload:

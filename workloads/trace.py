@@ -55,6 +55,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..sim.dataflow import KEY as DATAFLOW
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, Workload
 from ._trace_lower import (
@@ -73,10 +74,17 @@ from ._trace_lower import (
 )
 from ._trace_meta import _FAST_GEMM, _FAST_POINTWISE, _fast_meta
 from ._trace_moe import MoeState, moe_forwards
-from ._trace_record import _Recorder
+from ._trace_record import _Recorder, _tensors
 from .moe_routing import Routing
 
 __all__ = ["trace_workload"]
+
+# aten ops whose output carries no dataflow from their tensor inputs: tensors made from another's shape
+_SHAPE_ONLY = {"new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "empty_like", "zeros_like",
+               "ones_like", "full_like", "rand_like", "randn_like", "randint_like"}
+# gathers of rows (a mixture-of-experts layer's tokens of one expert: a different tensor for each expert, made after
+# its inputs and the indices, not a whole tensor of them)
+_GATHERS = {"index", "_unsafe_index", "index_select", "gather", "take", "take_along_dim", "masked_select", "nonzero"}
 
 
 def _fn_name(func: Any) -> str:
@@ -109,9 +117,35 @@ class _GemmCapture(TorchDispatchMode):
         super().__init__()
         self.rec = rec
         self._composite: dict[Any, bool] = {}
+        self._depth = 0  # nested aten calls (a composite op's decomposition runs inside its own call)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        """Run and record ``func`` (:meth:`_dispatch`), and the dataflow: the ops it recorded read what made its
+        tensor inputs; its outputs were made by the last of them, or (recording nothing: a view, a copy, a cast)
+        by what made its inputs. A gather of rows carries its inputs as gathered (an order, not a whole tensor); a
+        tensor made from another's shape carries nothing."""
         kwargs = kwargs or {}
+        rec = self.rec
+        if not self._depth:
+            rec.written.clear()
+        mark = len(rec.written)
+        name = func.__name__.split(".")[0]
+        made = frozenset() if name in _SHAPE_ONLY else rec.made_from(_tensors(args) + _tensors(kwargs))
+        if name in _GATHERS:
+            made = rec.gathered(made)
+        self._depth += 1
+        try:
+            out = self._dispatch(func, types, args, kwargs)
+        finally:
+            self._depth -= 1
+        new = rec.written[mark:]
+        for op in new:
+            if op.reads is None:
+                op.reads = made
+        rec.mark(_tensors(out), frozenset({id(new[-1])}) if new else made)
+        return out
+
+    def _dispatch(self, func, types, args, kwargs):  # type: ignore[no-untyped-def]
         name = func.__name__.split(".")[0]
         if func.namespace == "aten":
             if name in _GEMM_OPS:
@@ -202,7 +236,8 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
     ``example_inputs`` is a Tensor, a tuple of positional inputs or a dict of keyword inputs; the model and its
     inputs may live on the ``meta`` device (shapes only, nothing computed). Layer sizes are element counts;
     ``Workload.meta`` holds ``dtypes`` (layer -> operand/output dtype, e.g. ``'float32'``), ``aten_ops``
-    (layer -> aten op), ``input_shapes`` and ``source='torch-trace'``.
+    (layer -> aten op), ``input_shapes``, ``source='torch-trace'`` and ``dataflow`` (layer -> the recorded ops and
+    ``<input N>`` it reads: :mod:`npukit.sim.dataflow`).
 
     With ``vector_ops`` (the default) every non-GEMM operator on floating-point data is recorded, in program
     order, as a :class:`VectorOp` (counts are output elements unless said): softmax (``reduce`` = row length; the
@@ -226,6 +261,8 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
         raise WorkloadError(f"trace_workload needs a torch.nn.Module, got {type(model).__name__}")
     args, kwargs = _split_inputs(example_inputs)
     rec = _Recorder(model, vector_ops)
+    for i, t in enumerate(_tensors(list(args) + list(kwargs.values()))):
+        rec.mark([t], frozenset({f"<input {i}>"}))
     moe = MoeState(routing or Routing(), f"model '{name}'")
     training = {m: m.training for m in model.modules()}
     handles = []
@@ -252,7 +289,7 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
             h.remove()
         for m, flag in training.items():
             m.training = flag
-    layers, dtypes, aten_ops = rec.layers()
+    layers, dtypes, aten_ops, flow = rec.layers()
     if not any(isinstance(ly, Layer) for ly in layers):
         raise WorkloadError(f"model '{name}' has no linear, conv, matmul or attention op; nothing to simulate")
     meta = {
@@ -260,6 +297,7 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
         "input_shapes": [_shape_of(a) for a in args] + [f"{k}={_shape_of(v)}" for k, v in kwargs.items()],
         "dtypes": dtypes,
         "aten_ops": aten_ops,
+        DATAFLOW: flow,
     }
     if moe.layers:
         meta["moe"] = {"routing": moe.routing.text, "layers": moe.layers, "inactive_params": moe.inactive}
