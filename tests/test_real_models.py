@@ -343,11 +343,14 @@ def test_qwen_image_edit_builtin_macs():
     ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill"}),
     ("TINY_LLAMA", "transformers", {"seq": 16, "batch": 1, "phase": "prefill", "layers": 5}),
     ("TINY_FLUX", "diffusers", {"res": 64, "seq": 8, "ref": 1, "batch": 1, "layers": 4}),
+    ("MOE_TINY", "transformers", {"seq": 16, "batch": 1, "phase": "prefill", "layers": 4}),
 ])
 def test_one_traced_block_repeated_equals_every_block_traced(cfg, library, opts):
+    from test_moe_workloads import MOE_TINY
+
     from npukit.workloads.real_models import _trace
 
-    c = dict(globals()[cfg])
+    c = dict({**globals(), "MOE_TINY": MOE_TINY}[cfg])
     opts = dict(opts)
     n = opts.pop("layers", None)
     if n is not None:  # more blocks than are traced: the repeated ones and their dataflow

@@ -54,6 +54,7 @@ from typing import Any
 
 from ..models import NO_REMOTE_CODE, refuse_remote_code
 from ..sim import check_integers, check_size, load_json
+from ..sim.dataflow import GATHERED
 from ..sim.dataflow import KEY as DATAFLOW
 from ..sim.errors import WorkloadError
 from ..sim.workload import Layer, VectorOp, Workload
@@ -368,9 +369,10 @@ def _repeat_block(wl: Workload, prefix: str, n: int, spec: str) -> Workload:
     seg = wl.layers[idx[0]: idx[-1] + 1]
 
     def renamed(name: str, i: int) -> str:  # a name of block 1 (or 0) as block i (or i - 1) has it
+        mark = GATHERED if name.startswith(GATHERED) else ""  # a producer read through a gather of rows
         for b in (last, last - 1):
-            if name.startswith(f"{prefix}.{b}."):
-                return f"{prefix}.{i - last + b}." + name[len(f"{prefix}.{b}."):]
+            if name.startswith(f"{mark}{prefix}.{b}."):
+                return f"{mark}{prefix}.{i - last + b}." + name[len(f"{mark}{prefix}.{b}."):]
         return name
 
     reps = [replace(ly, name=renamed(ly.name, i)) for i in range(_TRACED_BLOCKS, n) for ly in seg]
