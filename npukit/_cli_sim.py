@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "multi-core arch: a .toml with [[core]] tables or a built-in preset (quad128, hetero4, tpu_v4)")
     p.add_argument("--schedule", default="search",
                    help="multi-core archs: search (default: the best by the objective) or POLICY/MODE with POLICY "
-                   "none|blocks|chain and MODE split|pipeline, e.g. blocks/pipeline")
+                   "none|blocks|chain|branches and MODE split|pipeline, e.g. blocks/pipeline")
     p.add_argument("--layer-cores", choices=("all", "search"),
                    help="multi-core archs: a GEMM alone in its step runs on all MAC cores, or (search) also on the "
                    "first 1, 2, 4, ... where that ranks better (default: the arch's layer_cores, else all)")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
+from ._multicore_branches import run_parallel
 from ._multicore_cost import (  # noqa: I001
     BUS,
     LINK,
@@ -48,6 +49,7 @@ from .schedule import (  # noqa: I001
     Schedule,
     Step,
     candidates,
+    clip,
     layer_splits,
     make_schedule,
     objective_value,
@@ -395,17 +397,20 @@ def _tiles_needed(ops: list[Layer | VectorOp], m: MultiCoreArch) -> int:
     return tiles if tiles <= min(rows, MAX_FUSED_TILES) else 0
 
 
-def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict,
-         record: bool = True) -> MultiCoreResult:
-    r = _Run(workload, march, tab, memo, record)
-    ops = workload.layers
-    macs = march.mac_cores
-    steps: list[Step] = []
-    for st in sched.steps:  # a group whose intermediates never fit is run layer by layer
+def _fitting(steps: list[Step], ops: list[Layer | VectorOp], march: MultiCoreArch) -> list[Step]:
+    """``steps`` with every fused group whose intermediates never fit on chip run layer by layer instead."""
+    out: list[Step] = []
+    for st in steps:
         if st.fused and not _tiles_needed([ops[i] for i in st.indices], march):
-            steps += [Step(i, i) for i in st.indices]
+            out += [Step(i, i) for i in st.indices]
         else:
-            steps.append(st)
+            out.append(st)
+    return out
+
+
+def _run_steps(r: _Run, steps: list[Step]) -> None:
+    """Run ``steps`` (none ``parallel``) one after another on every MAC core, from ``r.t``."""
+    ops, macs = r.wl.layers, r.m.mac_cores
     for st in steps:
         group = [ops[i] for i in st.indices]
         if not st.fused:
@@ -422,7 +427,48 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
         elif st.mode == "split" or len(macs) < 2:
             run_fused_split(r, group, fused_cores(r, group, macs), len(macs))
         else:
-            run_pipeline(r, group, macs, _tiles_needed(group, march))
+            run_pipeline(r, group, macs, _tiles_needed(group, r.m))
+
+
+def _parallel_wins(r: _Run, st: Step, serial: list[Step]) -> bool:
+    """Whether ``st``'s branches at once rank strictly better under the objective than ``serial`` (the same operators
+    as the chain schedule runs them), each simulated alone on a scratch run (totals only)."""
+    ranks = []
+    for parallel in (True, False):
+        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        if parallel:
+            run_parallel(trial, [[r.wl.layers[i] for i in b] for b in st.branches], r.m.mac_cores)
+        else:
+            _run_steps(trial, serial)
+        ranks.append(split_rank(trial.energy, trial.t, r.m.objective))
+    return ranks[0] < ranks[1]
+
+
+def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict,
+         record: bool = True) -> MultiCoreResult:
+    r = _Run(workload, march, tab, memo, record)
+    ops = workload.layers
+    macs = march.mac_cores
+    chain: list[tuple[int, int]] | None = None  # the chain schedule's fused groups
+    steps: list[Step] = []  # as run
+    for st in _fitting(sched.steps, ops, march):
+        if st.mode == "parallel":  # at once, or as the chain schedule runs the same operators: the better one
+            if chain is None:
+                chain = [(c.first, c.last) for c in make_schedule(workload, "chain", sched.mode,
+                                                                  bool(march.simd_cores)).steps if c.fused]
+            serial = _fitting([Step(f, la, sched.mode, fused=True) for f, la in
+                               clip(workload, chain, [], (st.first, st.last))], ops, march)
+            covered = {i for c in serial for i in c.indices}
+            serial = sorted(serial + [Step(i, i) for i in st.indices if i not in covered], key=lambda c: c.first)
+            if _parallel_wins(r, st, serial):
+                run_parallel(r, [[ops[i] for i in b] for b in st.branches], macs)
+                steps.append(st)
+            else:
+                _run_steps(r, serial)
+                steps += serial
+        else:
+            _run_steps(r, [st])
+            steps.append(st)
     meta = {"schedule": sched.label, "steps": [[s.first, s.last, s.mode, s.fused] for s in steps],
             "core_names": [c.name for c in march.cores], "core_busy_cycles": r.busy,
             "interconnect_bytes": r.link_bytes, "bus_bytes": r.bus_bytes,

@@ -22,8 +22,12 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
   the q, k and v projections; with a dataflow, the same recorded sources) join a group too, and the later ones
   read that input from the cores' buffers. A group is kept only if its largest
   intermediate fits the on-chip memory.
+* ``parallel``: independent branches of the workload (:func:`branch_runs`, from its recorded dataflow: the experts
+  of a mixture-of-experts layer, the q, k and v projections, a diffusion block's image and text streams) run at
+  once, each on its own share of the MAC cores (:mod:`npukit.sim._multicore_branches`).
 
-Fusion policies: ``none`` (layer by layer), ``blocks`` (only attention and MLP groups), ``chain`` (every edge).
+Fusion policies: ``none`` (layer by layer), ``blocks`` (only attention and MLP groups), ``chain`` (every edge),
+``branches`` (``chain``, with every run of independent branches a ``parallel`` step instead; needs a dataflow).
 :func:`candidates` enumerates (policy, mode) pairs; :func:`search` simulates each and keeps the best by the
 arch's objective (``edp``, ``energy`` or ``latency``).
 """
@@ -39,7 +43,7 @@ from .errors import ConfigError
 from .multicore import MultiCoreArch
 from .workload import Layer, VectorOp, Workload
 
-POLICIES = ("none", "blocks", "chain")
+POLICIES = ("none", "blocks", "chain", "branches")
 MODES = ("split", "pipeline")
 SPLIT_DIMS = ("M", "N", "K")
 
@@ -86,12 +90,14 @@ def grid(dim: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Step:
-    """Operators ``first..last`` (indices into the workload's list) run as one step."""
+    """Operators ``first..last`` (indices into the workload's list) run as one step; a ``parallel`` step runs its
+    ``branches`` (each a tuple of operator indices, in program order) at once on disjoint shares of the MAC cores."""
 
     first: int
     last: int
     mode: str = "split"
     fused: bool = False
+    branches: tuple[tuple[int, ...], ...] = ()
 
     @property
     def indices(self) -> range:
@@ -265,6 +271,92 @@ def epilogue_end(workload: Workload, last: int) -> int:
     return end
 
 
+def branch_runs(workload: Workload, flow: Dataflow) -> list[tuple[tuple[int, ...], ...]]:
+    """Runs of consecutive operators that split into two or more independent branches (the experts of a
+    mixture-of-experts layer, the q, k and v projections), from the recorded dataflow: each branch is the operator
+    indices it holds, in program order. Scanning in order, a GEMM that waits for nothing of the open run (by the
+    recorded dataflow, gathered rows included) starts a new branch, one that waits for one branch joins it (while the
+    run is one chain, a GEMM that waits only for its first operators forks it: the run starts afresh with the rest of
+    the chain from its next GEMM on and this GEMM as two branches), and an operator that waits for two or more
+    branches (it needs them all done) closes the run. A two-input ``add`` that accumulates onto another ``add`` of
+    the run (a scatter-add of expert outputs, the residual on their sum) is ordered by its other input only: a sum
+    takes its terms in any order."""
+    ops = workload.layers
+    runs: list[tuple[tuple[int, ...], ...]] = []
+    branches: list[list[int]] = []
+    owner: dict[int, int] = {}
+
+    def gemms(b: list[int]) -> bool:
+        return any(isinstance(ops[j], Layer) for j in b)
+
+    def close() -> None:
+        kept = [b for b in branches if gemms(b)]
+        if len(kept) >= 2:  # a branch of vector ops only runs after the GEMM branch before it (or the first)
+            for b in branches:
+                if not gemms(b):
+                    host = max((k for k in kept if k[0] < b[0]), key=lambda k: k[0], default=kept[0])
+                    host.extend(b)
+                    host.sort()
+            runs.append(tuple(tuple(b) for b in kept))
+        branches.clear()
+        owner.clear()
+
+    def start(groups: list[list[int]]) -> None:
+        branches[:] = groups
+        owner.clear()
+        owner.update({j: k for k, b in enumerate(groups) for j in b})
+
+    for i, op in enumerate(ops):
+        if not branches:
+            if isinstance(op, Layer):
+                start([[i]])
+            continue
+        lo = min(owner)
+        acc = frozenset(p for p in flow.producers(i) if p in owner and isinstance(ops[p], VectorOp) and
+                        ops[p].op == "add") if isinstance(op, VectorOp) and op.op == "add" and op.inputs == 2 \
+            else frozenset()
+        waits = [j for j in flow.ancestors(i, lo, acc) if j in owner]
+        deps = {owner[j] for j in waits}
+        chain = [k for k, b in enumerate(branches) if gemms(b)]
+        if isinstance(op, Layer) and len(chain) == 1 and deps == {chain[0]}:  # one chain so far: fork it where
+            cut = max(waits)  # this GEMM's inputs are all made, from the chain's next GEMM on
+            rest = [j for j in branches[chain[0]] if j > cut]
+            rest = rest[next((k for k, j in enumerate(rest) if isinstance(ops[j], Layer)), len(rest)):]
+            if rest:
+                start([sorted(j for j in owner if j >= rest[0]), [i]])
+                continue
+        if len(deps) >= 2:
+            close()
+            if isinstance(op, Layer):
+                start([[i]])
+            continue
+        b = deps.pop() if deps else len(branches)
+        if b == len(branches):
+            branches.append([])
+        branches[b].append(i)
+        owner[i] = b
+    close()
+    return runs
+
+
+def clip(workload: Workload, groups: list[tuple[int, int]], spans: list[tuple[int, int]],
+         keep: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """The parts of fused ``groups`` outside every span of ``spans`` (with ``keep``: only their parts inside that
+    span) that still hold two or more GEMMs."""
+    out = []
+    for f, la in groups:
+        cut = [i for i in range(f, la + 1) if (keep[0] <= i <= keep[1] if keep else
+                                                not any(a <= i <= b for a, b in spans))]
+        pieces: list[list[int]] = []
+        for i in cut:
+            if pieces and pieces[-1][-1] == i - 1:
+                pieces[-1].append(i)
+            else:
+                pieces.append([i])
+        out += [(p[0], p[-1]) for p in pieces if sum(isinstance(workload.layers[i], Layer) for i in p) >= 2]
+    return out
+
+
 def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = False) -> Schedule:
     """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split);
     ``epilogue``: a group also takes the elementwise vector ops on its last GEMM's output (:func:`epilogue_end`),
@@ -272,29 +364,43 @@ def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = F
     :data:`MODES` is a ConfigError (it used to run as ``pipeline``)."""
     if mode not in MODES:
         raise ConfigError(f"schedule mode {mode!r}: use one of {', '.join(MODES)}")
-    groups = fusion_groups(workload, policy)
+    runs: list[tuple[tuple[int, ...], ...]] = []
+    if policy == "branches":
+        flow = Dataflow.of(workload)
+        if flow is None:
+            raise ConfigError("schedule policy 'branches' needs a workload that records its dataflow (a traced model "
+                              "or an ONNX file), not an operator list")
+        runs = branch_runs(workload, flow)
+    groups = fusion_groups(workload, "chain" if policy == "branches" else policy)
     if epilogue:
         groups = [(first, epilogue_end(workload, last)) for first, last in groups]
+    spans = [(min(min(b) for b in run), max(max(b) for b in run)) for run in runs]
+    groups = clip(workload, groups, spans)  # a branch run wins over the groups it cuts
     steps: list[Step] = []
+    items = sorted([(f, la, None) for f, la in groups] + [(a, b, run) for (a, b), run in zip(spans, runs, strict=True)],
+                   key=lambda x: x[0])
     i = 0
-    for first, last in groups + [(len(workload.layers), len(workload.layers))]:
+    for first, last, run in items + [(len(workload.layers), len(workload.layers), None)]:
         while i < first:
             steps.append(Step(i, i))
             i += 1
         if first < len(workload.layers):
-            steps.append(Step(first, last, mode, fused=True))
+            steps.append(Step(first, last, "parallel", branches=run) if run else Step(first, last, mode, fused=True))
             i = last + 1
     return Schedule(policy, mode, steps)
 
 
 def candidates(workload: Workload, march: MultiCoreArch) -> list[Schedule]:
     """Every (policy, mode) schedule the search compares: ``none/split`` and, for each fusion policy with at
-    least one group, ``split`` and (with two or more MAC cores) ``pipeline``; duplicates are dropped."""
+    least one group, ``split`` and (with two or more MAC cores) ``pipeline``; ``branches/split`` only with two or
+    more MAC cores and a workload that records its dataflow (``branches/pipeline`` ranked last on every workload
+    measured in docs/multicore.md, so the search leaves it out); duplicates are dropped."""
     out = [make_schedule(workload, "none", "split")]
     seen = {tuple(out[0].steps)}
-    for policy in ("blocks", "chain"):
+    branched = len(march.mac_cores) > 1 and Dataflow.of(workload) is not None
+    for policy in ("blocks", "chain") + (("branches",) if branched else ()):
         for mode in MODES:
-            if mode == "pipeline" and len(march.mac_cores) < 2:
+            if mode == "pipeline" and (len(march.mac_cores) < 2 or policy == "branches"):
                 continue
             s = make_schedule(workload, policy, mode, bool(march.simd_cores))
             key = tuple(s.steps)

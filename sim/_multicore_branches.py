@@ -1,0 +1,71 @@
+"""A ``parallel`` step on a multi-core NPU: independent branches of a workload (the experts of a mixture-of-experts
+layer, the q, k and v projections; :func:`npukit.sim.schedule.branch_runs`) at once on disjoint shares of the MAC
+cores. ``r`` is the simulation in progress (``multicore_sim._Run``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._multicore_cost import Part
+from .workload import Layer, VectorOp
+
+if TYPE_CHECKING:
+    from .multicore_sim import _Run
+
+
+def shares(weights: list[int], cores: list[int]) -> list[tuple[list[int], list[int]]]:
+    """(cores, branches) of each share: with at least as many branches as cores, one core each, the branches dealt
+    largest first to the least loaded core (by ``weights``: their MACs); with fewer, every branch its own share, the
+    cores given one at a time to the branch with the most MACs per core. Branches keep their order in a share."""
+    k, n = len(weights), len(cores)
+    if k >= n:
+        load = [0] * n
+        owned: list[list[int]] = [[] for _ in range(n)]
+        for b in sorted(range(k), key=lambda b: -weights[b]):
+            c = min(range(n), key=lambda c: load[c])
+            owned[c].append(b)
+            load[c] += weights[b]
+        return [([cores[c]], sorted(owned[c])) for c in range(n) if owned[c]]
+    count = [1] * k
+    for _ in range(n - k):
+        count[max(range(k), key=lambda b: (weights[b] + 1) / count[b])] += 1
+    start = [sum(count[:b]) for b in range(k)]
+    return [(cores[start[b]:start[b] + count[b]], [b]) for b in range(k)]
+
+
+def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int]) -> None:
+    """The branches at once, each share's operators one after another, each alone on its share's cores (a GEMM on
+    the split the objective picks, a vector op on its share or the simd core, its data through DRAM). The step takes
+    its slowest share, or longer where the shares together need more: the DRAM channels' time for all their bytes,
+    or the simd core's for all its vector ops (the shares' own timing assumes each has the channels and the simd
+    core to itself). Every operator's cycles in the ledger and the rows are scaled so that they add up to the step's
+    latency, as a pipeline's are; the timeline draws each where it runs."""
+    planned: list[tuple[int, Layer | VectorOp, list[Part], dict[str, Any], int]] = []  # (order, op, parts, extra, share)
+    order = {id(op): k for k, op in enumerate(op for b in branches for op in b)}
+    split = shares([sum(op.macs for op in b if isinstance(op, Layer)) for b in branches], macs)
+    for s, (cs, owned) in enumerate(split):
+        for b in owned:
+            for op in branches[b]:
+                if isinstance(op, VectorOp):
+                    parts, dim = r.vector_parts(op, cs, True, True), "-"
+                else:
+                    dim, parts = r.best_dim(op, cs, "", "")
+                planned.append((order[id(op)], op, parts, {"step": f"branch {s}", "split": dim}, s))
+    share_t = [0.0] * len(split)
+    for _, _, parts, _, s in planned:
+        share_t[s] += max(p.busy for p in parts)
+    every = [p for _, _, parts, _, _ in planned for p in parts]
+    dram_t = sum(p.dram_bytes for p in every) / r.m.dram.total_bandwidth if r.m.dram.total_bandwidth else 0.0
+    simd_t = sum(p.busy for p in every if p.core in r.m.simd_cores)
+    latency = max(max(share_t), dram_t, simd_t)
+    total = sum(share_t)
+    scale = latency / total if total else 1.0
+    t0 = r.t
+    inner = [0.0] * len(split)
+    for _, op, parts, extra, s in sorted(planned, key=lambda x: x[0]):  # the ledger and rows in program order
+        start = t0 + inner[s]
+        r.commit(op, parts, start, scale, extra, draw=False)
+        if r.record:
+            r.timeline += [(p.core, start, start + p.busy, op.name) for p in parts]
+        inner[s] += max(p.busy for p in parts)
+    r.t = t0 + latency
