@@ -240,3 +240,17 @@ def test_core_split_variants_count_the_operand_both_cores_read() -> None:
     fix_v, (_, _, vpu) = bench.variant_features((m, n, k), "f16->bf16 pass over A and B on the VPU, HBM at peak")
     assert fix_v == pytest.approx(fill + hbm)
     assert vpu == pytest.approx((m * k + k * n) / (TPU_V4.cores * bench.VPU_ELEMS_PER_CYCLE * TPU_V4.clock_ghz * 1e3))
+
+
+def test_the_larger_measured_file_is_the_same_measurement_at_larger_sizes_and_is_never_fitted():
+    big = bench.read_rows(bench.LARGER_MEASURED)
+    sizes = set(range(1024, 4097, 512))
+    assert len(big) == 343 and {s for r in big for s in r[1]} == sizes
+    ship = {r[1]: r[2] for r in bench.shipped_rows()}
+    (cube,) = [r[2] for r in big if r[1] == (1024, 1024, 1024)]
+    assert cube == pytest.approx(ship[(1024, 1024, 1024)], rel=0.01)  # the one shape both files time
+    assert bench.LARGER_MEASURED not in bench.SHIPPED
+    _, params = bench.fit_mechanism(bench.shipped_rows())
+    rate, (r2, mape) = bench.steady_rate_diagnostic(big, params)
+    # the file's pipelined float16 rate lies between the one-tile rate and the bf16 figure the model borrows
+    assert params.eta_mxu < rate < STEADY_ETA_MXU and r2 > 0.95 and mape < 10
