@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part
+from .schedule import group_edges
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -33,9 +34,13 @@ def shares(weights: list[int], cores: list[int]) -> list[tuple[list[int], list[i
     return [(cores[start[b]:start[b] + count[b]], [b]) for b in range(k)]
 
 
-def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int]) -> None:
-    """The branches at once, each share's operators one after another, each alone on its share's cores (a GEMM on
-    the split the objective picks, a vector op on its share or the simd core, its data through DRAM). The step takes
+def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int],
+                 fused: list[bool] | None = None) -> None:
+    """The branches at once, each share's operators one after another on its share's cores (a GEMM on the split the
+    objective picks, a vector op on its share or the simd core). A branch marked ``fused`` keeps what one of its
+    GEMMs makes for another on chip (:func:`~npukit.sim.schedule.group_edges`: in the core's buffers on a one-core
+    share, else through the shared memory), its first operator reading from DRAM and its last writing there, as a
+    fused group does; any other branch's operators move their data through DRAM. The step takes
     its slowest share, or longer where the shares together need more: the DRAM channels' time for all their bytes,
     or the simd core's for all its vector ops (the shares' own timing assumes each has the channels and the simd
     core to itself). Every operator's cycles in the ledger and the rows are scaled so that they add up to the step's
@@ -45,11 +50,16 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     split = shares([sum(op.macs for op in b if isinstance(op, Layer)) for b in branches], macs)
     for s, (cs, owned) in enumerate(split):
         for b in owned:
-            for op in branches[b]:
+            ops = branches[b]
+            on_chip = bool(fused and fused[b])
+            fin, fout, _, _ = group_edges(ops, r.flow) if on_chip else ([False] * len(ops),) * 2 + ([], [])
+            where = "local" if len(cs) == 1 else "shared"
+            for k, op in enumerate(ops):
                 if isinstance(op, VectorOp):
-                    parts, dim = r.vector_parts(op, cs, True, True), "-"
+                    ends = (k == 0, k == len(ops) - 1) if on_chip else (True, True)
+                    parts, dim = r.vector_parts(op, cs, *ends), "-"
                 else:
-                    dim, parts = r.best_dim(op, cs, "", "")
+                    dim, parts = r.best_dim(op, cs, where if fin[k] else "", where if fout[k] else "")
                 planned.append((order[id(op)], op, parts, {"step": f"branch {s}", "split": dim}, s))
     share_t = [0.0] * len(split)
     for _, _, parts, _, s in planned:

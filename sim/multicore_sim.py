@@ -430,6 +430,15 @@ def _run_steps(r: _Run, steps: list[Step]) -> None:
             run_pipeline(r, group, macs, _tiles_needed(group, r.m))
 
 
+def _branches(r: _Run, st: Step) -> tuple[list[list[Layer | VectorOp]], list[int], list[bool]]:
+    """``run_parallel``'s arguments for parallel step ``st``: its branches' operators, the MAC cores, and whether each
+    branch may keep its intermediates on chip (a branch with two GEMMs or more whose largest intermediate fits the
+    chip's on-chip memory whole: a branch is not cut into row tiles)."""
+    groups = [[r.wl.layers[i] for i in b] for b in st.branches]
+    fused = [sum(isinstance(op, Layer) for op in g) >= 2 and _tiles_needed(g, r.m) == 1 for g in groups]
+    return groups, r.m.mac_cores, fused
+
+
 def _parallel_wins(r: _Run, st: Step, serial: list[Step]) -> bool:
     """Whether ``st``'s branches at once rank strictly better under the objective than ``serial`` (the same operators
     as the chain schedule runs them), each simulated alone on a scratch run (totals only)."""
@@ -437,7 +446,7 @@ def _parallel_wins(r: _Run, st: Step, serial: list[Step]) -> bool:
     for parallel in (True, False):
         trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
         if parallel:
-            run_parallel(trial, [[r.wl.layers[i] for i in b] for b in st.branches], r.m.mac_cores)
+            run_parallel(trial, *_branches(r, st))
         else:
             _run_steps(trial, serial)
         ranks.append(split_rank(trial.energy, trial.t, r.m.objective))
@@ -448,7 +457,6 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
          record: bool = True) -> MultiCoreResult:
     r = _Run(workload, march, tab, memo, record)
     ops = workload.layers
-    macs = march.mac_cores
     chain: list[tuple[int, int]] | None = None  # the chain schedule's fused groups
     steps: list[Step] = []  # as run
     for st in _fitting(sched.steps, ops, march):
@@ -461,7 +469,7 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
             covered = {i for c in serial for i in c.indices}
             serial = sorted(serial + [Step(i, i) for i in st.indices if i not in covered], key=lambda c: c.first)
             if _parallel_wins(r, st, serial):
-                run_parallel(r, [[ops[i] for i in b] for b in st.branches], macs)
+                run_parallel(r, *_branches(r, st))
                 steps.append(st)
             else:
                 _run_steps(r, serial)

@@ -93,10 +93,12 @@ def test_a_parallel_step_takes_its_slowest_share_and_the_ledger_adds_up_to_the_l
     res = simulate_multicore(_experts(), march, "branches/split")
     rows = _branch_step(res)
     assert {r["core_ids"] for r in rows if r["name"].endswith(".up")} == {"0", "1", "2", "3"}  # an expert per core
-    # each expert alone on one core costs what the same GEMM costs alone on one core of the chip
+    # each expert alone on one core: its up projection's output stays in that core's buffers for its down
+    # projection, so it moves exactly that output (64 x 256 bytes at 8 bits) less DRAM than the same GEMM alone
     one = simulate_multicore(Workload("e", [Layer("e0.up", 64, 256, 128)]), homogeneous(arch, 1), "none/split")
     up = next(r for r in res.layer_rows if r["name"] == "e0.up")
-    assert up["energy_total_pj"] == pytest.approx(one.layer_rows[0]["energy_total_pj"], rel=1e-9)
+    assert one.layer_rows[0]["dram_bytes"] - up["dram_bytes"] == 64 * 256
+    assert up["energy_total_pj"] < one.layer_rows[0]["energy_total_pj"]
     assert res.ledger.total_cycles() == pytest.approx(res.total_cycles, rel=1e-9)
     serial = simulate_multicore(_experts(), march, "none/split")
     assert res.total_cycles < serial.total_cycles  # four small GEMMs side by side, not each split four ways
@@ -125,6 +127,12 @@ def test_the_search_keeps_a_parallel_step_only_where_it_ranks_better():
     arch = load_arch("npu128")
     fast = simulate_multicore(_experts(), homogeneous(arch, 4), "branches/split")
     assert _branch_step(fast)  # four small experts side by side beat each split four ways
-    slow = simulate_multicore(_experts(), homogeneous(arch, 4, dram=Dram(1, 1.0)), "branches/split")
-    chain = simulate_multicore(_experts(), homogeneous(arch, 4, dram=Dram(1, 1.0)), "chain/split")
-    assert not _branch_step(slow) and slow.total_cycles == chain.total_cycles  # DRAM-bound either way: as chain
+    # a large GEMM beside a tiny one: side by side the large one gets one of the two cores, split it gets both
+    ops = [VectorOp("norm", "rmsnorm", 512 * 512, reduce=512), Layer("big", 512, 512, 512), Layer("tiny", 8, 8, 512),
+           Layer("join", 512, 8, 512)]
+    wl = Workload("w", ops, {"dataflow": {"big": ["norm"], "tiny": ["norm"], "join": ["big", "tiny"]}})
+    two = homogeneous(arch, 2)
+    assert _names(wl) == [[["big"], ["tiny"]]]
+    lopsided = simulate_multicore(wl, two, "branches/split")
+    assert not _branch_step(lopsided)
+    assert lopsided.total_cycles == simulate_multicore(wl, two, "chain/split").total_cycles
