@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part
-from .schedule import group_edges
+from ._multicore_groups import fused_edges
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -38,13 +38,14 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
                  fused: list[bool] | None = None) -> None:
     """The branches at once, each share's operators one after another on its share's cores (a GEMM on the split the
     objective picks, a vector op on its share or the simd core). A branch marked ``fused`` keeps what one of its
-    GEMMs makes for another on chip (:func:`~npukit.sim.schedule.group_edges`: in the core's buffers on a one-core
-    share, else through the shared memory), its first operator reading from DRAM and its last writing there, as a
-    fused group does; any other branch's operators move their data through DRAM. The step takes
-    its slowest share, or longer where the shares together need more: the DRAM channels' time for all their bytes,
-    or the simd core's for all its vector ops (the shares' own timing assumes each has the channels and the simd
-    core to itself). Every operator's cycles in the ledger and the rows are scaled so that they add up to the step's
-    latency, as a pipeline's are; the timeline draws each where it runs."""
+    GEMMs makes for another, or for the vector ops after its last GEMM, on chip
+    (:func:`~npukit.sim._multicore_groups.fused_edges`: in the core's buffers on a one-core share, else through the
+    shared memory), its first operator reading from DRAM and its last writing there, as a fused group does; any
+    other branch's operators move their data through DRAM. The step takes its slowest share, or longer where the
+    shares together need more: the DRAM channels' time for all their bytes, or the simd core's for all its vector
+    ops (the shares' own timing assumes each has the channels and the simd core to itself). Every operator's cycles
+    in the ledger and the rows are scaled so that they add up to the step's latency, as a pipeline's are; the
+    timeline draws each where it runs."""
     planned: list[tuple[int, Layer | VectorOp, list[Part], dict[str, Any], int]] = []  # (order, op, parts, extra, share)
     order = {id(op): k for k, op in enumerate(op for b in branches for op in b)}
     split = shares([sum(op.macs for op in b if isinstance(op, Layer)) for b in branches], macs)
@@ -52,7 +53,7 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
         for b in owned:
             ops = branches[b]
             on_chip = bool(fused and fused[b])
-            fin, fout, _, _ = group_edges(ops, r.flow) if on_chip else ([False] * len(ops),) * 2 + ([], [])
+            fin, fout, _, _ = fused_edges(ops, r.flow) if on_chip else ([False] * len(ops),) * 2 + ([], [])
             where = "local" if len(cs) == 1 else "shared"
             for k, op in enumerate(ops):
                 if isinstance(op, VectorOp):

@@ -24,7 +24,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
     are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order).
     ``of``: the chip's MAC cores when ``macs`` is only the first of them (the rows' splits read ``M@2``)."""
-    fin, fout, sib, ffil = _edges(group, r.flow)
+    fin, fout, sib, ffil = fused_edges(group, r.flow)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -103,7 +103,7 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     return dim, parts, sent
 
 
-def _edges(group: list[Layer | VectorOp], flow: Dataflow | None) -> tuple[list[bool], list[bool], list[bool],
+def fused_edges(group: list[Layer | VectorOp], flow: Dataflow | None) -> tuple[list[bool], list[bool], list[bool],
                                                                           list[int]]:
     """:func:`~npukit.sim.schedule.group_edges` (with the workload's recorded dataflow ``flow``, if any), and the
     last GEMM's output kept on chip when vector ops of the group follow it (its epilogue: they read it there)."""
@@ -140,7 +140,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
     cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
-    fin, fout, _, _ = _edges(group, r.flow)
+    fin, fout, _, _ = fused_edges(group, r.flow)
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
