@@ -8,7 +8,7 @@ import pytest
 
 from npukit.sim import Layer, VectorOp, Workload, WorkloadError, load_multicore_arch, simulate_multicore
 from npukit.sim.dataflow import Dataflow
-from npukit.sim.schedule import fusion_groups, group_edges
+from npukit.sim.schedule import branch_runs, fusion_groups, group_edges
 
 
 def _experts(flow: dict | None) -> Workload:
@@ -113,6 +113,9 @@ def test_the_tracer_records_what_each_op_reads():
     assert flow["gate"] == flow["up"] == ["add"]
     assert flow["silu"] == ["gate"] and flow["mul"] == ["silu", "up"] and flow["down"] == ["mul"]
     assert flow["add.1"] == ["add", "down"]
+    # independent branches from the recorded reads: q, k and v, then gate and up
+    runs = [[[wl.layers[i].name for i in b] for b in run] for run in branch_runs(wl, Dataflow.of(wl))]
+    assert runs == [[["q"], ["k"], ["v"]], [["gate", "silu"], ["up"]]]
 
 
 def test_traced_experts_read_their_gathered_tokens_not_the_expert_before():
