@@ -14,13 +14,14 @@ if TYPE_CHECKING:
     from .multicore_sim import _Run
 
 
-def shares(weights: list[int], cores: list[int]) -> list[tuple[list[int], list[int]]]:
+def shares(weights: list[float], cores: list[int]) -> list[tuple[list[int], list[int]]]:
     """(cores, branches) of each share: with at least as many branches as cores, one core each, the branches dealt
-    largest first to the least loaded core (by ``weights``: their MACs); with fewer, every branch its own share, the
-    cores given one at a time to the branch with the most MACs per core. Branches keep their order in a share."""
+    largest first to the least loaded core (by ``weights``: each branch's cycles on one core); with fewer, every
+    branch its own share, the cores given one at a time to the branch with the most weight per core. Branches keep
+    their order in a share."""
     k, n = len(weights), len(cores)
     if k >= n:
-        load = [0] * n
+        load = [0.0] * n
         owned: list[list[int]] = [[] for _ in range(n)]
         for b in sorted(range(k), key=lambda b: -weights[b]):
             c = min(range(n), key=lambda c: load[c])
@@ -32,6 +33,13 @@ def shares(weights: list[int], cores: list[int]) -> list[tuple[list[int], list[i
         count[max(range(k), key=lambda b: (weights[b] + 1) / count[b])] += 1
     start = [sum(count[:b]) for b in range(k)]
     return [(cores[start[b]:start[b] + count[b]], [b]) for b in range(k)]
+
+
+def _one_core(r: _Run, op: Layer | VectorOp, core: int) -> float:
+    """``op``'s cycles alone on MAC core ``core`` (its data through DRAM): a branch's weight in :func:`shares`."""
+    if isinstance(op, VectorOp):
+        return max(p.busy for p in r.vector_parts(op, [core], True, True))
+    return max(p.busy for p in r.best_dim(op, [core], "", "")[1])
 
 
 def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int],
@@ -48,7 +56,7 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     timeline draws each where it runs."""
     planned: list[tuple[int, Layer | VectorOp, list[Part], dict[str, Any], int]] = []  # (order, op, parts, extra, share)
     order = {id(op): k for k, op in enumerate(op for b in branches for op in b)}
-    split = shares([sum(op.macs for op in b if isinstance(op, Layer)) for b in branches], macs)
+    split = shares([sum(_one_core(r, op, macs[0]) for op in b) for b in branches], macs)
     for s, (cs, owned) in enumerate(split):
         for b in owned:
             ops = branches[b]

@@ -69,7 +69,7 @@ def test_a_gemm_on_a_chains_early_output_forks_it():
     assert _names(wl) == [[["b", "c"], ["d"]]]
 
 
-def test_cores_are_shared_by_macs():
+def test_cores_are_shared_by_weight():
     assert shares([10, 1, 1], [0, 1, 2, 3]) == [([0, 1], [0]), ([2], [1]), ([3], [2])]
     assert shares([5, 4, 3, 3, 1], [0, 1]) == [([0], [0, 3]), ([1], [1, 2, 4])]  # largest first, least loaded core
 
