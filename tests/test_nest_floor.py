@@ -119,7 +119,12 @@ def _result(r) -> tuple:  # noqa: ANN001
     return repr(r.rows()), r.total_cycles, r.energy_pj, sorted(r.energy_components.items()), r.core_busy
 
 
-@pytest.mark.parametrize("chip, layer_cores", [(c, "all") for c in CHIPS] + [("tpu_like_quad_core.yaml", "search")])
+_HEAVY = {"eyeriss_like_dual_core.yaml", "simba.yaml"}  # 2.5-3.5 s each: in the whole suite, not the fast core
+
+
+@pytest.mark.parametrize("chip, layer_cores", [pytest.param(c, "all", marks=pytest.mark.slow) if c in _HEAVY else (c, "all")
+                                               for c in CHIPS]
+                         + [pytest.param("tpu_like_quad_core.yaml", "search", marks=pytest.mark.slow)])
 def test_the_pruned_search_gives_the_full_searchs_results(chip: str, layer_cores: str, monkeypatch) -> None:
     """Every schedule, on fresh chips (cold caches) with and without pruning: byte-identical results; and pruning
     skipped some splits (so the test compares something). Also with ``layer_cores = "search"`` (splits on fewer

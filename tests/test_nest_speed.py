@@ -53,8 +53,8 @@ def _score(cost, objective: str) -> float:
 _SLOW = pytest.mark.slow
 
 
-@pytest.mark.parametrize("arch", ["tpu_like", "eyeriss_like", pytest.param("tesla_npu_like", marks=_SLOW),
-                                  pytest.param("gemm_l1_l3", marks=_SLOW),
+@pytest.mark.parametrize("arch", ["tpu_like", pytest.param("eyeriss_like", marks=_SLOW),
+                                  pytest.param("tesla_npu_like", marks=_SLOW), pytest.param("gemm_l1_l3", marks=_SLOW),
                                   pytest.param("ascend_like", marks=_SLOW), pytest.param("edge_tpu_like", marks=_SLOW),
                                   pytest.param("meta_prototype", marks=_SLOW)])
 def test_pruned_search_equals_exhaustive(arch: str) -> None:

@@ -242,6 +242,7 @@ def test_core_split_variants_count_the_operand_both_cores_read() -> None:
     assert vpu == pytest.approx((m * k + k * n) / (TPU_V4.cores * bench.VPU_ELEMS_PER_CYCLE * TPU_V4.clock_ghz * 1e3))
 
 
+@pytest.mark.slow
 def test_the_larger_measured_file_is_the_same_measurement_at_larger_sizes_and_is_never_fitted():
     big = bench.read_rows(bench.LARGER_MEASURED)
     sizes = set(range(1024, 4097, 512))
