@@ -88,3 +88,19 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
             r.timeline += [(p.core, start, start + p.busy, op.name) for p in parts]
         inner[s] += max(p.busy for p in parts)
     r.t = t0 + latency
+
+
+def run_branches(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int], fused: list[bool],
+                 rest: int = 0) -> None:
+    """:func:`run_parallel` of the branches, but the ``rest`` lightest (by cycles on one core) run afterwards, one
+    at a time on all of ``macs``: with more branches than cores and a remainder (8 experts on 3 cores), the others
+    run in even rounds and the remainder split over every core, not piled onto some cores (3, 3 and 2)."""
+    if not rest:
+        run_parallel(r, branches, macs, fused)
+        return
+    weight = [sum(_one_core(r, op, macs[0]) for op in b) for b in branches]
+    light = set(sorted(range(len(branches)), key=lambda b: (weight[b], b))[:rest])
+    keep = [b for b in range(len(branches)) if b not in light]
+    run_parallel(r, [branches[b] for b in keep], macs, [fused[b] for b in keep])
+    for b in sorted(light):
+        run_parallel(r, [branches[b]], macs, [fused[b]])

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_branches import run_parallel
+from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
     LINK,
@@ -439,18 +439,25 @@ def _branches(r: _Run, st: Step) -> tuple[list[list[Layer | VectorOp]], list[int
     return groups, r.m.mac_cores, fused
 
 
-def _parallel_wins(r: _Run, st: Step, serial: list[Step]) -> bool:
-    """Whether ``st``'s branches at once rank strictly better under the objective than ``serial`` (the same operators
-    as the chain schedule runs them), each simulated alone on a scratch run (totals only)."""
-    ranks = []
-    for parallel in (True, False):
+def _parallel_choice(r: _Run, st: Step, serial: list[Step]) -> int | None:
+    """How parallel step ``st`` runs: its branches at once (0), at once but for the ``k`` lightest, which then run one
+    at a time on every core (``k``: the remainder of more branches than MAC cores), or ``serial`` (None: the same
+    operators as the chain schedule runs them), whichever ranks first under the objective, each simulated alone on a
+    scratch run (totals only); a tie keeps the earlier of serial, all at once, the remainder apart."""
+    groups, macs, fused = _branches(r, st)
+    extra = len(groups) % len(macs) if len(groups) > len(macs) else 0
+    best: tuple[tuple[float, float], int | None] | None = None
+    for choice in (None, 0) + ((extra,) if extra else ()):
         trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
-        if parallel:
-            run_parallel(trial, *_branches(r, st))
-        else:
+        if choice is None:
             _run_steps(trial, serial)
-        ranks.append(split_rank(trial.energy, trial.t, r.m.objective))
-    return ranks[0] < ranks[1]
+        else:
+            run_branches(trial, groups, macs, fused, choice)
+        rank = split_rank(trial.energy, trial.t, r.m.objective)
+        if best is None or rank < best[0]:
+            best = (rank, choice)
+    assert best is not None
+    return best[1]
 
 
 def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyTable, memo: dict,
@@ -468,8 +475,9 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
                                clip(workload, chain, [], (st.first, st.last))], ops, march)
             covered = {i for c in serial for i in c.indices}
             serial = sorted(serial + [Step(i, i) for i in st.indices if i not in covered], key=lambda c: c.first)
-            if _parallel_wins(r, st, serial):
-                run_parallel(r, *_branches(r, st))
+            choice = _parallel_choice(r, st, serial)
+            if choice is not None:
+                run_branches(r, *_branches(r, st), choice)
                 steps.append(st)
             else:
                 _run_steps(r, serial)

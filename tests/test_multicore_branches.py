@@ -136,3 +136,14 @@ def test_the_search_keeps_a_parallel_step_only_where_it_ranks_better():
     lopsided = simulate_multicore(wl, two, "branches/split")
     assert not _branch_step(lopsided)
     assert lopsided.total_cycles == simulate_multicore(wl, two, "chain/split").total_cycles
+
+
+def test_a_remainder_of_branches_runs_split_over_every_core_after_even_rounds():
+    arch = load_arch("npu128")
+    res = simulate_multicore(_experts(n=5), homogeneous(arch, 4), "branches/split")
+    ups = {r["name"]: r["cores"] for r in res.layer_rows if r["name"].endswith(".up")}
+    # four experts one per core, the fifth (a remainder) split over all four afterwards: not two on one core
+    assert sorted(ups.values()) == [1, 1, 1, 1, 4]
+    piled = simulate_multicore(_experts(n=5), homogeneous(arch, 4), "chain/split")
+    assert res.total_cycles < piled.total_cycles
+    assert res.ledger.total_cycles() == pytest.approx(res.total_cycles, rel=1e-9)
