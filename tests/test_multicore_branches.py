@@ -147,3 +147,30 @@ def test_a_remainder_of_branches_runs_split_over_every_core_after_even_rounds():
     piled = simulate_multicore(_experts(n=5), homogeneous(arch, 4), "chain/split")
     assert res.total_cycles < piled.total_cycles
     assert res.ledger.total_cycles() == pytest.approx(res.total_cycles, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_branch_runs_are_contiguous_and_their_branches_independent(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    ops: list[Layer | VectorOp] = []
+    flow: dict[str, list[str]] = {}
+    for i in range(rng.randint(4, 30)):
+        op = Layer(f"g{i}", 8, 8, 8) if rng.random() < 0.6 else VectorOp(f"v{i}", "silu", 64)
+        if i and rng.random() < 0.85:
+            flow[op.name] = sorted({ops[j].name for j in rng.sample(range(i), min(i, rng.randint(1, 2)))})
+        ops.append(op)
+    wl = Workload("random", ops, {"dataflow": flow})
+    df = Dataflow.of(wl)
+    assert df is not None
+    seen: set[int] = set()
+    for run in branch_runs(wl, df):
+        idx = sorted(i for b in run for i in b)
+        assert idx == list(range(idx[0], idx[-1] + 1)) and not seen & set(idx)  # contiguous, disjoint
+        seen |= set(idx)
+        assert sum(any(isinstance(ops[i], Layer) for i in b) for b in run) >= 2
+        owner = {i: k for k, b in enumerate(run) for i in b}
+        for k, b in enumerate(run):
+            for i in b:  # nothing an operator waits for lies in another branch of its run
+                assert all(owner.get(j, k) == k for j in df.ancestors(i, idx[0]))
