@@ -35,15 +35,15 @@ def shares(weights: list[float], cores: list[int]) -> list[tuple[list[int], list
     return [(cores[start[b]:start[b] + count[b]], [b]) for b in range(k)]
 
 
-def _one_core(r: _Run, op: Layer | VectorOp, core: int) -> float:
-    """``op``'s cycles alone on MAC core ``core`` (its data through DRAM): a branch's weight in :func:`shares`."""
-    if isinstance(op, VectorOp):
-        return max(p.busy for p in r.vector_parts(op, [core], True, True))
-    return max(p.busy for p in r.best_dim(op, [core], "", "")[1])
+def _weight(r: _Run, branch: list[Layer | VectorOp], core: int) -> float:
+    """A branch's weight in :func:`shares`: its operators' cycles each alone on MAC core ``core`` (data through
+    DRAM)."""
+    return sum(max(p.busy for p in (r.vector_parts(op, [core], True, True) if isinstance(op, VectorOp) else
+                                    r.best_dim(op, [core], "", "")[1])) for op in branch)
 
 
 def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int],
-                 fused: list[bool] | None = None) -> None:
+                 fused: list[bool] | None = None, weights: list[float] | None = None) -> None:
     """The branches at once, each share's operators one after another on its share's cores (a GEMM on the split the
     objective picks, a vector op on its share or the simd core). A branch marked ``fused`` keeps what one of its
     GEMMs makes for another, or for the vector ops after its last GEMM, on chip
@@ -53,15 +53,17 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     shares together need more: the DRAM channels' time for all their bytes, or the simd core's for all its vector
     ops (the shares' own timing assumes each has the channels and the simd core to itself). Every operator's cycles
     in the ledger and the rows are scaled so that they add up to the step's latency, as a pipeline's are; the
-    timeline draws each where it runs."""
+    timeline draws each where it runs. ``weights``: the branches' cycles on one core, if already known."""
     planned: list[tuple[int, Layer | VectorOp, list[Part], dict[str, Any], int]] = []  # (order, op, parts, extra, share)
     order = {id(op): k for k, op in enumerate(op for b in branches for op in b)}
-    split = shares([sum(_one_core(r, op, macs[0]) for op in b) for b in branches], macs)
+    split = shares(weights or [_weight(r, b, macs[0]) for b in branches], macs)
     for s, (cs, owned) in enumerate(split):
         for b in owned:
             ops = branches[b]
             on_chip = bool(fused and fused[b])
-            fin, fout, _, _ = fused_edges(ops, r.flow) if on_chip else ([False] * len(ops),) * 2 + ([], [])
+            fin = fout = [False] * len(ops)
+            if on_chip:
+                fin, fout, _, _ = fused_edges(ops, r.flow)
             where = "local" if len(cs) == 1 else "shared"
             for k, op in enumerate(ops):
                 if isinstance(op, VectorOp):
@@ -98,9 +100,9 @@ def run_branches(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     if not rest:
         run_parallel(r, branches, macs, fused)
         return
-    weight = [sum(_one_core(r, op, macs[0]) for op in b) for b in branches]
+    weight = [_weight(r, b, macs[0]) for b in branches]
     light = set(sorted(range(len(branches)), key=lambda b: (weight[b], b))[:rest])
     keep = [b for b in range(len(branches)) if b not in light]
-    run_parallel(r, [branches[b] for b in keep], macs, [fused[b] for b in keep])
+    run_parallel(r, [branches[b] for b in keep], macs, [fused[b] for b in keep], [weight[b] for b in keep])
     for b in sorted(light):
-        run_parallel(r, [branches[b]], macs, [fused[b]])
+        run_parallel(r, [branches[b]], macs, [fused[b]], [weight[b]])

@@ -129,10 +129,11 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
     ``"blocks/split"``, or None: search all :func:`~npukit.sim.schedule.candidates` and keep the best by the
     arch's objective; ``result.searched`` lists every candidate's energy, cycles and objective)."""
     tab = _table(march, table)
-    memo: dict = {}
+    flow = Dataflow.of(workload)
+    memo: dict = {"dataflow": flow}  # its runs share the memo, and the dataflow built once
     if schedule is None:
         best, tried = None, []
-        for sched in candidates(workload, march):
+        for sched in candidates(workload, march, flow):
             res = _run(workload, march, sched, tab, memo, record=False)
             val = _finite(res, march.objective, sched.label)
             tried.append({"schedule": sched.label, "energy_pj": res.energy_pj, "cycles": res.total_cycles,
@@ -147,7 +148,7 @@ def simulate_multicore(workload: Workload, march: MultiCoreArch, schedule: Sched
         return out
     if isinstance(schedule, str):
         policy, _, mode = schedule.partition("/")
-        schedule = make_schedule(workload, policy, mode or "split", bool(march.simd_cores))
+        schedule = make_schedule(workload, policy, mode or "split", bool(march.simd_cores), flow)
     out = _run(workload, march, schedule, tab, memo)
     _finite(out, march.objective, schedule.label)
     return out
@@ -170,10 +171,9 @@ class _Run:
         self.wl, self.m, self.tab, self.memo, self.record = workload, march, tab, memo, record
         self.energy = 0.0  # pJ, search candidates only (record = False)
         self.ic = march.interconnect
-        flow = memo.get("dataflow", False)
-        if flow is False:  # built once per simulate_multicore call: its runs share the memo
-            flow = memo["dataflow"] = Dataflow.of(workload)
-        self.flow: Dataflow | None = flow  # type: ignore[assignment]
+        if "dataflow" not in memo:  # a run made outside simulate_multicore
+            memo["dataflow"] = Dataflow.of(workload)
+        self.flow: Dataflow | None = memo["dataflow"]
         self.ledger = Ledger()
         self.ref = march.cores[march.mac_cores[0]].arch
         self.ledger.meta.update(arch=self.ref.to_dict(), workload=workload.name, energy_table=tab.path or tab.name)
@@ -430,7 +430,10 @@ def _run_steps(r: _Run, steps: list[Step]) -> None:
             run_pipeline(r, group, macs, _tiles_needed(group, r.m))
 
 
-def _branches(r: _Run, st: Step) -> tuple[list[list[Layer | VectorOp]], list[int], list[bool]]:
+Branches = tuple[list[list[Layer | VectorOp]], list[int], list[bool]]
+
+
+def _branches(r: _Run, st: Step) -> Branches:
     """``run_parallel``'s arguments for parallel step ``st``: its branches' operators, the MAC cores, and whether each
     branch may keep its intermediates on chip (a branch with two GEMMs or more whose largest intermediate fits the
     chip's on-chip memory whole: a branch is not cut into row tiles)."""
@@ -439,12 +442,13 @@ def _branches(r: _Run, st: Step) -> tuple[list[list[Layer | VectorOp]], list[int
     return groups, r.m.mac_cores, fused
 
 
-def _parallel_choice(r: _Run, st: Step, serial: list[Step]) -> int | None:
-    """How parallel step ``st`` runs: its branches at once (0), at once but for the ``k`` lightest, which then run one
-    at a time on every core (``k``: the remainder of more branches than MAC cores), or ``serial`` (None: the same
-    operators as the chain schedule runs them), whichever ranks first under the objective, each simulated alone on a
-    scratch run (totals only); a tie keeps the earlier of serial, all at once, the remainder apart."""
-    groups, macs, fused = _branches(r, st)
+def _parallel_choice(r: _Run, branches: Branches, serial: list[Step]) -> int | None:
+    """How a parallel step (``branches``: :func:`_branches`) runs: its branches at once (0), at once but for the ``k``
+    lightest, which then run one at a time on every core (``k``: the remainder of more branches than MAC cores), or
+    ``serial`` (None: the same operators as the chain schedule runs them), whichever ranks first under the objective,
+    each simulated alone on a scratch run (totals only); a tie keeps the earlier of serial, all at once, the remainder
+    apart."""
+    groups, macs, fused = branches
     extra = len(groups) % len(macs) if len(groups) > len(macs) else 0
     best: tuple[tuple[float, float], int | None] | None = None
     for choice in (None, 0) + ((extra,) if extra else ()):
@@ -470,14 +474,16 @@ def _run(workload: Workload, march: MultiCoreArch, sched: Schedule, tab: EnergyT
         if st.mode == "parallel":  # at once, or as the chain schedule runs the same operators: the better one
             if chain is None:
                 chain = [(c.first, c.last) for c in make_schedule(workload, "chain", sched.mode,
-                                                                  bool(march.simd_cores)).steps if c.fused]
-            serial = _fitting([Step(f, la, sched.mode, fused=True) for f, la in
-                               clip(workload, chain, [], (st.first, st.last))], ops, march)
+                                                                  bool(march.simd_cores), r.flow).steps if c.fused]
+            outside = [(0, st.first - 1), (st.last + 1, len(ops) - 1)]
+            serial = _fitting([Step(f, la, sched.mode, fused=True) for f, la in clip(workload, chain, outside)],
+                              ops, march)
             covered = {i for c in serial for i in c.indices}
             serial = sorted(serial + [Step(i, i) for i in st.indices if i not in covered], key=lambda c: c.first)
-            choice = _parallel_choice(r, st, serial)
+            branches = _branches(r, st)
+            choice = _parallel_choice(r, branches, serial)
             if choice is not None:
-                run_branches(r, *_branches(r, st), choice)
+                run_branches(r, *branches, choice)
                 steps.append(st)
             else:
                 _run_steps(r, serial)

@@ -209,6 +209,15 @@ def linked(flow: Dataflow | None, prod: int, cons: int) -> bool:
     return flow is None or flow.reaches(prod, cons)
 
 
+def _feeds_left(ops: Sequence[Layer | VectorOp], prod: int, cons: int, flow: Dataflow | None) -> bool:
+    """Whether GEMM ``ops[cons]`` reads GEMM ``ops[prod]``'s output as its left operand: :func:`feeds`,
+    :func:`glu_feeds` over the operators between them or, with a recorded ``flow``, :func:`reshaped`; and
+    :func:`linked` (indices into ``ops``, the workload's list)."""
+    p, c = ops[prod], ops[cons]
+    return linked(flow, prod, cons) and (feeds(p, c) or glu_feeds(p, c, ops[prod + 1:cons])  # type: ignore[arg-type]
+                                         or flow is not None and reshaped(p, c))  # type: ignore[arg-type]
+
+
 def _is_block_edge(prod: Layer, cons: Layer) -> bool:
     """Attention (scores -> context) and MLP (up -> down projection) edges."""
     if prod.kind == "attention" and cons.kind == "attention":
@@ -216,7 +225,7 @@ def _is_block_edge(prod: Layer, cons: Layer) -> bool:
     return prod.N > prod.K and cons.K > cons.N
 
 
-def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
+def fusion_groups(workload: Workload, policy: str, flow: Dataflow | None = None) -> list[tuple[int, int]]:
     """Index ranges ``(first, last)`` of the fused groups of ``policy`` (each spans >= 2 GEMMs); a policy not in
     :data:`POLICIES` is a ConfigError (it used to run as ``blocks``)."""
     if policy not in POLICIES:
@@ -224,7 +233,8 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
     if policy == "none":
         return []
     ops = workload.layers
-    flow = Dataflow.of(workload)
+    if flow is None:
+        flow = Dataflow.of(workload)
     groups: list[tuple[int, int]] = []
     prev: int | None = None  # index of the last GEMM
     start: int | None = None
@@ -233,17 +243,14 @@ def fusion_groups(workload: Workload, policy: str) -> list[tuple[int, int]]:
             continue
         if prev is not None:
             p = ops[prev]
-            edge = (linked(flow, prev, i) and (feeds(p, op) or glu_feeds(p, op, ops[prev + 1:i])  # type: ignore[arg-type]
-                                               or flow is not None and reshaped(p, op))  # type: ignore[arg-type]
+            edge = (_feeds_left(ops, prev, i, flow)
                     and (policy == "chain" or _is_block_edge(p, op))  # type: ignore[arg-type]
                     or policy == "chain" and siblings(p, op)  # type: ignore[arg-type]
                     and (flow is None or flow.same_input(prev, i)))
             if policy == "chain" and not edge:  # attention reads q, k, v made earlier in the open group
                 first = start if start is not None else prev
-                edge = any(isinstance(ops[j], Layer) and linked(flow, j, i) and
-                           (feeds_filter(ops[j], op) or feeds(ops[j], op) or  # type: ignore[arg-type]
-                            glu_feeds(ops[j], op, ops[j + 1:i]) or  # type: ignore[arg-type]
-                            flow is not None and reshaped(ops[j], op))  # type: ignore[arg-type]
+                edge = any(isinstance(ops[j], Layer) and (linked(flow, j, i) and feeds_filter(ops[j], op)  # type: ignore[arg-type]
+                                                         or _feeds_left(ops, j, i, flow))
                            for j in range(first, i))
             if edge:
                 start = prev if start is None else start
@@ -339,14 +346,12 @@ def branch_runs(workload: Workload, flow: Dataflow) -> list[tuple[tuple[int, ...
     return runs
 
 
-def clip(workload: Workload, groups: list[tuple[int, int]], spans: list[tuple[int, int]],
-         keep: tuple[int, int] | None = None) -> list[tuple[int, int]]:
-    """The parts of fused ``groups`` outside every span of ``spans`` (with ``keep``: only their parts inside that
-    span) that still hold two or more GEMMs."""
+def clip(workload: Workload, groups: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of fused ``groups`` outside every span ``(first, last)`` of ``spans`` that still hold two or more
+    GEMMs."""
     out = []
     for f, la in groups:
-        cut = [i for i in range(f, la + 1) if (keep[0] <= i <= keep[1] if keep else
-                                                not any(a <= i <= b for a, b in spans))]
+        cut = [i for i in range(f, la + 1) if not any(a <= i <= b for a, b in spans)]
         pieces: list[list[int]] = []
         for i in cut:
             if pieces and pieces[-1][-1] == i - 1:
@@ -357,21 +362,23 @@ def clip(workload: Workload, groups: list[tuple[int, int]], spans: list[tuple[in
     return out
 
 
-def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = False) -> Schedule:
+def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = False,
+                  flow: Dataflow | None = None) -> Schedule:
     """The steps of (``policy``, ``mode``): fused groups as ``mode`` steps, every other operator alone (split);
     ``epilogue``: a group also takes the elementwise vector ops on its last GEMM's output (:func:`epilogue_end`),
     so that output reaches them on chip (for a simd core: over the bus, not through DRAM). A ``mode`` not in
     :data:`MODES` is a ConfigError (it used to run as ``pipeline``)."""
     if mode not in MODES:
         raise ConfigError(f"schedule mode {mode!r}: use one of {', '.join(MODES)}")
+    if flow is None:
+        flow = Dataflow.of(workload)
     runs: list[tuple[tuple[int, ...], ...]] = []
     if policy == "branches":
-        flow = Dataflow.of(workload)
         if flow is None:
             raise ConfigError("schedule policy 'branches' needs a workload that records its dataflow (a traced model "
                               "or an ONNX file), not an operator list")
         runs = branch_runs(workload, flow)
-    groups = fusion_groups(workload, "chain" if policy == "branches" else policy)
+    groups = fusion_groups(workload, "chain" if policy == "branches" else policy, flow)
     if epilogue:
         groups = [(first, epilogue_end(workload, last)) for first, last in groups]
     spans = [(min(min(b) for b in run), max(max(b) for b in run)) for run in runs]
@@ -390,19 +397,21 @@ def make_schedule(workload: Workload, policy: str, mode: str, epilogue: bool = F
     return Schedule(policy, mode, steps)
 
 
-def candidates(workload: Workload, march: MultiCoreArch) -> list[Schedule]:
+def candidates(workload: Workload, march: MultiCoreArch, flow: Dataflow | None = None) -> list[Schedule]:
     """Every (policy, mode) schedule the search compares: ``none/split`` and, for each fusion policy with at
     least one group, ``split`` and (with two or more MAC cores) ``pipeline``; ``branches/split`` only with two or
     more MAC cores and a workload that records its dataflow (``branches/pipeline`` ranked last on every workload
     measured in docs/multicore.md, so the search leaves it out); duplicates are dropped."""
-    out = [make_schedule(workload, "none", "split")]
+    if flow is None:
+        flow = Dataflow.of(workload)
+    out = [make_schedule(workload, "none", "split", flow=flow)]
     seen = {tuple(out[0].steps)}
-    branched = len(march.mac_cores) > 1 and Dataflow.of(workload) is not None
+    branched = len(march.mac_cores) > 1 and flow is not None
     for policy in ("blocks", "chain") + (("branches",) if branched else ()):
         for mode in MODES:
             if mode == "pipeline" and (len(march.mac_cores) < 2 or policy == "branches"):
                 continue
-            s = make_schedule(workload, policy, mode, bool(march.simd_cores))
+            s = make_schedule(workload, policy, mode, bool(march.simd_cores), flow)
             key = tuple(s.steps)
             if key not in seen:
                 seen.add(key)
