@@ -198,10 +198,8 @@ def _rope_function(rec: _Recorder, fn: Callable, label: str) -> Callable:
             rec.suppress -= 1
         if rec.vector_ops:
             for o in _tensors(out):
-                made, before = rec.made_from([o]), len(rec.ops)  # its inner ops are not recorded: what fed them
-                rec.vector("rope", label, o)
-                if len(rec.ops) > before:
-                    rec.produce(rec.ops[-1], made, [o])
+                made = rec.made_from([o])  # its inner ops are not recorded: what fed them
+                rec.produce(rec.vector("rope", label, o), made, [o])
         return out
 
     rope._npukit_original = fn  # type: ignore[attr-defined]
@@ -222,10 +220,8 @@ def _kv_update(rec: _Recorder, fn: Callable) -> Callable:
         finally:
             rec.suppress -= 1
         if rec.vector_ops:
-            before = len(rec.ops)
-            rec.vector("kv_append", "cache.update", key_states, elements=key_states.numel() + value_states.numel())
-            if len(rec.ops) > before:
-                rec.produce(rec.ops[-1], rec.made_from([key_states, value_states]), _tensors(out))
+            op = rec.vector("kv_append", "cache.update", key_states, elements=key_states.numel() + value_states.numel())
+            rec.produce(op, rec.made_from([key_states, value_states]), _tensors(out))
         return out
 
     return update

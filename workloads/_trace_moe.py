@@ -169,10 +169,7 @@ def _hf_forward(m: nn.Module, name: str, rec: _Recorder, state: MoeState) -> Any
 def _scatter_add(rec: _Recorder, y: torch.Tensor, into: torch.Tensor) -> None:
     """The scatter-add of the rows ``y`` into the layer's output ``into`` (``index_add_``: one add per element)."""
     if rec.vector_ops and not rec.suppress:
-        before = len(rec.ops)
-        rec.vector("add", "index_add", y, inputs=2)
-        if len(rec.ops) > before:
-            rec.produce(rec.ops[-1], rec.made_from([y, into]), [into])
+        rec.produce(rec.vector("add", "index_add", y, inputs=2), rec.made_from([y, into]), [into])
 
 
 def _linear(m: nn.Module, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..sim.dataflow import GATHERED
 from ..sim.workload import Layer, VectorOp
 
 _SDPA = "scaled_dot_product_attention"
@@ -93,20 +94,16 @@ class _Recorder:
         if name in self.vec_modules and self.vec_stack:
             self.suppress -= 1
             if not self.vec_stack.pop():
-                out = _first_tensor(output)
                 made = self.made_from(_tensors(output))  # its inner ops are not recorded: what its input came from
-                before = len(self.ops)
-                self._module_op(name, module, output)
-                if len(self.ops) > before and out is not None:
-                    self.produce(self.ops[-1], made, [out])
+                self.produce(self._module_op(name, module, output), made, [_first_tensor(output)])
         if self.modules and self.modules[-1] == name:
             self.modules.pop()
 
-    def _module_op(self, name: str, module: nn.Module, output: Any) -> None:
-        """Record a norm or activation module as one vector op (its output's elements)."""
+    def _module_op(self, name: str, module: nn.Module, output: Any) -> _Vec | None:
+        """Record a norm or activation module as one vector op (its output's elements); returns it (None: none)."""
         out = _first_tensor(output)
         if out is None or not out.numel():
-            return
+            return None
         op = self.vec_modules[name]
         params = sum(p.numel() for p in module.parameters(recurse=False))
         if op == "groupnorm":
@@ -116,7 +113,7 @@ class _Recorder:
             reduce = math.prod(shape) if isinstance(shape, (tuple, list)) and shape else out.shape[-1]
         else:
             reduce, params = 0, 0
-        self.vector(op, type(module).__name__, out, reduce=reduce, params=params, own=True)
+        return self.vector(op, type(module).__name__, out, reduce=reduce, params=params, own=True)
 
     # --------------------------------------------------------------- recording
     def _region(self) -> tuple[int | None, str | None]:
@@ -192,19 +189,21 @@ class _Recorder:
         return None
 
     def vector(self, op: str, aten_name: str, out: torch.Tensor, elements: int | None = None, reduce: int = 0,
-               inputs: int = 1, params: int = 0, operands: Sequence[Any] = (), own: bool = False) -> None:
-        """Record one vector op of class ``op`` writing ``out`` (``elements`` defaults to its size)."""
+               inputs: int = 1, params: int = 0, operands: Sequence[Any] = (), own: bool = False) -> _Vec | None:
+        """Record one vector op of class ``op`` writing ``out`` (``elements`` defaults to its size); returns it, or
+        None where nothing new was recorded (no elements, or an add folded into the modulation before it)."""
         n = out.numel() if elements is None else elements
         if n <= 0:
-            return
+            return None
         if op == "add" and inputs == 2 and self._fuse_modulate(out, operands):
-            return
+            return None
         v = _Vec(self._scope(), op, n, reduce, inputs, params, _dtype_name(out.dtype), aten_name, own)
         if op == "mul" and inputs == 2:
             small = [t for t in operands if isinstance(t, torch.Tensor) and 0 < t.numel() < n]
             if len(small) == 1:
                 v.broadcast, v.scale_src = True, self._produced(small[0])
         self._append(v, out)
+        return v
 
     def _fuse_modulate(self, out: torch.Tensor, operands: Sequence[Any]) -> bool:
         """``x * (1 + scale) + shift`` with per-sample (broadcast) scale and shift: turn the mul just recorded into
@@ -263,8 +262,8 @@ class _Recorder:
 
     @staticmethod
     def gathered(made: frozenset) -> frozenset:
-        """``made`` as read through a gather of rows (``("~", source)``): an order, not a whole tensor."""
-        return frozenset(x if isinstance(x, tuple) else ("~", x) for x in made)
+        """``made`` as read through a gather of rows (``(GATHERED, source)``): an order, not a whole tensor."""
+        return frozenset(x if isinstance(x, tuple) else (GATHERED, x) for x in made)
 
     def mark(self, tensors: Iterable[Any], made: frozenset) -> None:
         """Record that ``made`` made ``tensors``."""
@@ -273,8 +272,11 @@ class _Recorder:
                 key = id(t)
                 self.sources[key] = (weakref.ref(t, lambda ref, key=key: _forget(self.sources, key, ref)), made)
 
-    def produce(self, op: _Op | _Vec, made: frozenset, outputs: Iterable[Any]) -> None:
-        """``op`` (just recorded) read what ``made`` lists and wrote ``outputs``."""
+    def produce(self, op: _Op | _Vec | None, made: frozenset, outputs: Iterable[Any]) -> None:
+        """``op`` (just recorded; None: nothing was, and nothing is marked) read what ``made`` lists and wrote
+        ``outputs``."""
+        if op is None:
+            return
         if op.reads is None:
             op.reads = made
         self.mark(outputs, frozenset({id(op)}))
@@ -319,7 +321,7 @@ class _Recorder:
                 if name is not None:
                     made.add(mark + name)
             if made:
-                flow[ly.name] = sorted(made - {"~" + n for n in made})  # a whole read covers a gathered one
+                flow[ly.name] = sorted(made - {GATHERED + n for n in made})  # a whole read covers a gathered one
         return layers, dtypes, aten_ops, flow
 
 
