@@ -41,6 +41,7 @@ from npukit.sim.tpu import (
     TPU_V4,
     TpuChip,
     TpuFit,
+    first_tile_us,
     fit,
     matmul_terms,
     predict_us,
@@ -217,15 +218,14 @@ def steady_rate_diagnostic(rows: Sequence[Row], params: TpuFit) -> tuple[float, 
     """An in-sample diagnostic of the multi-tile part, never used to predict: the model's first tile, then the later
     tiles' MXU streaming at one rate (the best R^2 over a 0.005 grid on ``rows``), their A and B loads hidden behind
     it and every further output tile's C written at the fitted ``eta_hbm``; returns (that rate, its R^2 and MAPE)."""
-    def time(s: Shape, rate: float) -> float:
-        t = matmul_terms(*s, chip=TPU_V4)
-        m1, n1 = min(s[0], TPU_V4.cores * TILE[0]), min(s[1], TILE[1])
-        c_rest = 2 * (s[0] * s[1] - m1 * n1) / (TPU_V4.hbm_gbps * 1e3)
-        return (params.t0_us + t.fill_us + t.first_mxu_us / params.eta_mxu + t.first_hbm_us / params.eta_hbm
-                + t.rest_mxu_us / rate + c_rest / params.eta_hbm)
-
+    parts = []  # per shape: (the first tile and the later tiles' C write-back, their MXU streaming at the peak), µs
+    for r in rows:
+        t = matmul_terms(*r[1], chip=TPU_V4)
+        m1, n1 = min(r[1][0], TPU_V4.cores * TILE[0]), min(r[1][1], TILE[1])
+        c_rest = 2 * (r[1][0] * r[1][1] - m1 * n1) / (TPU_V4.hbm_gbps * 1e3)
+        parts.append((first_tile_us(t, params) + c_rest / params.eta_hbm, t.rest_mxu_us))
     meas = [r[2] for r in rows]
-    best = max((scores(meas, [time(r[1], k / 200) for r in rows]), k / 200) for k in range(40, 200))
+    best = max((scores(meas, [fixed + mxu / (k / 200) for fixed, mxu in parts]), k / 200) for k in range(40, 200))
     return best[1], best[0]
 
 

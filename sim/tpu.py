@@ -61,7 +61,7 @@ from .arch import Arch
 from .errors import ConfigError
 
 __all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "MAX_DIM",
-           "matmul_terms", "predict_us", "fit"]
+           "matmul_terms", "first_tile_us", "predict_us", "fit"]
 
 #: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
 N_PARAMS = 3
@@ -220,9 +220,18 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
                        first_hbm_us=(m1 * k1 + k1 * n1 + m1 * n1) * byte_us, tiles=rows_t * cols_t * deep_t)
 
 
+def first_tile_us(t: MatmulTerms, params: TpuFit) -> float:
+    """The first tile's share of :func:`predict_us` (the whole prediction when the matmul is one tile), in µs:
+    t0, the fill and drain, and the first tile's MXU and HBM times at the calibrated rates, added."""
+    return _first_us(t, params.t0_us, 1.0 / params.eta_mxu, 1.0 / params.eta_hbm)
+
+
+def _first_us(t: MatmulTerms, t0_us: float, inv_mxu: float, inv_hbm: float) -> float:
+    return t0_us + t.fill_us + t.first_mxu_us * inv_mxu + t.first_hbm_us * inv_hbm
+
+
 def _time_us(t: MatmulTerms, t0_us: float, inv_mxu: float, inv_hbm: float) -> float:
-    return (t0_us + t.fill_us + t.first_mxu_us * inv_mxu + t.first_hbm_us * inv_hbm
-            + max(t.rest_mxu_us / STEADY_ETA_MXU, t.rest_hbm_us * inv_hbm))
+    return _first_us(t, t0_us, inv_mxu, inv_hbm) + max(t.rest_mxu_us / STEADY_ETA_MXU, t.rest_hbm_us * inv_hbm)
 
 
 def predict_us(params: TpuFit, m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> float:
