@@ -122,6 +122,25 @@ def load_yaml(text: str, what: str, error: type[NpukitError], fast: bool = False
         raise error(f"{what} nests too deep") from None
 
 
+def duplicate_key(text: str) -> str | None:
+    """The first key written twice in one mapping of a YAML ``text`` already bounded and parsed by :func:`load_yaml`
+    (composed, not constructed; the parser keeps only the last of two equal keys, silently), None if none."""
+    import yaml
+
+    stack = [yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            keys = [k.value for k, _ in node.value]
+            dup = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            if dup is not None:
+                return str(dup)
+            stack += [v for _, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return None
+
+
 def check_number(v: Any, what: str, error: type[NpukitError]) -> float:
     """``v`` as a float if it is a finite real number (not a bool) whose magnitude is at most :data:`MAX_INT`."""
     if isinstance(v, bool) or not isinstance(v, int | float):

@@ -79,10 +79,17 @@ class Hardware:
             mem_op = self.links.get(op)
             if not self.levels(op):
                 raise ConfigError(f"hardware '{self.name}': no memory holds operand {op} ({mem_op})")
+        known = set(self.links.values())
         for m in self.memories:
             bad = [d for d in m.served if d not in self.array.dims]
             if bad:
                 raise ConfigError(f"hardware '{self.name}': memory '{m.name}' serves unknown array dimension {bad[0]}")
+            if odd := [o for o in m.operands if o not in known]:
+                raise ConfigError(f"hardware '{self.name}': memory '{m.name}' holds unknown operand {odd[0]!r} (use "
+                                  f"{', '.join(sorted(known))})")
+        if odd := [d for d in self.array.systolic if d not in self.array.dims]:
+            raise ConfigError(f"hardware '{self.name}': systolic dimension {odd[0]!r} is not an array dimension "
+                              f"({', '.join(self.array.dims)})")
 
     def levels(self, op: str) -> list[MemLevel]:
         """The memories holding layer operand ``op`` (W, I or O), bottom-up."""

@@ -12,6 +12,7 @@ GEMM (M x K) @ (K x N) run ``batch`` times -> B = M, C = K, K = N, G = batch. Ve
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,12 @@ def parse_zigzag_spec(spec: str) -> tuple[Hardware, dict[str, dict[str, dict[str
     for p in parts:
         if not Path(p).is_file():
             raise ConfigError(f"--arch {spec}: no such file {p}")
-    return load_zigzag_hardware(parts[0]), (load_zigzag_mapping(parts[1]) if len(parts) == 2 else None)
+    notes: list[str] = []  # printed once both files are good: a refusal stays one line
+    hw = load_zigzag_hardware(parts[0], notes)
+    mapping = load_zigzag_mapping(parts[1], notes) if len(parts) == 2 else None
+    for line in notes:
+        print(line, file=sys.stderr)
+    return hw, mapping
 
 
 def spatial_for(mappings: dict | None, layer: Layer) -> dict[str, dict[str, int]] | None:

@@ -43,6 +43,7 @@ from typing import Any
 
 from ._multicore_nest import with_bits
 from .arch import Arch, Bits, SramKiB, VectorUnit
+from .bounded import duplicate_key
 from .energy import EnergyTable
 from .errors import ConfigError
 from .interconnect import Dram, Interconnect, SharedMemory
@@ -153,7 +154,7 @@ def load_stream_hardware(path: str | Path, objective: str = "latency", operand_b
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None
-    lines = [_warning(Path(path), what) for what in notes] if warn else []
+    lines = [what if what.startswith("warning: ") else _warning(Path(path), what) for what in notes] if warn else []
     if warnings is not None:
         warnings += lines
     else:
@@ -172,29 +173,10 @@ def _ids(root: Path, cores_in: dict[Any, Any]) -> dict[Any, int]:
         if int(cid) in ids.values():
             raise ConfigError(f"{root}: core id {int(cid)} is listed twice under cores")
         ids[cid] = int(cid)
-    dup = _duplicate_key(root)
+    dup = duplicate_key(root.read_text(encoding="utf-8"))
     if dup is not None:
         raise ConfigError(f"{root}: key {dup!r} is written twice in one mapping (YAML keeps only the last)")
     return ids
-
-
-def _duplicate_key(root: Path) -> str | None:
-    """The first key written twice in one mapping of the chip file (composed, not constructed: the text was
-    already bounded and parsed by :func:`_dict`), None if none."""
-    import yaml
-
-    stack = [yaml.compose(root.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            keys = [k.value for k, _ in node.value]
-            dup = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
-            if dup is not None:
-                return str(dup)
-            stack += [v for _, v in node.value]
-        elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
-    return None
 
 
 def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, list[int], float, float]]:
@@ -276,7 +258,7 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     core_port = min(max(e[2] for e in to_off) / 8, port) if to_off else port
     mac0 = parsed[macs[0]]
     wbits, acc = _widths(mac0, operand_bits)
-    nest = _nest(files[macs[0]], mac0, operand_bits)  # validates the core file before the Arch is built from it
+    nest = _nest(files[macs[0]], mac0, operand_bits, notes)  # validates the core file before the Arch is built from it
     sizes = [int(s) for s in mac0["operational_array"]["sizes"]] + [1]
     kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
     arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
@@ -289,7 +271,7 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     narrow = min((e for e in links if e not in to_off), key=lambda e: e[2], default=None)
     ic = Interconnect(narrow[2] / 8 if narrow else 8.0, 0.0, narrow[3] if narrow else 0.0, "mesh", src)
     cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simds,
-                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid], operand_bits))
+                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid], operand_bits, notes))
                   for cid in macs)
     bus = None
     if simds:
@@ -330,7 +312,8 @@ def _widths(core: dict[str, Any], operand_bits: int | None) -> tuple[int, int]:
     return w, max(_bits(prec.get("accumulator"), w), w)
 
 
-def _nest(path: Path, core: dict[str, Any], operand_bits: int | None):  # -> Hardware
-    """A MAC core's loop-nest Hardware: its YAML at its widths (:func:`_widths`)."""
+def _nest(path: Path, core: dict[str, Any], operand_bits: int | None, notes: list[str]):  # -> Hardware
+    """A MAC core's loop-nest Hardware: its YAML at its widths (:func:`_widths`); the core file's warning lines
+    (whole lines, ``warning: ...``) are appended to ``notes``."""
     w, acc = _widths(core, operand_bits)
-    return with_bits(load_zigzag_hardware(path), w, w, w, acc)
+    return with_bits(load_zigzag_hardware(path, notes), w, w, w, acc)
