@@ -159,7 +159,8 @@ class MultiCoreArch:
 
         return {"name": self.name, "objective": self.objective, "layer_cores": self.layer_cores,
                 "cores": [{"kind": c.kind, "name": c.name, "vector_unit": c.vector_unit, "arch": c.arch.to_dict(),
-                           **({"nest": c.nest.name} if c.nest is not None else {})} for c in self.cores],
+                           **({"nest": c.nest.name} if c.nest is not None else {}),
+                           **({"pes": c.macs_per_cycle} if c.kind == "mac" else {})} for c in self.cores],
                 "interconnect": asdict(self.interconnect), "shared_memory": asdict(self.shared_memory),
                 "dram": asdict(self.dram), "bus": asdict(self.bus) if self.bus is not None else None,
                 "energy_table": self.energy_table}

@@ -51,8 +51,9 @@ def check_multicore_meta(meta: Any, total_cycles: float, where: str) -> dict[str
     """``meta`` (a ledger's ``meta.get('multicore')``) checked and normalised for a report, or None when the ledger
     is single-core (``meta`` is None); ``total_cycles``: the ledger's cycles, which no timeline bar may pass;
     ``where``: the ledger's name in the error. Returns ``schedule``, ``core_names``, ``core_kinds``,
-    ``core_busy_cycles``, ``interconnect_bytes``, ``interconnect_exposed_cycles``, ``arch_name`` and ``timeline``
-    (``(core, start, end, name)`` tuples)."""
+    ``core_busy_cycles``, ``interconnect_bytes``, ``interconnect_exposed_cycles``, ``arch_name``, ``timeline``
+    (``(core, start, end, name)`` tuples), ``mac_pes`` (PEs of all MAC cores together) and ``dram_bytes_per_cycle``
+    (all DRAM channels together); those two are None where the ledger does not give them."""
     if meta is None:
         return None
     at = f"{where}: meta.multicore"
@@ -96,7 +97,33 @@ def check_multicore_meta(meta: Any, total_cycles: float, where: str) -> dict[str
     if "bus_bytes" in meta:
         _number(meta["bus_bytes"], f"{at}.bus_bytes")
     return {"schedule": _name(meta["schedule"], f"{at}.schedule"), "core_names": names, "core_kinds": kinds,
+            "mac_pes": _mac_pes(cores, at), "dram_bytes_per_cycle": _dram(arch.get("dram"), at),
             "core_busy_cycles": busy, "interconnect_bytes": _number(meta["interconnect_bytes"], f"{at}.interconnect_bytes"),
             "interconnect_exposed_cycles": _number(meta["interconnect_exposed_cycles"],
                                                    f"{at}.interconnect_exposed_cycles"),
             "arch_name": _name(arch.get("name", ""), f"{at}.arch.name"), "timeline": timeline}
+
+
+def _mac_pes(cores: list[dict[str, Any]], at: str) -> float | None:
+    """PEs of all MAC cores: each core's ``pes``, else (ledgers before it, a core without a loop-nest array) its
+    arch's rows x cols; None if a MAC core gives neither."""
+    total = 0.0
+    for i, c in enumerate(cores):
+        if c.get("kind") != "mac":
+            continue
+        if "pes" in c:
+            total += _number(c["pes"], f"{at}.arch.cores[{i}].pes")
+            continue
+        a = c.get("arch")
+        if "nest" in c or not isinstance(a, dict) or not {"rows", "cols"} <= a.keys():
+            return None
+        total += _number(a["rows"], f"{at}.arch.cores[{i}].arch.rows") * _number(a["cols"], f"{at}.arch.cores[{i}].arch.cols")
+    return total or None
+
+
+def _dram(d: Any, at: str) -> float | None:
+    """Bytes per cycle of all DRAM channels together, None where the arch does not give them."""
+    if not isinstance(d, dict) or not {"channels", "bandwidth_bytes_per_cycle"} <= d.keys():
+        return None
+    return _number(d["channels"], f"{at}.arch.dram.channels") * _number(d["bandwidth_bytes_per_cycle"],
+                                                                         f"{at}.arch.dram.bandwidth_bytes_per_cycle") or None

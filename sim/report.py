@@ -152,8 +152,9 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
         doc.append(("h2", "Roofline"))
         doc.append(("p", f"Each {runs[0].group} is a point: x = operations (2 per MAC) per DRAM byte, y = operations per clock "
                          "cycle achieved (compute + stall cycles). The roofs are the array's peak (2 x rows x cols "
-                         "ops per cycle) and the DRAM bandwidth (bytes per cycle) x intensity; layers left of the "
-                         "ridge are memory-bound, right of it compute-bound."))
+                         "ops per cycle; a multi-core chip: all its MAC cores' PEs) and the DRAM bandwidth (bytes per "
+                         "cycle; all channels) x intensity; layers left of the ridge are memory-bound, right of it "
+                         "compute-bound."))
         _figure(doc, figures, "roofline.png")
 
     for i, run in enumerate(runs, 1):
@@ -326,8 +327,10 @@ def _arch_detail(run: Run) -> str:
         parts.append("SRAM KiB " + ", ".join(f"{k} {v:g}" if isinstance(v, int | float) else f"{k} {v}" for k, v in sram.items()))
     if "timing" in a:
         parts.append(f"timing {a['timing']}")
+    if run.multicore is not None and run.dram_bytes_per_cycle:  # the chip's channels, not one core's port
+        parts.append(f"{run.dram_bytes_per_cycle:g} DRAM bytes/cycle (all channels)")
     for key, unit in (("dram_bandwidth_bytes_per_cycle", "DRAM bytes/cycle"), ("clock_ghz", "GHz clock")):
-        if key in a:
+        if key in a and not (run.multicore is not None and key == "dram_bandwidth_bytes_per_cycle"):
             v = a[key]
             parts.append(f"{v:g} {unit}" if isinstance(v, int | float) and not isinstance(v, bool) else f"{key} {v}")
     return "; ".join(parts)

@@ -102,17 +102,23 @@ class Run:
 
     @property
     def pes(self) -> float | None:
+        """PEs of the array, or of all MAC cores together for a multi-core ledger (None when unknown)."""
+        if self.multicore is not None:
+            return self.multicore.get("mac_pes")
         a = self.arch or {}
         r, c = _num(a.get("rows")), _num(a.get("cols"))
         return r * c if r and c else None
 
     @property
     def peak_ops_per_cycle(self) -> float | None:
-        """2 x rows x cols (None when the arch is unknown)."""
+        """2 x PEs (:attr:`pes`; None when the arch is unknown)."""
         return 2.0 * self.pes if self.pes else None
 
     @property
     def dram_bytes_per_cycle(self) -> float | None:
+        """DRAM bytes per cycle: the arch's, or all channels of a multi-core chip together."""
+        if self.multicore is not None:
+            return self.multicore.get("dram_bytes_per_cycle")
         return _num((self.arch or {}).get("dram_bandwidth_bytes_per_cycle"))
 
     @property
@@ -122,7 +128,8 @@ class Run:
         return peak / bw if peak and bw else None
 
     def utilization(self, layer: LayerView) -> float | None:
-        """MACs / (PEs x compute cycles), at most 1; None without MACs, compute cycles or arch."""
+        """MACs / (PEs x compute cycles), at most 1 (a multi-core ledger: the PEs of all its MAC cores); None without
+        MACs, compute cycles or arch."""
         comp = layer.cycles.get("compute", 0.0)
         if not self.pes or layer.macs <= 0 or comp <= 0:
             return None
@@ -147,10 +154,20 @@ class Run:
 
     @property
     def arch_summary(self) -> str:
-        """Name, RxC, dataflow and psum bits, e.g. ``npu128 (128x128 PEs, WS dataflow, psum 32 bits)``."""
+        """Name, RxC, dataflow and psum bits, e.g. ``npu128 (128x128 PEs, WS dataflow, psum 32 bits)``; a multi-core
+        chip's name and MAC cores first, e.g. ``quad128: 4 MAC cores (262,144 PEs), each npu128 (...)``."""
         a = self.arch
         if a is None:
             return "arch: unknown"
+        if self.multicore is not None:
+            mc = self.multicore
+            macs = mc["core_kinds"].count("mac")
+            pes = f" ({mc['mac_pes']:,.0f} PEs)" if mc.get("mac_pes") else ""
+            return f"{mc['arch_name']}: {macs} MAC core{'s' if macs != 1 else ''}{pes}, the first {self._core_summary()}"
+        return self._core_summary()
+
+    def _core_summary(self) -> str:
+        a = self.arch or {}
         bits = a.get("bits") if isinstance(a.get("bits"), dict) else {}
         df = a.get("dataflow")
         return (

@@ -62,6 +62,8 @@ CASES = [
     ("timeline.0.1", float("inf"), "start must be"),
     ("arch", "quad128", "arch must be a table"),
     ("arch.cores", [1, 2], "arch.cores must be tables"),
+    ("arch.cores.0.pes", -1, "arch.cores[0].pes must be a finite number"),
+    ("arch.dram.channels", "4", "arch.dram.channels must be a finite number"),
     ("schedule", 123, "schedule must be a string"),
     ("schedule", "\ud800", "unpaired surrogate"),
     ("foo", 1, "unknown key"),
