@@ -87,54 +87,66 @@ def multicast(dim: str, i: int) -> str:
     return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
 
 
-def sub_layer(layer: Layer, dim: str, c: int, i: int) -> Layer | None:
-    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``M``: the batch first when ``c`` divides it);
-    None when it gets nothing."""
+def split_extent(layer: Layer, dim: str, c: int) -> tuple[str, int] | None:
+    """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``M`` when ``c`` divides the
+    batch), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``), else ``dim``
+    itself (``M``, ``N`` or ``K``); None for no split (``-``, one core) or a grid."""
+    if c == 1 or dim == "-" or grid(dim) is not None:
+        return None
+    if dim == "M" and layer.batch % c == 0:
+        return "batch", layer.batch
+    if dim == "M" and layer.conv is not None:
+        h, _, fh, _, _, _, s = layer.conv[:7]
+        return "rows", (h - fh) // s + 1
+    if dim == "K" and layer.conv is not None:
+        return "cin", layer.conv[4]
+    return dim, {"M": layer.M, "N": layer.N, "K": layer.K}[dim]
+
+
+def even_bounds(size: int, c: int) -> tuple[int, ...]:
+    """Cut points of ``size`` into ``c`` shares of ``ceil(size / c)`` (the last ones shorter or empty)."""
+    step = math.ceil(size / c)
+    return tuple(min(size, i * step) for i in range(c + 1))
+
+
+def sub_layer(layer: Layer, dim: str, c: int, i: int, bounds: tuple[int, ...] | None = None) -> Layer | None:
+    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``M``: the batch first when ``c`` divides it; a
+    conv's image rows or input channels: :func:`split_extent`), between ``bounds[i]`` and ``bounds[i + 1]`` of that
+    extent (default :func:`even_bounds`; a grid is always even); None when it gets nothing."""
     if c == 1 or dim == "-":
         return layer
     g = grid(dim)
     if g is not None:  # a grid: row band i // b, then its column part i % b
         band = sub_layer(layer, "M", g[0], i // g[1])
         return None if band is None else sub_layer(band, "N", g[1], i % g[1])
-    if dim == "M" and layer.batch % c == 0:
-        b = layer.batch // c
-        return replace(layer, batch=b, shared=math.gcd(layer.shared, b))
-    if dim == "M" and layer.conv is not None:
-        return _conv_band(layer, c, i)
-    if dim == "K" and layer.conv is not None:
-        return _conv_channels(layer, c, i)
-    size = {"M": layer.M, "N": layer.N, "K": layer.K}[dim]
-    step = math.ceil(size / c)
-    lo, hi = i * step, min(size, (i + 1) * step)
+    what, size = split_extent(layer, dim, c)  # type: ignore[misc]
+    lo, hi = (bounds or even_bounds(size, c))[i:i + 2]
     if hi <= lo:
         return None
+    if what == "batch":
+        return replace(layer, batch=hi - lo, shared=math.gcd(layer.shared, hi - lo))
+    if what == "rows":
+        return _conv_band(layer, lo, hi)
+    if what == "cin":
+        return _conv_channels(layer, lo, hi)
     conv = layer.conv[:5] + (hi - lo,) + layer.conv[6:] if dim == "N" and layer.conv is not None else None
     return replace(layer, **{dim: hi - lo}, conv=conv)
 
 
-def _conv_band(layer: Layer, c: int, i: int) -> Layer | None:
-    """Core ``i``'s band of a conv's output rows (image rows, ``ceil(oh / c)`` each): a smaller conv on the input
-    rows that band reads, halo included, so each core fetches its slice of the input (plus ``fh - stride`` shared
-    rows) rather than its im2col rows."""
+def _conv_band(layer: Layer, lo: int, hi: int) -> Layer:
+    """Output image rows ``lo..hi`` of a conv: a smaller conv on the input rows that band reads, halo included, so
+    each core fetches its slice of the input (plus ``fh - stride`` shared rows) rather than its im2col rows."""
     h, w, fh, fw, cin, cout, s = layer.conv[:7]
-    oh, ow = (h - fh) // s + 1, (w - fw) // s + 1
-    step = math.ceil(oh / c)
-    lo, hi = i * step, min(oh, (i + 1) * step)
-    if hi <= lo:
-        return None
+    ow = (w - fw) // s + 1
     rows_in = (hi - lo - 1) * s + fh
     return replace(layer, M=(hi - lo) * ow, conv=(rows_in, w, fh, fw, cin, cout, s) + tuple(layer.conv[7:]))
 
 
-def _conv_channels(layer: Layer, c: int, i: int) -> Layer | None:
-    """Core ``i``'s part of a conv's reduction: the same conv on ``ceil(cin / c)`` of its input channels (every
-    filter tap of them), so each core reads its channels' slice of the input rather than im2col rows; None when the
-    channels run out before core ``i`` (a conv with fewer input channels than cores leaves cores idle)."""
-    h, w, fh, fw, cin = layer.conv[:5]
-    step = math.ceil(cin / c)
-    lo, hi = i * step, min(cin, (i + 1) * step)
-    if hi <= lo:
-        return None
+def _conv_channels(layer: Layer, lo: int, hi: int) -> Layer:
+    """Input channels ``lo..hi`` of a conv's reduction: the same conv on those channels (every filter tap of them),
+    so each core reads its channels' slice of the input rather than im2col rows (a conv with fewer input channels
+    than cores leaves cores idle)."""
+    fh, fw = layer.conv[2:4]
     return replace(layer, K=fh * fw * (hi - lo), conv=layer.conv[:4] + (hi - lo,) + tuple(layer.conv[5:]))
 
 

@@ -69,8 +69,9 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
         return hit
     ways = len(cores)
     shares = []
+    bounds = r.share_bounds(layer, cores, dim, fin, fout, ffil)  # the shares gemm_parts gives them
     for i, core in enumerate(cores):
-        sub = sub_layer(layer, dim, ways, i)
+        sub = sub_layer(layer, dim, ways, i, bounds)
         if sub is not None:
             c = r.m.cores[core]
             shares.append((c.arch, *gemm_floor(sub, c.arch, r.memo, dim=dim, ways=ways, reducer=i == 0, fused_in=fin,

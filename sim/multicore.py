@@ -124,8 +124,11 @@ class MultiCoreArch:
 
     @property
     def mac_cores(self) -> list[int]:
-        """Indices of the MAC cores."""
-        return [i for i, c in enumerate(self.cores) if c.kind == "mac"]
+        """Indices of the MAC cores, fastest first (peak MACs per cycle x clock; equal ones in file order): a split
+        on fewer cores (``layer_cores = "search"``) takes the fastest, and the first is the reference core (the
+        ledger's arch). On identical cores, file order."""
+        macs = [i for i, c in enumerate(self.cores) if c.kind == "mac"]
+        return sorted(macs, key=lambda i: -self.cores[i].macs_per_cycle * self.cores[i].arch.clock_ghz)
 
     @property
     def simd_cores(self) -> list[int]:

@@ -19,15 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
+from ._multicore_balance import balanced_bounds
 from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
     LINK,
     SHARED,
     Part,
+    even_bounds,
     gemm_part,
     halo_elements,
     multicast,
+    split_extent,
     sub_layer,
     vector_part,
     with_dram,
@@ -228,21 +231,49 @@ class _Run:
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
                     prod: Layer | None) -> list[Part]:
         ways = len(cores)
+        bounds = self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
         parts = []
-        hops = self.ic.hops(len(self.m.cores))
         for i, core in enumerate(cores):
-            sub = sub_layer(layer, dim, ways, i)
-            if sub is None:
-                continue
-            nest = self.m.cores[core].nest
-            parts.append(gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
-                                   reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil, link_hops=hops,
-                                   link_bw=self.ic.bandwidth_bytes_per_cycle, link_latency=self.ic.latency_cycles,
-                                   shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                                   multicast=multicast(dim, i) if self.ic.multicast else "",
-                                   halo=halo_elements(prod, layer, ways, i) if prod is not None else 0,
-                                   nest=nest, nest_objective=nest_objective(self.m.objective)))
+            sub = sub_layer(layer, dim, ways, i, bounds)
+            if sub is not None:
+                parts.append(self._part(sub, core, i, ways, dim, fin, fout, ffil,
+                                        halo_elements(prod, layer, ways, i) if prod is not None else 0))
         return parts
+
+    def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
+              halo: int) -> Part:
+        """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``."""
+        return gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
+                         reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil,
+                         link_hops=self.ic.hops(len(self.m.cores)), link_bw=self.ic.bandwidth_bytes_per_cycle,
+                         link_latency=self.ic.latency_cycles,
+                         shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
+                         multicast=multicast(dim, i) if self.ic.multicast else "", halo=halo,
+                         nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective))
+
+    def share_bounds(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
+                     prod: Layer | None = None) -> tuple[int, ...] | None:
+        """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): balanced over cores
+        that differ (:func:`~npukit.sim._multicore_balance.balanced_bounds`, kept per run) for a layer alone in its
+        step; None (the even split) on identical cores, a grid, or a fused operand (its producer's and consumer's
+        shares must line up)."""
+        kinds = [(self.m.cores[c].arch, self.m.cores[c].nest) for c in cores]
+        ext = split_extent(layer, dim, len(cores))
+        if ext is None or fin or fout or ffil or prod is not None or all(k == kinds[0] for k in kinds):
+            return None
+        key = ("bounds", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores), dim)
+        if key not in self.memo:
+            ways, size = len(cores), ext[1]
+            rep = {k: c for k, c in zip(kinds, cores, strict=True)}  # one core of each kind
+
+            def cycles(kind: object, share: int) -> float:
+                sub = sub_layer(layer, dim, ways, 0, (0, share) + (size,) * (ways - 1))
+                assert sub is not None
+                return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
+
+            self.memo[key] = balanced_bounds(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
+                                             even_bounds(size, ways)[1])
+        return self.memo[key]
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:
         """The DRAM channels shared in proportion to each core's traffic (all finish together), each core at

@@ -1,0 +1,102 @@
+"""MAC cores that differ (one 128 x 128 beside two 32 x 32): a split gives each a share it finishes with the others
+(:mod:`npukit.sim._multicore_balance`), a split on fewer cores takes the fastest, and the result does not depend on
+the order the file lists the cores in. Before, shares were equal, so the small cores set the step (a 1024^3 GEMM
+several times slower than the big core alone), and ``layer_cores = "search"`` tried the first cores listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npukit.sim import _multicore_prune, load_table
+from npukit.sim._multicore_balance import fill_shares, whole_bounds
+from npukit.sim.multicore import load_multicore_arch
+from npukit.sim.multicore_sim import _Run, simulate_multicore
+from npukit.sim.workload import Layer, Workload, conv_layer
+
+FABRIC = """
+[interconnect]
+bandwidth_bytes_per_cycle = 32.0
+latency_cycles = 20
+energy_pj_per_bit = 0.1
+topology = "mesh"
+source = "estimate"
+[shared_memory]
+kib = 4096
+bandwidth_bytes_per_cycle = 256.0
+[dram]
+channels = 2
+bandwidth_bytes_per_cycle = 64.0
+"""
+BIG = '[[core]]\narch = "npu128"\nkind = "mac"\n'
+SMALL = '[[core]]\narch = "npu32"\ncount = 2\nkind = "mac"\n'
+
+
+def _chip(tmp_path: Path, name: str, cores: str, layer_cores: str = "all", objective: str = "latency"):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(f'name = "{name}"\nobjective = "{objective}"\nlayer_cores = "{layer_cores}"\n{cores}{FABRIC}')
+    return load_multicore_arch(str(p))
+
+
+WL = Workload("w", [Layer("gemm", 1024, 1024, 1024), conv_layer("conv", 30, 30, 3, 3, 32, 64, 1)])
+
+
+def test_shares_fill_to_a_common_finish() -> None:
+    assert fill_shares(90, [(0.0, 1.0)] * 3) == pytest.approx([30.0] * 3)
+    big, small = (10.0, 1.0), (10.0, 16.0)  # the small core takes 16 times the cycles per unit
+    s = fill_shares(1800, [big, small, small])
+    assert sum(s) == pytest.approx(1800) and s[0] == pytest.approx(16 * s[1])
+    assert fill_shares(100, [(0.0, 1.0), (500.0, 1.0)]) == [100.0, 0.0]  # its fixed cost alone is past the finish
+    b = whole_bounds(7, [1.0, 1.0, 1.0])
+    assert b[0] == 0 and b[-1] == 7 and all(x <= y for x, y in zip(b, b[1:], strict=False))
+
+
+@pytest.mark.parametrize("layer_cores", ["all", "search"])
+def test_the_order_of_the_cores_in_the_file_does_not_matter(tmp_path: Path, layer_cores: str) -> None:
+    first = simulate_multicore(WL, _chip(tmp_path, "bigfirst", BIG + SMALL, layer_cores), "none/split")
+    last = simulate_multicore(WL, _chip(tmp_path, "biglast", SMALL + BIG, layer_cores), "none/split")
+    assert first.total_cycles == last.total_cycles
+    assert first.energy_pj == pytest.approx(last.energy_pj)
+
+
+def test_a_split_over_unequal_cores_is_balanced(tmp_path: Path) -> None:
+    gemm = Workload("g", [Layer("gemm", 1024, 1024, 1024)])
+    chip = _chip(tmp_path, "mixed", SMALL + BIG)
+    alone = simulate_multicore(gemm, _chip(tmp_path, "big", BIG), "none/split").total_cycles
+    both = simulate_multicore(gemm, chip, "none/split")
+    assert both.total_cycles <= 1.02 * alone
+    row = both.rows()[0]
+    assert row["cores"] >= 2  # the small cores take a share
+    r = _Run(gemm, chip, load_table("horowitz45"), {})
+    dim = row["split"]
+    bounds = r.share_bounds(gemm.layers[0], chip.mac_cores, dim, "", "")
+    sizes = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert chip.mac_cores[0] == 2 and sizes[0] > 4 * max(sizes[1:])  # the big core (listed last) the largest share
+    even = [p.busy for p in r.gemm_parts(gemm.layers[0], chip.mac_cores, dim, "", "")]
+    assert max(even) <= 1.3 * min(b for b in even if b > 0)  # they finish near together
+
+
+def test_identical_cores_keep_the_even_split() -> None:
+    quad = load_multicore_arch("quad128")
+    r = _Run(WL, quad, load_table("horowitz45"), {})
+    assert r.share_bounds(WL.layers[0], quad.mac_cores, "M", "", "") is None
+
+
+def test_the_pruned_split_search_equals_the_full_one_on_unequal_cores(tmp_path: Path, monkeypatch) -> None:
+    chip = _chip(tmp_path, "mixed", BIG + SMALL, "search")
+    pruned = simulate_multicore(WL, chip, "none/split")
+    monkeypatch.setattr(_multicore_prune, "PRUNE", False)
+    full = simulate_multicore(WL, _chip(tmp_path, "mixed2", BIG + SMALL, "search"), "none/split")
+    assert (pruned.total_cycles, pruned.energy_pj) == (full.total_cycles, full.energy_pj)
+    assert [r["split"] for r in pruned.rows()] == [r["split"] for r in full.rows()]
+
+
+def test_a_fused_group_runs_on_the_cores_identical_to_the_fastest(tmp_path: Path) -> None:
+    chain = Workload("c", [Layer("up", 256, 512, 256), Layer("down", 256, 256, 512)])
+    chip = _chip(tmp_path, "mixed", SMALL + BIG)  # layer_cores = "all"
+    res = simulate_multicore(chain, chip, "chain/split")
+    fused = [r for r in res.rows() if r["step"] == "fused"]
+    assert fused and all(r["core_ids"] == "2" for r in fused)  # the 128 x 128 core, listed last
+    quad = simulate_multicore(chain, load_multicore_arch("quad128"), "chain/split")
+    assert all(r["cores"] == 4 for r in quad.rows() if r["step"] == "fused")  # identical cores: all of them
