@@ -14,19 +14,21 @@ if TYPE_CHECKING:
     from .multicore_sim import _Run
 
 
-def shares(weights: list[float], cores: list[int]) -> list[tuple[list[int], list[int]]]:
+def shares(weights: list[float], cores: list[int], speed: list[float] | None = None) -> list[tuple[list[int], list[int]]]:
     """(cores, branches) of each share: with at least as many branches as cores, one core each, the branches dealt
-    largest first to the least loaded core (by ``weights``: each branch's cycles on one core); with fewer, every
-    branch its own share, the cores given one at a time to the branch with the most weight per core. Branches keep
-    their order in a share."""
+    largest first to the core that would finish them first (by ``weights``: each branch's cycles on the first core;
+    ``speed``: each core's throughput relative to the first's, 1 for all by default, so on identical cores the least
+    loaded); with fewer, every branch its own share, the cores given one at a time to the branch with the most weight
+    per core. Branches keep their order in a share."""
     k, n = len(weights), len(cores)
+    speed = speed or [1.0] * n
     if k >= n:
         load = [0.0] * n
         owned: list[list[int]] = [[] for _ in range(n)]
         for b in sorted(range(k), key=lambda b: -weights[b]):
-            c = min(range(n), key=lambda c: load[c])
+            c = min(range(n), key=lambda c: load[c] + weights[b] / speed[c])
             owned[c].append(b)
-            load[c] += weights[b]
+            load[c] += weights[b] / speed[c]
         return [([cores[c]], sorted(owned[c])) for c in range(n) if owned[c]]
     count = [1] * k
     for _ in range(n - k):
@@ -56,7 +58,9 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     timeline draws each where it runs. ``weights``: the branches' cycles on one core, if already known."""
     planned: list[tuple[int, Layer | VectorOp, list[Part], dict[str, Any], int]] = []  # (order, op, parts, extra, share)
     order = {id(op): k for k, op in enumerate(op for b in branches for op in b)}
-    split = shares(weights or [_weight(r, b, macs[0]) for b in branches], macs)
+    top = r.m.cores[macs[0]].macs_per_cycle
+    split = shares(weights or [_weight(r, b, macs[0]) for b in branches], macs,
+                   [r.m.cores[c].macs_per_cycle / top for c in macs])
     for s, (cs, owned) in enumerate(split):
         for b in owned:
             ops = branches[b]

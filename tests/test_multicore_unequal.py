@@ -100,3 +100,13 @@ def test_a_fused_group_runs_on_the_cores_identical_to_the_fastest(tmp_path: Path
     assert fused and all(r["core_ids"] == "2" for r in fused)  # the 128 x 128 core, listed last
     quad = simulate_multicore(chain, load_multicore_arch("quad128"), "chain/split")
     assert all(r["cores"] == 4 for r in quad.rows() if r["step"] == "fused")  # identical cores: all of them
+
+
+def test_branches_go_to_the_core_that_finishes_them_first() -> None:
+    from npukit.sim._multicore_branches import shares
+
+    assert shares([10, 1, 1, 1], [0, 1, 2]) == [([0], [0]), ([1], [1, 3]), ([2], [2])]  # identical cores
+    # a core 16 times slower takes a branch only when the fast one would finish it later
+    assert shares([10, 1, 1, 1], [0, 1, 2], [1.0, 1 / 16, 1 / 16]) == [([0], [0, 1, 2, 3])]
+    assert shares([10, 9], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]  # 18 cycles there beat 19 here
+    assert shares([10, 4], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]
