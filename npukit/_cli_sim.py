@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "none|blocks|chain|branches and MODE split|pipeline, e.g. blocks/pipeline")
     p.add_argument("--layer-cores", choices=("all", "search"),
                    help="multi-core archs: a GEMM alone in its step runs on all MAC cores, or (search) also on the "
-                   "first 1, 2, 4, ... where that ranks better (default: the arch's layer_cores, else all)")
+                   "fastest 1, 2, 4, ... where that ranks better (default: the arch's layer_cores, else all)")
     p.add_argument(
         "--workload",
         default="resnet18",

@@ -52,7 +52,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
     """The MAC cores a fused split group runs on: all of ``macs`` (fastest first), or with the arch's ``layer_cores =
-    "search"`` the first 1, 2, 4, ... of them where that ranks strictly better under the objective (as a layer alone
+    "search"`` the fastest 1, 2, 4, ... of them where that ranks strictly better under the objective (as a layer alone
     does: :func:`~npukit.sim.schedule.layer_splits`). Each count is simulated on a scratch run (totals only). A fused
     group's shares are even (a producer's and its consumer's must line up), so on unequal cores it takes only those
     identical to the fastest."""

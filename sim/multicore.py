@@ -5,7 +5,7 @@ TOML form (``npukit sim --arch multicore.toml``)::
 
     name = "quad"
     objective = "edp"                  # what the schedule search minimises: edp | energy | latency
-    layer_cores = "all"                # a GEMM alone in its step runs on: all | search (also the first 1, 2, 4, ...)
+    layer_cores = "all"                # a GEMM alone in its step runs on: all | search (also the fastest 1, 2, 4, ...)
     [[core]]
     arch = "npu128"                    # a built-in, or a core arch TOML path (relative to this file)
     count = 4                          # this many identical cores
@@ -92,7 +92,7 @@ class MultiCoreArch:
     ``objective`` its schedule search minimises; ``bus``: a second interconnect between the MAC cores and the
     ``simd`` core that a vector op's operands and result cross (one hop; Stream's shared bus), None: the
     ``interconnect`` links; ``layer_cores``: on how many MAC cores a GEMM in a step of its own may run, ``all`` of
-    them, or ``search``: also only the first 1, 2, 4, ... of them, kept where that ranks strictly better under the
+    them, or ``search``: also only the fastest 1, 2, 4, ... of them, kept where that ranks strictly better under the
     objective (:func:`~npukit.sim.schedule.layer_splits`; more splits to map, so a slower search)."""
 
     name: str
