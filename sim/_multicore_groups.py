@@ -165,6 +165,13 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     for _, parts, _, st in planned:
         stage_t[st] += max(p.busy for p in parts)
     latency = sum(stage_t) / tiles + (tiles - 1) * max(stage_t) / tiles
+    # the stages run at once, but each was timed with the DRAM channels (and the simd core) to itself: the group
+    # takes at least all its bytes over all the channels, and all its vector ops on the simd core, as a parallel
+    # step does (before, a port-bound chip's pipeline moved its bytes several times faster than its port)
+    every = [p for _, parts, _, _ in planned for p in parts]
+    bw = r.m.dram.total_bandwidth
+    latency = max(latency, sum(p.dram_bytes for p in every) / bw if bw else 0.0,
+                  sum(p.busy for p in every if p.core in r.m.simd_cores))
     scale = latency / sum(stage_t) if sum(stage_t) else 1.0
     offset = [sum(stage_t[:s]) / tiles for s in range(n_st)]
     t0 = r.t

@@ -388,8 +388,8 @@ class _Run:
         self.link_exposed += crit.link_exposed * scale
         energy = one.energy_by(self.tab, "component")
         facts: dict[str, Any] = {"kind": op.kind, "mapping": extra.get("split", "")}
-        if isinstance(op, Layer):
-            facts.update(M=op.M, N=op.N, K=op.K)
+        if isinstance(op, Layer):  # macs: a loop-nest core's records carry its MAC energy, not a MAC count
+            facts.update(M=op.M, N=op.N, K=op.K, macs=op.macs)
         one.describe(scope, **facts)
         self.ledger.merge(one)
         row = {"name": op.name, "kind": op.kind, "start_cycle": start, "cycles": crit.busy * scale,

@@ -290,7 +290,10 @@ def summarise(led: Ledger, label: str, source: str, table: EnergyTable, depth: i
     for scope in led.scopes(depth):
         cyc = {k: by_kind[k].get(scope, 0.0) for k in run.kinds}
         energy = matrix.get(scope, {})
-        run.layers.append(LayerView(scope, cyc, energy, macs.get(scope, 0.0), dram.get(scope, 0.0), facts.get(scope, {})))
+        fact = facts.get(scope, {})
+        # MACs: the array's counted MAC actions, else the simulator's fact (a loop-nest core records MAC energy)
+        n_macs = macs.get(scope, 0.0) or (_num(fact.get("macs")) or 0.0)
+        run.layers.append(LayerView(scope, cyc, energy, n_macs, dram.get(scope, 0.0), fact))
         for comp, e in energy.items():
             comps[comp] = comps.get(comp, 0.0) + e
     run.components = comps
@@ -315,6 +318,9 @@ def _facts_by_scope(led: Ledger, depth: int) -> dict[str, dict[str, Any]]:
             continue
         kinds = sorted({str(f.get("kind")) for _, f in items if f.get("kind") is not None})
         merged: dict[str, Any] = {"kind": "+".join(kinds)} if kinds else {}
+        macs = [f.get("macs") for _, f in items]
+        if any(_num(m) for m in macs):
+            merged["macs"] = sum(_num(m) or 0.0 for m in macs)
         weights = [(led.count("pe_array", "mac", sc), f.get("mapping_efficiency")) for sc, f in items]
         weights = [(w, e) for w, e in weights if isinstance(e, int | float) and w > 0]
         if weights:

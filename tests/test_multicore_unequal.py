@@ -110,3 +110,4 @@ def test_branches_go_to_the_core_that_finishes_them_first() -> None:
     assert shares([10, 1, 1, 1], [0, 1, 2], [1.0, 1 / 16, 1 / 16]) == [([0], [0, 1, 2, 3])]
     assert shares([10, 9], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]  # 18 cycles there beat 19 here
     assert shares([10, 4], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]
+

@@ -71,3 +71,16 @@ def test_the_report_states_the_chips_roofs(tmp_path: Path, quad: dict) -> None:
     md = (tmp_path / "r" / "report.md").read_text()
     assert "peak 131,072 ops/cycle, DRAM 256 bytes/cycle" in md
     assert "256 DRAM bytes/cycle (all channels)" in md and "; 64 DRAM bytes/cycle" not in md
+
+
+def test_a_loop_nest_chips_layers_have_their_macs_and_utilization() -> None:
+    from npukit.sim.stream_io import load_stream_hardware
+
+    march = load_stream_hardware(ROOT / "tests" / "data" / "stream_hw" / "eyeriss_like_dual_core.yaml", warn=False)
+    wl = Workload("w", [Layer("g", 64, 96, 128)])
+    led = json.loads(simulate_multicore(wl, march, "none/split").ledger.to_json())
+    assert not any(c["component"] == "pe_array" for c in led["counts"])  # a loop-nest core records MAC energy only
+    run = _run(led)
+    g = next(v for v in run.layers if v.scope.endswith("/g"))
+    assert g.macs == 64 * 96 * 128
+    assert 0 < run.utilization(g) <= 1 and g.ops_per_cycle <= run.peak_ops_per_cycle

@@ -1,0 +1,38 @@
+"""A pipelined group's stages run at once, each timed with the DRAM channels to itself: the group takes at least all
+its bytes over all the channels (before, a port-bound chip's pipeline moved its bytes several times faster than its
+port: Llama-3-8B's layer on Stream's simba, chain/pipeline, 13.5 M cycles for 228 MB through an 8 B/cycle port)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npukit.sim.multicore import load_multicore_arch
+from npukit.sim.multicore_sim import simulate_multicore
+from npukit.sim.workload import Layer, Workload
+
+FABRIC = """
+[interconnect]
+bandwidth_bytes_per_cycle = 32.0
+latency_cycles = 20
+energy_pj_per_bit = 0.1
+[shared_memory]
+kib = 4096
+bandwidth_bytes_per_cycle = 256.0
+[dram]
+channels = 1
+bandwidth_bytes_per_cycle = 4.0
+"""
+
+
+def test_a_pipeline_moves_its_bytes_no_faster_than_the_chips_dram(tmp_path: Path) -> None:
+    # stages run at once, each timed with the channels to itself: together they are bound by all the channels
+    p = tmp_path / "slow_dram.toml"
+    p.write_text('name = "slow_dram"\n[[core]]\narch = "npu128"\ncount = 4\nkind = "mac"\n' + FABRIC)
+    chip = load_multicore_arch(str(p))
+    chain = Workload("c", [Layer(f"g{i}", 512, 1024, 1024) for i in range(4)])
+    res = simulate_multicore(chain, chip, "chain/pipeline")
+    dram = sum(r["dram_bytes"] for r in res.rows())
+    assert dram > 0 and res.total_cycles >= dram / chip.dram.total_bandwidth
+    assert sum(r["cycles"] for r in res.rows()) == pytest.approx(res.total_cycles)  # the rows add up to it
