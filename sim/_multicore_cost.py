@@ -358,8 +358,9 @@ def with_dram(part: Part, read_bits: float, write_bits: float, width: int, port:
     traffic = dict(part.traffic)
     traffic["dram_ifmap_read_bytes"] = traffic.get("dram_ifmap_read_bytes", 0.0) + read_bits / 8
     traffic["dram_ofmap_write_bytes"] = traffic.get("dram_ofmap_write_bytes", 0.0) + write_bits / 8
-    stall = max(0.0, byts / port - part.compute)
-    return replace(part, stall=part.stall + stall, records=recs, dram_bytes=part.dram_bytes + byts, traffic=traffic,
+    # all its DRAM bytes cross the port: these and what the op itself reads there (a norm's weights)
+    stall = max(part.stall, (part.dram_bytes + byts) / port - part.compute)
+    return replace(part, stall=stall, records=recs, dram_bytes=part.dram_bytes + byts, traffic=traffic,
                    write_bytes=part.write_bytes + write_bits / 8)
 
 

@@ -36,3 +36,15 @@ def test_a_pipeline_moves_its_bytes_no_faster_than_the_chips_dram(tmp_path: Path
     dram = sum(r["dram_bytes"] for r in res.rows())
     assert dram > 0 and res.total_cycles >= dram / chip.dram.total_bandwidth
     assert sum(r["cycles"] for r in res.rows()) == pytest.approx(res.total_cycles)  # the rows add up to it
+
+
+def test_a_vector_op_on_the_simd_core_waits_for_all_its_dram_bytes() -> None:
+    # a norm on hetero4's simd core reads its weights from DRAM beside its input and output: all of them cross the port
+    from npukit.sim.workload import VectorOp
+
+    chip = load_multicore_arch("hetero4")
+    norm = VectorOp("norm", "layernorm", 4096 * 64, reduce=4096, params=2 * 4096)
+    res = simulate_multicore(Workload("v", [norm]), chip, "none/split")
+    row = res.rows()[0]
+    port = chip.cores[chip.simd_cores[0]].arch.dram_bandwidth_bytes_per_cycle
+    assert row["dram_bytes"] > 0 and row["cycles"] >= row["dram_bytes"] / port * (1 - 1e-9)
