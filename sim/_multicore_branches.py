@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part
-from ._multicore_groups import fused_edges
+from ._multicore_groups import fused_edges, one_at_a_time
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -87,12 +87,14 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     scale = latency / total if total else 1.0
     t0 = r.t
     inner = [0.0] * len(split)
+    bars: list[tuple[int, float, float, str]] = []
     for _, op, parts, extra, s in sorted(planned, key=lambda x: x[0]):  # the ledger and rows in program order
         start = t0 + inner[s]
         r.commit(op, parts, start, scale, extra, draw=False)
-        if r.record:
-            r.timeline += [(p.core, start, start + p.busy, op.name) for p in parts]
+        bars += [(p.core, start, start + p.busy, op.name) for p in parts]
         inner[s] += max(p.busy for p in parts)
+    if r.record:
+        r.timeline += one_at_a_time(bars, t0, t0 + latency)
     r.t = t0 + latency
 
 

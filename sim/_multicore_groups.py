@@ -181,8 +181,35 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         extra = {**extra, "tiles": tiles}
         inner[st] += r.commit(op, parts, start, scale, extra, draw=False)
     if r.record:
-        r.timeline += pipeline_bars(planned, stage_t, tiles, t0)
+        r.timeline += one_at_a_time(pipeline_bars(planned, stage_t, tiles, t0), t0, t0 + latency)
     r.t = t0 + latency
+
+
+def one_at_a_time(bars: list[tuple[int, float, float, str]], lo: float, hi: float) -> list[tuple[int, float, float, str]]:
+    """Timeline ``bars`` (core, start, end, name) of one step from ``lo`` to ``hi`` with no two on a core at once: a
+    core several shares use (the simd core of a parallel step or of several pipeline stages) does their work one
+    after another, each bar at its own start or after the one before, and the last ones moved back inside the step
+    where they would pass ``hi`` (the step's latency already holds all that core's work). Other bars are unchanged."""
+    by: dict[int, list[int]] = {}
+    for i, bar in enumerate(bars):
+        by.setdefault(bar[0], []).append(i)
+    out = list(bars)
+    for idx in by.values():
+        idx.sort(key=lambda i: (bars[i][1], i))
+        ends = []
+        t = lo
+        for i in idx:  # forward: after the one before
+            start = max(bars[i][1], t)
+            t = start + (bars[i][2] - bars[i][1])
+            ends.append(t)
+        limit = hi
+        for j in range(len(idx) - 1, -1, -1):  # backward: inside the step
+            i = idx[j]
+            end = min(ends[j], limit)
+            start = end - (bars[i][2] - bars[i][1])
+            out[i] = (bars[i][0], start, end, bars[i][3])
+            limit = start
+    return out
 
 
 PIPELINE_BARS = 512  # bars per core a pipelined group draws at most: its tiles are drawn in chunks beyond that

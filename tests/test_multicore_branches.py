@@ -174,3 +174,21 @@ def test_branch_runs_are_contiguous_and_their_branches_independent(seed: int) ->
         for k, b in enumerate(run):
             for i in b:  # nothing an operator waits for lies in another branch of its run
                 assert all(owner.get(j, k) == k for j in df.ancestors(i, idx[0]))
+
+
+@pytest.mark.parametrize("schedule", ["branches/split", "branches/pipeline", "chain/pipeline"])
+def test_no_core_is_drawn_doing_two_things_at_once(schedule: str) -> None:
+    # the experts' SiLU and adds all run on hetero4's one simd core: a parallel step or pipeline draws them one
+    # after another inside the step (they were drawn at once, each at its share's time)
+    from npukit.sim import load_multicore_arch
+
+    res = simulate_multicore(_experts(), load_multicore_arch("hetero4"), schedule)
+    by: dict[int, list[tuple[float, float]]] = {}
+    for core, start, end, _ in res.timeline:
+        assert 0 <= start <= end <= res.total_cycles * (1 + 1e-9)
+        by.setdefault(core, []).append((start, end))
+    simd = load_multicore_arch("hetero4").simd_cores[0]
+    assert len(by[simd]) >= 8
+    for bars in by.values():
+        bars.sort()
+        assert all(b[0] >= a[1] - 1e-6 * max(1.0, a[1]) for a, b in zip(bars, bars[1:], strict=False))
