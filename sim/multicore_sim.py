@@ -271,8 +271,11 @@ class _Run:
                 assert sub is not None
                 return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
 
-            self.memo[key] = balanced_bounds(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
-                                             even_bounds(size, ways)[1])
+            try:
+                self.memo[key] = balanced_bounds(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
+                                                 even_bounds(size, ways)[1])
+            except ConfigError:  # a trial share maps on no core of its kind: the even split (it may fail as well)
+                self.memo[key] = None
         return self.memo[key]
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:

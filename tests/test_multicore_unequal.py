@@ -111,3 +111,20 @@ def test_branches_go_to_the_core_that_finishes_them_first() -> None:
     assert shares([10, 9], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]  # 18 cycles there beat 19 here
     assert shares([10, 4], [0, 1], [1.0, 0.5]) == [([0], [0]), ([1], [1])]
 
+
+
+def test_a_trial_share_that_maps_nowhere_leaves_the_even_split(tmp_path: Path, monkeypatch) -> None:
+    from npukit.sim.errors import ConfigError
+
+    chip = _chip(tmp_path, "mixed", BIG + SMALL)
+    r = _Run(WL, chip, load_table("horowitz45"), {})
+    gemm = WL.layers[0]
+    real = _Run._part
+
+    def part(self, sub, *args, **kw):  # noqa: ANN001, ANN002, ANN003
+        if sub.M == gemm.M and sub.N == gemm.N:  # the whole layer on one core: "fits no loop order"
+            raise ConfigError("no loop order fits")
+        return real(self, sub, *args, **kw)
+
+    monkeypatch.setattr(_Run, "_part", part)
+    assert r.share_bounds(gemm, chip.mac_cores, "M", "", "") is None
