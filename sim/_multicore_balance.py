@@ -12,6 +12,7 @@ up to the extent. Identical cores keep the even split (:func:`~npukit.sim._multi
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -61,3 +62,45 @@ def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object
                 a, b = c1 - slope * even, slope
         fit[k] = (a, b)
     return whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
+
+
+def _pipeline_latency(load: Sequence[float], cores: Sequence[Sequence[int]], speed: Sequence[float], tiles: int) -> float:
+    """A pipeline's latency (ns) over ``tiles`` tiles, stage ``s`` doing ``load[s]`` MACs evenly over ``cores[s]``."""
+    times = [w / (len(cs) * min(speed[c] for c in cs)) for w, cs in zip(load, cores, strict=True)]
+    return (sum(times) + (tiles - 1) * max(times)) / tiles
+
+
+def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int],
+                  max_cuts: int = 256) -> tuple[list[int], list[list[int]]]:
+    """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its
+    GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns, fastest
+    first; a core left out idles). A stage's GEMMs are split evenly over its cores (its producer's and consumer's
+    shares must line up), so a stage of ``n`` cores runs at ``n`` times its slowest core's speed; a stage's time is
+    its MACs over that. For each number of stages and each cut of the GEMMs into contiguous stages (the first
+    ``max_cuts``), the cores are dealt fastest first: the first ones to the stages with the most MACs, one each, then
+    each to the stage (or to none) that lowers the pipeline's latency most, ``(sum + (t - 1) max) / t`` of the stage
+    times over its ``tiles(stages)`` tiles, as the pipeline is timed. The lowest latency wins (fewer stages on a
+    tie)."""
+    best: tuple[float, list[int], list[list[int]]] | None = None
+    for n in range(1, min(len(work), len(speed)) + 1):
+        t = max(1, tiles(n))
+        for k, cut in enumerate(itertools.combinations(range(1, len(work)), n - 1)):
+            if k >= max_cuts:
+                break
+            edges = (0, *cut, len(work))
+            load = [float(sum(work[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
+            cores: list[list[int]] = [[] for _ in range(n)]
+            for j, s in enumerate(sorted(range(n), key=lambda s: (-load[s], s))):
+                cores[s] = [j]
+            for c in range(n, len(speed)):
+                now = _pipeline_latency(load, cores, speed, t)
+                trial = [_pipeline_latency(load, [cs + [c] if i == s else cs for i, cs in enumerate(cores)], speed, t)
+                         for s in range(n)]
+                s = min(range(n), key=lambda s: (trial[s], s))
+                if trial[s] < now:
+                    cores[s].append(c)
+            val = _pipeline_latency(load, cores, speed, t)
+            if best is None or val < best[0]:
+                best = (val, [s for s in range(n) for _ in range(edges[s], edges[s + 1])], cores)
+    assert best is not None and math.isfinite(best[0])
+    return best[1], best[2]

@@ -4,8 +4,10 @@ pipeline stages on disjoint shares of the cores. ``r`` is the simulation in prog
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._multicore_balance import pipeline_plan
 from ._multicore_cost import Part, prefetched
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from .dataflow import Dataflow
@@ -123,29 +125,43 @@ def _links_after(free: float, start: float, cycles: float) -> float:
     return max(free, start) + cycles if cycles else free
 
 
+def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int], int]) -> tuple[list[int], list[list[int]]]:
+    """The stage of each of a pipelined group's GEMMs and each stage's MAC cores. On identical cores: as many stages
+    as GEMMs (at most one per core), cut where the MACs so far pass each stage's even part, the cores dealt evenly in
+    order. On cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plan` (before, the same rule put a
+    stage on a small core alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big
+    core's cycles for the up projection)."""
+    if len({(r.m.cores[c].arch, r.m.cores[c].nest) for c in macs}) > 1:
+        speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
+        bounds, idx = pipeline_plan([g.macs for g in gemms], speed, tiles)
+        return bounds, [[macs[j] for j in cs] for cs in idx]
+    n_st = min(len(gemms), len(macs))
+    total = sum(g.macs for g in gemms)
+    bounds, acc, s = [], 0, 0  # balanced by MACs
+    for g in gemms:
+        bounds.append(min(s, n_st - 1))
+        acc += g.macs
+        if acc >= total * (s + 1) / n_st:
+            s += 1
+    per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
+    starts = [sum(per[:s]) for s in range(n_st)]
+    return bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
+
+
 def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:
     """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
     in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
-    n_st = min(len(gemm_idx), len(macs))
-    total = sum(group[i].macs for i in gemm_idx)
-    bounds, acc, s = [], 0, 0  # stage of each GEMM, balanced by MACs
-    for i in gemm_idx:
-        bounds.append(min(s, n_st - 1))
-        acc += group[i].macs
-        if acc >= total * (s + 1) / n_st:
-            s += 1
+    rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
+    bounds, cores_of = _stages(r, [group[i] for i in gemm_idx], macs, lambda n: max(1, min(rows, max(tiles, 2 * n))))
+    n_st = len(cores_of)
     stage_of = {}
     cur = 0
     for k, op in enumerate(group):
         if isinstance(op, Layer):
             cur = bounds[gemm_idx.index(k)]
         stage_of[k] = cur
-    per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
-    starts = [sum(per[:s]) for s in range(n_st)]
-    cores_of = [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
     fin, fout, _, _ = fused_edges(group, r.flow)
-    rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
     for k, op in enumerate(group):

@@ -128,3 +128,26 @@ def test_a_trial_share_that_maps_nowhere_leaves_the_even_split(tmp_path: Path, m
 
     monkeypatch.setattr(_Run, "_part", part)
     assert r.share_bounds(gemm, chip.mac_cores, "M", "", "") is None
+
+
+def test_pipeline_stages_are_planned_by_the_cores_speeds() -> None:
+    from npukit.sim._multicore_balance import pipeline_plan
+
+    tiles = lambda n: max(8, 2 * n)  # noqa: E731
+    # three equal GEMMs, a core 16 times faster than the other two: one stage on it, the small cores idle
+    assert pipeline_plan([1, 1, 1], [16, 1, 1], tiles) == ([0, 0, 0], [[0]])
+    # 3:1 of the MACs on speeds 4:1:1: the big GEMM on the fast core, the small one on both slow cores
+    assert pipeline_plan([3, 1], [4, 1, 1], tiles) == ([0, 1], [[0], [1, 2]])
+    # the fastest core goes to the stage with the most MACs, wherever it is in the group
+    assert pipeline_plan([1, 3], [4, 1, 1], tiles) == ([0, 1], [[1, 2], [0]])
+
+
+@pytest.mark.parametrize("order", ["bigfirst", "biglast"])
+def test_a_pipeline_over_unequal_cores_is_no_slower_than_the_big_core_alone(tmp_path: Path, order: str) -> None:
+    # before, each of the three GEMMs took a stage of its own, two of them on a 32 x 32 core alone: 4.1x the cycles
+    mlp = Workload("m", [Layer("a", 512, 2048, 1024), Layer("b", 512, 2048, 2048), Layer("c", 512, 1024, 2048)])
+    chip = _chip(tmp_path, order, BIG + SMALL if order == "bigfirst" else SMALL + BIG)
+    alone = simulate_multicore(mlp, _chip(tmp_path, "big", BIG), "chain/pipeline")
+    both = simulate_multicore(mlp, chip, "chain/pipeline")
+    assert both.total_cycles <= 1.01 * alone.total_cycles
+    assert both.energy_pj <= 1.01 * alone.energy_pj
