@@ -131,7 +131,8 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
     order. On cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plan` (before, the same rule put a
     stage on a small core alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big
     core's cycles for the up projection)."""
-    if len({(r.m.cores[c].arch, r.m.cores[c].nest) for c in macs}) > 1:
+    kinds = [(r.m.cores[c].arch, r.m.cores[c].nest) for c in macs]  # a loop-nest core's nest is no key
+    if any(k != kinds[0] for k in kinds):
         speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
         bounds, idx = pipeline_plan([g.macs for g in gemms], speed, tiles)
         return bounds, [[macs[j] for j in cs] for cs in idx]

@@ -151,3 +151,15 @@ def test_a_pipeline_over_unequal_cores_is_no_slower_than_the_big_core_alone(tmp_
     both = simulate_multicore(mlp, chip, "chain/pipeline")
     assert both.total_cycles <= 1.01 * alone.total_cycles
     assert both.energy_pj <= 1.01 * alone.energy_pj
+
+
+def test_a_pipeline_on_loop_nest_cores_runs() -> None:
+    # a loop-nest core's hardware holds dicts: comparing the cores' kinds must not hash them (a set of them raised
+    # TypeError for every Stream chip whose schedule search tried a pipeline)
+    from npukit.sim.stream_io import load_stream_hardware
+
+    chip = load_stream_hardware(Path(__file__).parent / "data" / "stream_hw" / "tpu_like_quad_core.yaml", "latency",
+                                warn=False)
+    mlp = Workload("m", [Layer("up", 64, 128, 64), Layer("down", 64, 64, 128)])
+    res = simulate_multicore(mlp, chip, "chain/pipeline")
+    assert res.total_cycles > 0 and {r["step"] for r in res.rows()} >= {"pipeline stage 0", "pipeline stage 1"}
