@@ -102,7 +102,14 @@ class MultiCoreResult:
         return self.interconnect_cycles / self.total_cycles if self.total_cycles else 0.0
 
     def rows(self) -> list[dict[str, Any]]:
-        return self.layer_rows
+        """Per-layer rows with the same columns each (a CSV's): every energy component any row has
+        (``energy_<component>_pj``, pJ; 0 where the layer used none), then ``energy_total_pj``; other keys only some
+        rows have (a pipeline's ``tiles``) are empty elsewhere. Before, the CSV took the first row's columns and
+        dropped the rest: a Llama layer's first row, a norm, left out the PE array and most SRAMs."""
+        keys = list(dict.fromkeys(k for r in self.layer_rows for k in r if not k.startswith("energy_")))
+        comps = sorted({k for r in self.layer_rows for k in r if k.startswith("energy_")} - {"energy_total_pj"})
+        return [{**{k: r.get(k, "") for k in keys}, **{c: r.get(c, 0.0) for c in comps},
+                 "energy_total_pj": r["energy_total_pj"]} for r in self.layer_rows]
 
 
 def _table(march: MultiCoreArch, table: EnergyTable | str | None) -> EnergyTable:
