@@ -24,6 +24,7 @@ mathtext), so no name can add or break a table, heading, list, emphasis, link, c
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,31 @@ def write_report(
     return write_document(out, doc, figures, tables)
 
 
+def _repriced_ppa(run: Run, ppa: dict[str, Any]) -> dict[str, Any]:
+    """The ledger's stored PPA (priced at simulation time) with its dynamic energy, powers and TOP/s/W redone with
+    the report's energy table when that prices the run differently (``--table``): the power is (dynamic + static
+    energy) / time, the peak the highest layer's; area, leakage and GOP/s/mm^2 do not depend on the table. Before,
+    the section kept the simulation's table while the totals above it used the report's."""
+    stored = _float(ppa.get("energy_dynamic_pj"))
+    hz = (run.clock_ghz or 0.0) * 1e9
+    leak = _float(ppa.get("leakage_mw"))
+    if stored is None or leak is None or hz <= 0 or run.cycles <= 0 or \
+            abs(run.energy_pj - stored) <= 1e-9 * max(abs(stored), 1.0):
+        return ppa
+    secs = run.cycles / hz
+    static = leak * secs * 1e9  # pJ: 1 mW for 1 s is 1e9 pJ
+    avg = (run.energy_pj + static) / 1e12 / secs
+    peak = max(((lv.total_energy_pj + leak * lv.total_cycles / hz * 1e9) / 1e12 / (lv.total_cycles / hz)
+                for lv in run.layers if lv.total_cycles > 0), default=0.0)
+    gops = (_float(ppa.get("gops_per_mm2")) or 0.0) * (_float(ppa.get("area_mm2")) or 0.0)
+    return {**ppa, "energy_dynamic_pj": run.energy_pj, "energy_static_pj": static, "power_avg_w": avg,
+            "power_peak_w": peak, "tops_per_w": gops / 1e3 / avg if avg > 0 else 0.0}
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
 def _figure(doc: list[Block], figures: dict[str, tuple[bytes, str]], name: str) -> None:
     if name in figures:
         doc.append(("figure", name, figures[name][1]))
@@ -133,10 +159,12 @@ def _document(runs: list[Run], figures: dict[str, tuple[bytes, str]], depth: int
         for run in runs
     ]
     doc.append(("table", headers, rows))
-    ppa = [(run.label, run.ledger.meta["ppa"]) for run in runs if isinstance(run.ledger.meta.get("ppa"), dict)]
+    ppa = [(run.label, _repriced_ppa(run, run.ledger.meta["ppa"])) for run in runs
+           if isinstance(run.ledger.meta.get("ppa"), dict)]
     if ppa:  # ledgers of npukit sim carry area and power (npukit.sim.power); older ones do not
         doc.append(("h2", "Power and area"))
-        doc.append(("p", "Area and leakage from cited per-component rules (docs/ppa.md); static energy = leakage x run "
+        doc.append(("p", "Area and leakage from cited per-component rules (docs/ppa.md), as simulated; dynamic energy "
+                         "priced with this report's energy table (as the totals); static energy = leakage x run "
                          "time; peak power = the highest layer's average power."))
         doc.append(("table", ["ledger", "area (mm^2)", "leakage (mW)", "dynamic energy (uJ)", "static energy (uJ)",
                               "avg power (W)", "peak power (W)", "GOP/s/mm^2", "TOP/s/W"],
