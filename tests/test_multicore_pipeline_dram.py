@@ -48,3 +48,26 @@ def test_a_vector_op_on_the_simd_core_waits_for_all_its_dram_bytes() -> None:
     row = res.rows()[0]
     port = chip.cores[chip.simd_cores[0]].arch.dram_bandwidth_bytes_per_cycle
     assert row["dram_bytes"] > 0 and row["cycles"] >= row["dram_bytes"] / port * (1 - 1e-9)
+
+
+def test_row_scales_keep_each_row_at_least_its_dram_time() -> None:
+    from npukit.sim._multicore_groups import row_scales
+
+    assert row_scales([10.0, 10.0], [0.0, 0.0], 10.0) == [0.5, 0.5]  # one common factor
+    assert row_scales([10.0, 10.0], [15.0, 0.0], 20.0) == pytest.approx([1.5, 0.5])  # the other gives up its time
+    assert row_scales([10.0, 10.0], [15.0, 15.0], 20.0) == [1.0, 1.0]  # floors past the total: the common factor
+
+
+def test_no_pipelined_row_moves_more_bytes_per_cycle_than_its_ports() -> None:
+    # before, each row took the common factor: ResNet-18's layer4 convs, one core each, at 66-67 B/cycle through a
+    # 64 B/cycle port
+    from npukit.workloads import load_workload
+
+    chip = load_multicore_arch("quad128")
+    res = simulate_multicore(load_workload("resnet18"), chip, "chain/pipeline")
+    piped = [r for r in res.rows() if str(r["step"]).startswith("pipeline")]
+    assert piped and sum(r["cycles"] for r in res.rows()) == pytest.approx(res.total_cycles)
+    for r in piped:
+        cores = {int(c) for c in str(r["core_ids"]).split()}
+        port = min(chip.dram.total_bandwidth, sum(chip.cores[c].arch.dram_bandwidth_bytes_per_cycle for c in cores))
+        assert r["dram_bytes"] <= port * r["cycles"] * (1 + 1e-9), r["name"]
