@@ -328,10 +328,12 @@ def write_epilogue(parts: list[Part], bandwidth: float) -> None:
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
-                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK) -> Part:
+                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK, hops: float = 1.0) -> Part:
     """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
-    send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK`` per bit
-    and hop, or ``BUS``); ``hide``: GEMM cycles a pipelined vector unit overlaps it with."""
+    send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK``, or
+    ``BUS``), each bit priced once per hop of ``hops`` and timed once (bits / bandwidth + latency, as a GEMM share's
+    transfer: the hops of a route carry it at once); ``hide``: GEMM cycles a pipelined vector unit overlaps it
+    with."""
     share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
         replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
                 params=op.params)
@@ -340,7 +342,7 @@ def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: 
     exposed = busy - min(busy, max(0.0, hide))
     link_bytes = moved_bits / 8
     if moved_bits:
-        recs.append((link, "transfer", (1,), moved_bits))
+        recs.append((link, "transfer", (1,), moved_bits * hops))
     link_cyc = link_bytes / link_bw + link_latency if link_bytes else 0.0
     return Part(core, exposed, 0.0, link_cyc, 0, recs, vector_unit.dram_bytes(share, arch), link_bytes,
                 vector_unit.traffic(share, arch), vector_busy=busy, bus_bytes=link_bytes if link == BUS else 0.0)

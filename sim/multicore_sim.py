@@ -348,7 +348,7 @@ class _Run:
                 part = vector_part(op, core, arch, 1, moved, 0.0, bus.bandwidth_bytes_per_cycle, bus.latency_cycles,
                                    BUS)
             else:
-                part = vector_part(op, core, arch, 1, moved * self.ic.hops(len(self.m.cores)), 0.0, bw, lat)
+                part = vector_part(op, core, arch, 1, moved, 0.0, bw, lat, hops=self.ic.hops(len(self.m.cores)))
             return [with_dram(part, from_dram, to_dram, arch.vector.bits, port)]
         ways = len(cores)
         hide = self.hide if self.serial_one else 0.0

@@ -71,12 +71,18 @@ def test_unfused_vector_ops_go_through_dram() -> None:
 
 
 def test_without_a_bus_the_links_carry_them() -> None:
-    res = simulate_multicore(_wl(), _arch(None), "chain/split")
+    # bytes and time counted once, energy once per hop, as a GEMM share's transfer (before, a vector op's bytes and
+    # time were multiplied by the hops and a GEMM's not: the run's interconnect bytes added two units)
+    arch = _arch(None)
+    arch = replace(arch, interconnect=replace(arch.interconnect, energy_pj_per_bit=0.5))
+    res = simulate_multicore(_wl(), arch, "chain/split")
     rows = {r["name"]: r for r in res.rows()}
     hops = 4 / 3  # the mean hops of a 3-core mesh (side 2)
+    moved = 2 * 64 * 32 * 2  # its input in, its result out, 16-bit
     assert rows["Relu"]["bus_bytes"] == 0
-    assert rows["Relu"]["interconnect_bytes"] == pytest.approx(2 * 64 * 32 * 2 * hops)
-    assert rows["Relu"]["cycles"] == pytest.approx(2 * 64 * 32 * 2 * hops / 4)  # the 4 B/cycle links
+    assert rows["Relu"]["interconnect_bytes"] == pytest.approx(moved)
+    assert rows["Relu"]["cycles"] == pytest.approx(moved / 4)  # the 4 B/cycle links
+    assert rows["Relu"]["energy_interconnect_pj"] == pytest.approx(moved * 8 * 0.5 * hops)
 
 
 def test_vectorless_core_needs_a_simd_core(tmp_path) -> None:
