@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +40,7 @@ Points already in the database (same arch, workload and npukit version) are not 
 killed sweep resumes where it stopped.
 
 backends (same spec, same results, same database; the database stays on this machine):
-  --workers N                local process pool (default: CPU count; 1 = in-process)
+  --workers N                local process pool (default: CPU count; 1 = in-process; at most 256)
   --dask-local N             a Dask LocalCluster of N worker processes on this machine
   --scheduler tcp://H:P      an existing Dask cluster; its workers need the same npukit version
 """
@@ -88,7 +91,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--out", default="out/sweep", metavar="DIR", help="output folder for the defaults below (default out/sweep)")
     r.add_argument("--db", metavar="PATH", help="SQLite database (default DIR/sweep.sqlite); reused across runs")
     r.add_argument("--csv", metavar="PATH", help="CSV of this spec's points (default DIR/sweep.csv)")
-    r.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: CPU count; 1 = in-process)")
+    r.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes (default: CPU count; 1 = in-process; 1 to 256, no more than the points)")
     r.add_argument("--overwrite", action="store_true",
                    help="replace a CSV that holds another sweep's points (default: refuse, exit 2)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -106,15 +110,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("db", metavar="DB", help="the .sqlite file npukit sweep wrote")
     e.add_argument("--csv", metavar="OUT.csv", help="CSV to write (default: DB with a .csv suffix)")
+    e.add_argument("--overwrite", action="store_true", help="replace --csv even when it is not a sweep CSV")
     e.set_defaults(func=export)
 
 
 def run(args: argparse.Namespace) -> int:
     """``npukit sweep [run] SPEC.toml``: every point of the spec into the database, then the CSV."""
     from npukit.sim.errors import ConfigError
+    from npukit.sweeps import MAX_WORKERS
 
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be 1 or more, got {args.workers}")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be 1 to {MAX_WORKERS} (this machine has {os.cpu_count() or 1} CPUs), "
+                          f"got {args.workers}")
 
     from npukit.sweeps import MAX_POINTS, check_store, expand_points, load_sweep_spec
 
@@ -131,16 +138,81 @@ def run(args: argparse.Namespace) -> int:
     # a bad --csv/--db fails now, not after every point is computed; an empty one is refused
     csv_path = check_writable_file(args.csv, "--csv") if args.csv is not None else out / "sweep.csv"
     db = check_writable_file(args.db, "--db") if args.db is not None else out / "sweep.sqlite"
+    _not_the_database(csv_path, db)
     check_store(db, spec.multicore)  # a database not ours (or of the other kind) is refused read-only, before any folder
     if not args.overwrite:
         _refuse_foreign_csv(csv_path, {p.key for p in points})
+    if args.workers is not None and args.search is None:  # no more processes than points
+        args.workers = min(args.workers, max(1, len(points)))
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
     try:
-        if args.search is not None:
-            return _run_search(args, spec, executor, db, csv_path)
-        return _run(args, spec, points, executor, db, csv_path)
+        with _removed_if_left_empty(db, {db.parent, csv_path.parent}):
+            if args.search is not None:
+                return _run_search(args, spec, executor, db, csv_path)
+            return _run(args, spec, points, executor, db, csv_path)
     finally:
         executor.close()
+
+
+@contextlib.contextmanager
+def _removed_if_left_empty(db: Path, folders: set[Path]) -> Iterator[None]:
+    """A run that fails before its first point is stored (a model error on the first batch, an interrupt) removes the
+    database it created and the folders it made for it, so that nothing is left half-written; a database that existed
+    before, or holds points, stays."""
+    new = not db.exists()
+    made = [f for f in sorted(folders, key=lambda p: len(p.parts)) if not f.exists()]
+    try:
+        yield
+    except BaseException:
+        if new and db.is_file() and _no_points(db):
+            for extra in ("", "-wal", "-shm", "-journal"):
+                db.with_name(db.name + extra).unlink(missing_ok=True)
+            for f in reversed(made):
+                with contextlib.suppress(OSError):
+                    f.rmdir()  # only if empty
+        raise
+
+
+def _no_points(db: Path) -> bool:
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return int(con.execute("SELECT count(*) FROM points").fetchone()[0]) == 0
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+
+
+def _not_the_database(csv_path: Path, db: Path) -> None:
+    """ConfigError when ``csv_path`` is the database ``db`` or one of SQLite's files beside it (its write-ahead log
+    holds committed points until a checkpoint): writing the CSV there would destroy the points."""
+    from npukit.sim.errors import ConfigError
+
+    target = csv_path.resolve()
+    base = db.resolve()
+    if target == base or target in {base.with_name(base.name + x) for x in ("-wal", "-shm", "-journal")}:
+        raise ConfigError(f"--csv '{csv_path}' is the sweep database '{db}' or one of its files; pass another file path")
+
+
+def _refuse_other_file(csv_path: Path) -> None:
+    """ConfigError when ``csv_path`` exists and is not a sweep CSV (its header has no ``key`` column): ``sweep
+    export`` replaces an earlier export, never another file, unless ``--overwrite``."""
+    import csv
+
+    from npukit.sim.errors import ConfigError
+
+    if not csv_path.exists():
+        return
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as f:
+            head = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        head = []
+    if "key" not in head:
+        raise ConfigError(f"refusing to overwrite '{csv_path}': it is not a sweep CSV; pass another --csv or --overwrite")
 
 
 def _refuse_foreign_csv(csv_path: Path, keys: set[str]) -> None:
@@ -235,8 +307,9 @@ def export(args: argparse.Namespace) -> int:
     if not db.is_file():
         raise ConfigError(f"sweep database '{db}' does not exist; pass the .sqlite file npukit sweep wrote")
     csv_path = check_writable_file(db.with_suffix(".csv") if args.csv is None else args.csv, "--csv")
-    if csv_path.resolve() == db.resolve():
-        raise ConfigError(f"--csv '{csv_path}' is the database itself; pass another file path")
+    _not_the_database(csv_path, db)
+    if not args.overwrite:
+        _refuse_other_file(csv_path)
     # export_csv reads the database (read-only) before it creates the CSV's folder or any file
     export_csv(db, csv_path)
     print(f"wrote {csv_path}")

@@ -46,7 +46,7 @@ from ..sim.multicore_sim import MultiCoreResult, simulate_multicore
 from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS, SimResult, simulate
 from ..sim.workload import Workload
 from ..workloads import load_workload
-from ._exec import Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
+from ._exec import MAX_WORKERS, Executor, LocalPoolExecutor, SerialExecutor, local_executor, make_executor
 from ._spec import (
     MAX_POINTS,
     SweepPoint,
@@ -62,7 +62,7 @@ from .executor_flags import add_executor_arguments, check_scheduler_address, exe
 
 __all__ = [
     "add_executor_arguments", "check_scheduler_address", "executor_from_args",
-    "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
+    "MAX_WORKERS", "Executor", "LocalPoolExecutor", "SerialExecutor", "local_executor", "make_executor",
     "MAX_POINTS", "SweepPoint", "SweepSpec", "column_name", "expand_points", "grid_keys", "load_sweep_spec", "parse_sweep_spec",
     "SweepStore", "base_columns", "check_store", "export_csv", "read_rows",
     "SweepSummary", "multicore_point_metrics", "point_metrics", "run_points", "run_sweep",

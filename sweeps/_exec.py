@@ -25,6 +25,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+MAX_WORKERS = 256  # local worker processes at most: each is a forked Python (a fork bomb above)
+
+
 class Executor:
     """Interface of a sweep backend. ``workers`` is the number of parallel workers (for chunking)."""
 
@@ -73,8 +76,8 @@ class LocalPoolExecutor(Executor):
     or ``spawn``; default :func:`default_start_method`."""
 
     def __init__(self, workers: int, start_method: str | None = None, inflight: int = 3) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"workers must be a positive integer, got {workers!r}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+            raise ConfigError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
         if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
             known = ", ".join(multiprocessing.get_all_start_methods())
             raise ConfigError(f"start method '{start_method}' is not available here; use one of {known}")

@@ -238,7 +238,7 @@ class SweepStore:
         present = {c for r in rows for c in r}
         cols = [c for c in self._columns if c in present or c == "created_at"]
         sql = f"INSERT OR IGNORE INTO points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        data = [tuple(now if c == "created_at" else r.get(c, 0.0) for c in cols) for r in rows]
+        data = [tuple(now if c == "created_at" else _sqlite_value(r.get(c, 0.0)) for c in cols) for r in rows]
         before = self.con.total_changes
         self.con.execute("BEGIN IMMEDIATE")
         try:
@@ -248,6 +248,12 @@ class SweepStore:
             self.con.execute("ROLLBACK")
             raise
         return self.con.total_changes - before
+
+
+def _sqlite_value(v: Any) -> Any:
+    """``v`` as SQLite stores it: an integer beyond SQLite's 64 bits (the MACs of a 2^21-cubed GEMM) as a REAL,
+    which an INTEGER column keeps as such (before, OverflowError, and the batch's points were lost)."""
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63 else v
 
 
 def _open_ro(path: Path) -> sqlite3.Connection:

@@ -42,4 +42,6 @@ def check_search_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(f"--budget must be a positive integer, got {args.budget}")
     if args.batch is not None and args.batch < 1:
         raise ConfigError(f"--batch must be a positive integer, got {args.batch}")
+    if args.seed is not None and not 0 <= args.seed < 2**32:  # the samplers' numpy generators take 32 bits
+        raise ConfigError(f"--seed must be an integer from 0 to {2**32 - 1}, got {args.seed}")
     args.objectives = check_objectives(args.objectives.split(","))

@@ -268,6 +268,37 @@ def test_cli_writes_db_and_csv_and_exports(tmp_path, capsys):
     assert not (tmp_path / "n.csv").exists()
 
 
+def test_a_csv_path_on_the_database_or_another_file_is_refused(tmp_path, capsys):
+    # before, --csv equal to --db replaced the database by the CSV (every point lost), and export overwrote any file
+    spec = write_spec(tmp_path)
+    out = tmp_path / "o"
+    refused(["sweep", str(spec), "--out", str(out), "--db", str(out / "x"), "--csv", str(out / "x"), "--workers", "1",
+             "--no-progress"], capsys, "is the sweep database")
+    assert not out.exists()
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress", "--max-points", "72"]) == 0
+    db = out / "sweep.sqlite"
+    before = db.read_bytes()
+    for victim in (db, out / "sweep.sqlite-wal"):
+        refused(["sweep", "export", str(db), "--csv", str(victim)], capsys, "is the sweep database")
+    refused(["sweep", str(spec), "--out", str(out), "--csv", str(db), "--overwrite", "--workers", "1", "--no-progress"],
+            capsys, "is the sweep database")
+    assert db.read_bytes() == before
+    text = spec.read_text()
+    refused(["sweep", "export", str(db), "--csv", str(spec)], capsys, "not a sweep CSV")
+    assert spec.read_text() == text
+    assert main(["sweep", "export", str(db), "--csv", str(out / "sweep.csv")]) == 0  # an earlier export: replaced
+    assert main(["sweep", "export", str(db), "--csv", str(spec), "--overwrite"]) == 0
+    assert spec.read_text().startswith("key,") or "key" in spec.read_text().splitlines()[0].split(",")
+
+
+@pytest.mark.parametrize("workers", ["0", "257", "100000"])
+def test_workers_out_of_range_are_refused(tmp_path, capsys, workers):
+    spec = write_spec(tmp_path)
+    refused(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", workers, "--no-progress"], capsys,
+            "--workers must be 1 to 256")
+    assert not (tmp_path / "o").exists()
+
+
 def test_sweep_run_and_export_are_subcommands_with_their_own_help(capsys):
     helps = {}
     for argv in (["sweep", "--help"], ["sweep", "run", "--help"], ["sweep", "export", "--help"]):
@@ -277,7 +308,7 @@ def test_sweep_run_and_export_are_subcommands_with_their_own_help(capsys):
         helps[" ".join(argv[1:-1])] = capsys.readouterr().out
     assert "run" in helps[""] and "export" in helps[""] and "--workers" not in helps[""]
     assert "SPEC.toml" in helps["run"] and "--workers" in helps["run"] and "[grid]" in helps["run"]
-    assert "usage: npukit sweep export [-h] [--csv OUT.csv] DB" in helps["export"]
+    assert "usage: npukit sweep export [-h] [--csv OUT.csv] [--overwrite] DB" in helps["export"]
     assert "--workers" not in helps["export"] and "--out" not in helps["export"]
     from npukit.cli import build_parser
 
@@ -442,3 +473,23 @@ def test_new_npukit_version_recomputes_and_never_mixes_rows(tmp_path, monkeypatc
 
     assert len(rows) == 144 and {r["npukit_version"] for r in rows} == {__version__, "9.9.9"}
     assert {r["npukit_version"] for r in read_rows(db, new.keys)} == {"9.9.9"}  # what the CLI exports for this run
+
+
+def test_macs_beyond_64_bits_are_stored(tmp_path, capsys):
+    # a 2^21-cubed GEMM has 2^63 MACs: SQLite's INTEGER overflowed and the batch's points were lost
+    spec = write_spec(tmp_path, '[sweep]\nname = "big"\narch = "npu128"\n'
+                                'workloads = ["gemm:M=2097152,N=2097152,K=2097152", "gemm:M=64,N=64,K=64"]\n')
+    out = tmp_path / "o"
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    rows = {r["workload"]: r for r in read_rows(out / "sweep.sqlite")}
+    assert float(rows["gemm:M=2097152,N=2097152,K=2097152"]["macs"]) == 2.0**63
+    assert int(rows["gemm:M=64,N=64,K=64"]["macs"]) == 64**3
+
+
+def test_a_run_that_fails_before_any_point_leaves_nothing(tmp_path, capsys):
+    # the model refuses the first point (its cycles overflow): before, an empty database was left behind
+    spec = write_spec(tmp_path, '[sweep]\nname = "bad"\narch = "hetero4"\nworkloads = ["llama3-8b-layer:seq=32"]\n'
+                                '[grid]\n"interconnect.bandwidth_bytes_per_cycle" = [1e-300]\n')
+    out = tmp_path / "o"
+    refused(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"], capsys, "overflow")
+    assert not out.exists()

@@ -140,3 +140,14 @@ def test_kill_9_mid_search_then_resume_keeps_every_trial(tmp_path):
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_numpy_cannot_take_is_refused_before_anything_is_written(tmp_path, capsys, seed):
+    from _cli_util import refused
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('[sweep]\nname = "s"\narch = "npu128"\nworkloads = ["gemm:M=64,N=64,K=64"]\n[grid]\nrows = [32, 64]\n')
+    refused(["sweep", str(spec), "--out", str(tmp_path / "o"), "--search", "nsga2", "--seed", seed, "--workers", "1",
+             "--no-progress"], capsys, "--seed must be an integer from 0 to 4294967295")
+    assert not (tmp_path / "o").exists()
