@@ -131,14 +131,28 @@ def duplicate_key(text: str) -> str | None:
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.MappingNode):
-            keys = [k.value for k, _ in node.value]
-            dup = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            keys = [_key_value(k) for k, _ in node.value]
+            dup = next((i for i, k in enumerate(keys) if k in keys[:i]), None)
             if dup is not None:
-                return str(dup)
+                return str(node.value[dup][0].value)
             stack += [v for _, v in node.value]
         elif isinstance(node, yaml.SequenceNode):
             stack += node.value
     return None
+
+
+def _key_value(node: Any) -> tuple[str, Any]:
+    """A mapping key as the parser will read it: ``00`` and ``0`` are the same integer key (the parser keeps the last
+    of them silently), ``"0"`` (a string) is another."""
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode) and node.tag.endswith((":int", ":float", ":bool", ":null")) and \
+            len(node.value) <= 64:
+        try:
+            return "value", yaml.safe_load(node.value)
+        except yaml.YAMLError:
+            pass
+    return "text", node.value
 
 
 def check_number(v: Any, what: str, error: type[NpukitError]) -> float:

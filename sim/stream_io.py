@@ -47,7 +47,7 @@ from .bounded import duplicate_key
 from .energy import EnergyTable
 from .errors import ConfigError
 from .interconnect import Dram, Interconnect, SharedMemory
-from .multicore import Core, MultiCoreArch
+from .multicore import MAX_CORES, Core, MultiCoreArch
 from .zigzag_io import _load_yaml, load_zigzag_hardware
 
 MATRIX_OPS = {"gemm", "matmul", "conv", "einsum"}
@@ -111,6 +111,18 @@ def _port_bits(mem: dict[str, Any]) -> int:
     return max((int(p.get("bandwidth_max", 0)) for p in mem.get("ports") or []), default=0)
 
 
+def _write_factor(mem: dict[str, Any], src: str, name: str) -> float:
+    """A memory's write cost over its read cost (1 when both are 0); a write that costs energy beside a free read
+    cannot be priced as a factor of the read, and is refused."""
+    r, w = float(mem["r_cost"]), float(mem["w_cost"])
+    if r == 0:
+        if w == 0:
+            return 1.0
+        raise ConfigError(f"{src}: memory '{name}' has r_cost 0 and w_cost {w}: npukit prices a write as a factor of "
+                          "the read; give the read its cost")
+    return w / r
+
+
 def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, Any]) -> EnergyTable:
     """An npukit energy table of a Stream chip's own costs: MAC energy = the MAC core's ``unit_energy`` (per 8x8
     MAC); register pJ per bit = its smallest memory's ``r_cost`` per port bit; SRAM = its largest memory (capacity,
@@ -128,7 +140,7 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
         "int_mult": {"pj_per_bit2": mac / 64, "source": f"{src}: operational_array unit_energy {mac} pJ per MAC"},
         "register": {"pj_per_bit": float(reg["r_cost"]) / max(1, _port_bits(reg)), "source": f"{src}: {reg_name}"},
         "sram": {"capacity_bytes": [float(sram["size"]) / 8], "pj_per_access": [float(sram["r_cost"])],
-                 "access_bits": max(1, _port_bits(sram)), "write_factor": float(sram["w_cost"]) / float(sram["r_cost"]),
+                 "access_bits": max(1, _port_bits(sram)), "write_factor": _write_factor(sram, src, sram_name),
                  "source": f"{src}: {sram_name}"},
         "dram": {"pj_per_access": float(dram["r_cost"]), "access_bits": max(1, _port_bits(dram)),
                  "source": f"{src}: off-chip {dram_name}"},
@@ -151,7 +163,7 @@ def load_stream_hardware(path: str | Path, objective: str = "latency", operand_b
     notes: list[str] = []
     try:
         march = _load(Path(path), objective, operand_bits, notes)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, ZeroDivisionError) as exc:
         raise ConfigError(f"{path}: a Stream hardware or core field is missing or malformed ({type(exc).__name__}: "
                           f"{str(exc)[:120]})") from None
     lines = [what if what.startswith("warning: ") else _warning(Path(path), what) for what in notes] if warn else []
@@ -167,6 +179,8 @@ def _ids(root: Path, cores_in: dict[Any, Any]) -> dict[Any, int]:
     """The chip's core ids (YAML key -> int), each a distinct integer >= 0: ``0`` and ``"0"``, or a key written
     twice (the YAML parser keeps the last silently), would make two cores one."""
     ids: dict[Any, int] = {}
+    if len(cores_in) > MAX_CORES:
+        raise ConfigError(f"{root}: {len(cores_in):,} cores; a chip has at most {MAX_CORES:,}")
     for cid in cores_in:
         if isinstance(cid, bool) or not isinstance(cid, int | str) or not str(cid).strip().isdigit():
             raise ConfigError(f"{root}: core id {cid!r} must be an integer >= 0")
@@ -224,8 +238,8 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     if not isinstance(cores_in, dict) or not cores_in:
         raise ConfigError(f"{root}: not a Stream hardware file (needs 'cores': core id -> core YAML)")
     off_id = top.get("offchip_core_id")
-    if off_id not in cores_in:
-        raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores")
+    if isinstance(off_id, bool) or not isinstance(off_id, int) or off_id not in cores_in:  # True == 1, 6.0 == 6
+        raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores (an integer core id)")
     ids = _ids(root, cores_in)
     files = {ids[cid]: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
     parsed = {cid: _dict(p, "core") for cid, p in files.items()}

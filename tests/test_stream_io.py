@@ -63,6 +63,12 @@ def _copy(tmp_path: Path) -> Path:
     (lambda t: t.replace("type: bus", "typo: bus"), "core_connectivity"),
     (lambda t: "- just\n- a list\n", "not a Stream hardware file"),
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: [32"), "not valid YAML"),
+    # a bool or a float is no core id (True == 1 picked core 1); 00 is the key 0 again (the parser kept the last)
+    (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: true"), "offchip_core_id True"),
+    (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: 4.0"), "offchip_core_id 4.0"),
+    (lambda t: t.replace("  1: eyeriss_like.yaml", "  00: eyeriss_like.yaml"), "'00' is written twice"),
+    (lambda t: t.replace("cores:\n", "cores:\n" + "".join(f"  {i}: simd.yaml\n" for i in range(100, 1200))),
+     "at most 1,024"),
 ])
 def test_bad_files_raise_one_clear_error(tmp_path, edit, needle) -> None:
     d = _copy(tmp_path)
@@ -70,6 +76,17 @@ def test_bad_files_raise_one_clear_error(tmp_path, edit, needle) -> None:
     p.write_text(edit(p.read_text()))
     with pytest.raises(ConfigError, match=needle):
         load_stream_hardware(p)
+
+
+def test_a_memory_whose_write_costs_and_read_does_not_is_refused(tmp_path) -> None:
+    # before, ZeroDivisionError (w_cost / r_cost); both 0 is a free memory
+    import re
+
+    d = _copy(tmp_path)
+    core = d / "cores" / "eyeriss_like.yaml"
+    core.write_text(re.sub(r"r_cost: [0-9.]+", "r_cost: 0", core.read_text()))
+    with pytest.raises(ConfigError, match="r_cost 0 and w_cost"):
+        load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
 
 
 def test_no_mac_core_is_refused(tmp_path) -> None:
