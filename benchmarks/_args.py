@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from npukit.sim import ConfigError
+from npukit.sim import ConfigError, short
 from npukit.sim.output import check_out_dir, check_targets
 
 
@@ -24,8 +24,8 @@ def int_list(text: str, flag: str, lo: int, hi: int) -> tuple[int, ...]:
     items = [t.strip() for t in text.split(",")]
     out: list[int] = []
     for t in items:
-        if not (t.isascii() and t.isdigit()) or not lo <= int(t) <= hi:
-            raise ConfigError(f"{flag}: {t!r} is not an integer from {lo} to {hi}")
+        if not (t.isascii() and t.isdigit()) or len(t) > 18 or not lo <= int(t) <= hi:
+            raise ConfigError(f"{flag}: {short(t)} is not an integer from {lo} to {hi}")
         if int(t) in out:
             raise ConfigError(f"{flag}: {t} is given twice")
         out.append(int(t))

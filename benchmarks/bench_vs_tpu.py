@@ -87,14 +87,15 @@ def read_rows(path: str | Path) -> list[Row]:
     try:
         for i, r in enumerate(reader, start=2):
             dims = [str(r[c] or "").strip() for c in ("dim_m", "dim_n", "dim_k")]
-            try:
-                t = float(r["fusion_avg"])
+            avg = str(r["fusion_avg"] or "").strip()
+            try:  # no digit separators (float() reads 1_0 as 10), no 5,000-digit numbers
+                t = float(avg) if "_" not in avg and len(avg) <= 64 else math.nan
             except (TypeError, ValueError):
                 t = math.nan
             if not all(d.isascii() and d.isdigit() for d in dims) or not math.isfinite(t):
                 raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
                                   "and fusion_avg a number")
-            shape = (int(dims[0]), int(dims[1]), int(dims[2]))
+            shape = tuple(int(d) if len(d) <= 18 else MAX_DIM + 1 for d in dims)  # int() refuses 4,301 digits
             if min(shape) < 1 or max(shape) > MAX_DIM or not MIN_US <= t <= MAX_US:
                 raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_DIM} and the time "
                                   f"from {MIN_US:g} to {MAX_US:g} µs")
@@ -343,12 +344,12 @@ def run(measured: str | None, out: str) -> int:
     print(f"\nten worst shapes ({label}):")
     print(format_table(["kernel", "M", "N", "K", "measured us", "predicted us", "error %"], worst(target, pred)))
 
-    sq = sorted(((r[2] - p) ** 2 for r, p in zip(target, pred, strict=True)), reverse=True)
-    mean = sum(r[2] for r in target) / len(target)
-    sst = sum((r[2] - mean) ** 2 for r in target)
-    if sst > 0 and sum(sq) > 0:
-        print(f"the 5 worst shapes carry {100 * sum(sq[:5]) / sum(sq):.0f}% of the squared error "
-              f"(R^2 without them: {1 - sum(sq[5:]) / sst:.4f})")
+    err = sorted(((r[2] - p) ** 2, r[2]) for r, p in zip(target, pred, strict=True))[::-1]
+    rest = err[5:]  # R^2 over the other shapes (their own mean); only when enough remain to mean something
+    sst = sum((m - sum(x for _, x in rest) / len(rest)) ** 2 for _, m in rest) if len(rest) >= 5 else 0.0
+    if sst > 0 and sum(e for e, _ in err) > 0:
+        print(f"the 5 worst shapes carry {100 * sum(e for e, _ in err[:5]) / sum(e for e, _ in err):.0f}% of the "
+              f"squared error (R^2 of the other {len(rest)}: {1 - sum(e for e, _ in rest) / sst:.4f})")
 
     csv_rows = []
     for r, p in zip(target, pred, strict=True):
