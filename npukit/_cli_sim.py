@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from npukit.sim import (
     check_out_dir,
@@ -233,6 +234,19 @@ def run_zigzag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_arch(arch: str) -> None:
+    """ConfigError naming every form ``--arch`` takes when ``arch`` is neither a built-in nor a file (before, the
+    single-core reader's message offered only npu128 and npu32 for a mistyped multi-core preset)."""
+    from npukit.sim import ConfigError
+    from npukit.sim.arch import BUILTIN_ARCHS
+    from npukit.sim.multicore import BUILTIN_MULTICORE
+
+    if arch in BUILTIN_ARCHS or Path(arch).exists() or Path(arch).suffix or "/" in arch or "\\" in arch:
+        return  # a file path: the reader names what is wrong with it
+    raise ConfigError(f"--arch '{arch}' is neither a built-in ({', '.join(BUILTIN_ARCHS + BUILTIN_MULTICORE)}) nor a "
+                      "file: pass a .toml, a SCALE-Sim .cfg, zigzag:HW.yaml or stream:CHIP.yaml")
+
+
 def run(args: argparse.Namespace) -> int:
     from npukit.sim.multicore import is_multicore_toml
 
@@ -246,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         return run_zigzag(args)
     if multi:
         return run_multicore(args)
+    _known_arch(args.arch)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 

@@ -77,6 +77,7 @@ def test_bad_out(tmp_path: Path, capsys, verb, kind: str) -> None:
     (("experiment", "cacheedit"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "psumquant"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
     (("experiment", "omnimoe"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
+    (("sim",), ["--arch", "quad12", "--workload", "gemm:M=8,N=8,K=8"], "quad128, hetero4, tpu_v4"),  # a typo'd preset
     (("experiment", "psumquant"), ["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
     (("experiment", "psumquant"), ["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),
     (("experiment", "psumquant"), ["--psum-buffer-bits", ""], "--psum-buffer-bits is empty"),
