@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._multicore_cost import Part
 from ._multicore_groups import fused_edges, one_at_a_time
+from ._multicore_rows import step_scales
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -83,12 +84,12 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
     dram_t = sum(p.dram_bytes for p in every) / r.m.dram.total_bandwidth if r.m.dram.total_bandwidth else 0.0
     simd_t = sum(p.busy for p in every if p.core in r.m.simd_cores)
     latency = max(max(share_t), dram_t, simd_t)
-    total = sum(share_t)
-    scale = latency / total if total else 1.0
+    ordered = sorted(planned, key=lambda x: x[0])  # the ledger and rows in program order
+    scales = step_scales(r, [(op, parts) for _, op, parts, _, _ in ordered], latency)
     t0 = r.t
     inner = [0.0] * len(split)
     bars: list[tuple[int, float, float, str]] = []
-    for _, op, parts, extra, s in sorted(planned, key=lambda x: x[0]):  # the ledger and rows in program order
+    for (_, op, parts, extra, s), scale in zip(ordered, scales, strict=True):
         start = t0 + inner[s]
         r.commit(op, parts, start, scale, extra, draw=False)
         bars += [(p.core, start, start + p.busy, op.name) for p in parts]

@@ -4,13 +4,13 @@ pipeline stages on disjoint shares of the cores. ``r`` is the simulation in prog
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_balance import pipeline_plan
 from ._multicore_cost import Part, prefetched
 from ._multicore_prune import latency_bound, pick_split, split_floor
+from ._multicore_rows import step_scales
 from .dataflow import Dataflow
 from .schedule import flattens, group_edges, split_dims, split_label, split_rank
 from .workload import Layer, VectorOp
@@ -190,11 +190,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     bw = r.m.dram.total_bandwidth
     latency = max(latency, sum(p.dram_bytes for p in every) / bw if bw else 0.0,
                   sum(p.busy for p in every if p.core in r.m.simd_cores))
-    ports = {c: r.m.cores[c].arch.dram_bandwidth_bytes_per_cycle for c in range(len(r.m.cores))}
-    port = [min(bw or math.inf, sum(ports[c] for c in {p.core for p in parts})) for _, parts, _, _ in planned]
-    floors = [sum(p.dram_bytes for p in parts) / b if 0 < b < math.inf else 0.0
-              for (_, parts, _, _), b in zip(planned, port, strict=True)]
-    scales = row_scales([max(p.busy for p in parts) for _, parts, _, _ in planned], floors, latency)
+    scales = step_scales(r, [(op, parts) for op, parts, _, _ in planned], latency)
     offset = [sum(stage_t[:s]) / tiles for s in range(n_st)]
     t0 = r.t
     inner = [0.0] * n_st
@@ -205,29 +201,6 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     if r.record:
         r.timeline += one_at_a_time(pipeline_bars(planned, stage_t, tiles, t0), t0, t0 + latency)
     r.t = t0 + latency
-
-
-def row_scales(busy: list[float], floors: list[float], total: float) -> list[float]:
-    """Each pipelined row's factor on its slowest part's ``busy`` cycles so that the rows add up to the group's
-    ``total`` cycles (the stages overlap, so the rows share the group's time): one common factor, except that no row
-    gets fewer cycles than ``floors`` (its DRAM bytes over its cores' ports, at most the chip's channels) while the
-    others can give them up. Before, one factor for all: a row could move more DRAM bytes per cycle than its port
-    (ResNet-18 ``chain/pipeline`` on quad128: 67 B/cycle through a 64 B/cycle port; its roofline point above the
-    roof). When the floors alone pass ``total`` the common factor is kept."""
-    work = sum(busy)
-    if not work or total <= 0:
-        return [1.0] * len(busy)
-    fixed: set[int] = set()
-    while True:  # rows held at their floor; the rest share what is left in proportion to their busy cycles
-        free = sum(b for i, b in enumerate(busy) if i not in fixed)
-        left = total - sum(floors[i] for i in fixed)
-        if free <= 0 or left <= 0:
-            return [total / work] * len(busy)
-        s = left / free
-        more = {i for i, b in enumerate(busy) if i not in fixed and b > 0 and floors[i] > s * b}
-        if not more:
-            return [floors[i] / busy[i] if i in fixed else s for i in range(len(busy))]
-        fixed |= more
 
 
 def one_at_a_time(bars: list[tuple[int, float, float, str]], lo: float, hi: float) -> list[tuple[int, float, float, str]]:

@@ -32,7 +32,8 @@ def test_out_folder_refuses_another_runs_results_and_creates_nothing(tmp_path) -
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--cores", "1,,2"], "--cores"), (["--cores", "1000000"], "from 1 to 64"), (["--cores", "65"], "from 1 to 64"), (["--cores", "2,2"], "twice"),
+    (["--cores", "1,,2"], "--cores"), (["--cores", "1000000"], "from 1 to 64"), (["--cores", "65"], "from 1 to 64"),
+    (["--cores", "2,2"], "twice"),
     (["--repeats", "0"], "--repeats"), (["--repeats", "1000000000000"], "--repeats"),
     (["--models", ""], "unknown model"), (["--models", "flux.1-kontext 1024x1024,flux.1-kontext 1024x1024"], "twice"),
 ])
