@@ -109,7 +109,7 @@ class MultiCoreResult:
         keys = list(dict.fromkeys(k for r in self.layer_rows for k in r if not k.startswith("energy_")))
         comps = sorted({k for r in self.layer_rows for k in r if k.startswith("energy_")} - {"energy_total_pj"})
         return [{**{k: r.get(k, "") for k in keys}, **{c: r.get(c, 0.0) for c in comps},
-                 "energy_total_pj": r["energy_total_pj"]} for r in self.layer_rows]
+                 "energy_total_pj": r.get("energy_total_pj", 0.0)} for r in self.layer_rows]
 
 
 def _table(march: MultiCoreArch, table: EnergyTable | str | None) -> EnergyTable:

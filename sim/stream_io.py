@@ -238,8 +238,8 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     if not isinstance(cores_in, dict) or not cores_in:
         raise ConfigError(f"{root}: not a Stream hardware file (needs 'cores': core id -> core YAML)")
     off_id = top.get("offchip_core_id")
-    if isinstance(off_id, bool) or not isinstance(off_id, int) or off_id not in cores_in:  # True == 1, 6.0 == 6
-        raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its cores (an integer core id)")
+    if isinstance(off_id, bool | float) or off_id not in cores_in:  # True == 1 and 6.0 == 6 matched core keys
+        raise ConfigError(f"{root}: offchip_core_id {off_id!r} is not one of its core ids")
     ids = _ids(root, cores_in)
     files = {ids[cid]: _core_file(root, rel, cid) for cid, rel in cores_in.items()}
     parsed = {cid: _dict(p, "core") for cid, p in files.items()}

@@ -147,7 +147,7 @@ def default_start_method() -> str:
 def local_executor(workers: int | None = None, start_method: str | None = None) -> Executor:
     """The default backend: :class:`SerialExecutor` for one worker, else :class:`LocalPoolExecutor`
     (``workers`` defaults to ``os.cpu_count()``)."""
-    n = (os.cpu_count() or 1) if workers is None else workers
+    n = min(os.cpu_count() or 1, MAX_WORKERS) if workers is None else workers  # a 384-CPU host: 256
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"workers must be a positive integer, got {workers!r}; pass --workers 1 or more")
     return SerialExecutor() if n == 1 else LocalPoolExecutor(n, start_method)

@@ -65,6 +65,7 @@ def _copy(tmp_path: Path) -> Path:
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: [32"), "not valid YAML"),
     # a bool or a float is no core id (True == 1 picked core 1); 00 is the key 0 again (the parser kept the last)
     (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: true"), "offchip_core_id True"),
+    (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: 7"), "offchip_core_id 7"),
     (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: 4.0"), "offchip_core_id 4.0"),
     (lambda t: t.replace("  1: eyeriss_like.yaml", "  00: eyeriss_like.yaml"), "'00' is written twice"),
     (lambda t: t.replace("cores:\n", "cores:\n" + "".join(f"  {i}: simd.yaml\n" for i in range(100, 1200))),
@@ -268,3 +269,15 @@ def test_mac_cores_skip_pooling_and_simd_operator_types() -> None:
     assert _kind({**core, "operational_array": {"sizes": [64]}, "operator_types": ["Add", "Relu"]}) == "simd"
     assert _kind({**core, "operational_array": {"sizes": [8, 128, 4]}, "operator_types": ["Add", "Softmax"]}) == "simd"
     assert _kind({"type": "offchip", "operational_array": {"sizes": []}}) == "other"
+
+
+def test_quoted_core_ids_load_as_the_numbers_do(tmp_path) -> None:
+    d = _copy(tmp_path)
+    p = d / "eyeriss_like_dual_core.yaml"
+    text = p.read_text()
+    for i in range(5):
+        text = text.replace(f"  {i}: ", f'  "{i}": ', 1)
+    p.write_text(text.replace("offchip_core_id: 4", 'offchip_core_id: "4"'))
+    quoted = load_stream_hardware(p, warn=False)
+    plain = load_stream_hardware(HW / "eyeriss_like_dual_core.yaml", warn=False)
+    assert [c.name for c in quoted.cores] == [c.name for c in plain.cores] and quoted.dram == plain.dram

@@ -493,3 +493,14 @@ def test_a_run_that_fails_before_any_point_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "o"
     refused(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-progress"], capsys, "overflow")
     assert not out.exists()
+
+
+def test_the_default_pool_is_at_most_max_workers(monkeypatch):
+    from npukit.sweeps import MAX_WORKERS, local_executor
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 384)  # before, the default refused itself on such a host
+    ex = local_executor(None)
+    try:
+        assert ex.workers == MAX_WORKERS
+    finally:
+        ex.close()
