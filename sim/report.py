@@ -122,8 +122,9 @@ def _repriced_ppa(run: Run, ppa: dict[str, Any]) -> dict[str, Any]:
     secs = run.cycles / hz
     static = leak * secs * 1e9  # pJ: 1 mW for 1 s is 1e9 pJ
     avg = (run.energy_pj + static) / 1e12 / secs
+    layers = summarise(run.ledger, run.label, run.source, run.table, 2).layers  # per layer, whatever --depth
     peak = max(((lv.total_energy_pj + leak * lv.total_cycles / hz * 1e9) / 1e12 / (lv.total_cycles / hz)
-                for lv in run.layers if lv.total_cycles > 0), default=0.0)
+                for lv in layers if lv.total_cycles > 0), default=0.0)
     gops = (_float(ppa.get("gops_per_mm2")) or 0.0) * (_float(ppa.get("area_mm2")) or 0.0)
     return {**ppa, "energy_dynamic_pj": run.energy_pj, "energy_static_pj": static, "power_avg_w": avg,
             "power_peak_w": peak, "tops_per_w": gops / 1e3 / avg if avg > 0 else 0.0}

@@ -38,3 +38,15 @@ def test_the_power_section_uses_the_reports_table(tmp_path: Path, arch: str) -> 
             dyn = float(total.replace(",", "")) * 1e6
             assert abs(dyn - ppa["energy_dynamic_pj"]) > 0.01 * ppa["energy_dynamic_pj"]  # the tables do differ
             assert float(power[5].replace(",", "")) > 0 and float(power[8].rstrip(" |").replace(",", "")) > 0
+
+
+def test_the_repriced_peak_does_not_depend_on_depth(tmp_path: Path) -> None:
+    assert main(["sim", "--arch", "quad128", "--workload", "llama3-8b-layer:seq=32", "--out", str(tmp_path / "s"),
+                 "--quiet"]) == 0
+    led_path = next((tmp_path / "s").glob("*.ledger.json"))
+    peaks = set()
+    for depth in ("1", "2", "3"):
+        out = tmp_path / f"r{depth}"
+        assert main(["report", str(led_path), "--out", str(out), "--table", "aladdin40", "--depth", depth]) == 0
+        peaks.add(_table((out / "report.md").read_text(), "Power and area")[0].split(" | ")[6])
+    assert len(peaks) == 1
