@@ -64,43 +64,78 @@ def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object
     return whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
 
 
-def _pipeline_latency(load: Sequence[float], cores: Sequence[Sequence[int]], speed: Sequence[float], tiles: int) -> float:
-    """A pipeline's latency (ns) over ``tiles`` tiles, stage ``s`` doing ``load[s]`` MACs evenly over ``cores[s]``."""
-    times = [w / (len(cs) * min(speed[c] for c in cs)) for w, cs in zip(load, cores, strict=True)]
+def _latency(times: Sequence[float], tiles: int) -> float:
+    """A pipeline's latency over ``tiles`` tiles of stages taking ``times`` (the whole rows each)."""
     return (sum(times) + (tiles - 1) * max(times)) / tiles
 
 
-def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int],
-                  max_cuts: int = 256) -> tuple[list[int], list[list[int]]]:
+def _cuts(work: Sequence[float], n: int, every: int = 64) -> list[tuple[int, ...]]:
+    """Where to cut ``work`` into ``n`` contiguous stages: every way when there are at most ``every``, else the cut
+    balanced by MACs and each of its boundaries moved by one."""
+    g = len(work)
+    if math.comb(g - 1, n - 1) <= every:
+        return list(itertools.combinations(range(1, g), n - 1))
+    total, acc, cut = sum(work), 0.0, []
+    for i, w in enumerate(work[:-1], start=1):
+        acc += w
+        if len(cut) < n - 1 and acc >= total * (len(cut) + 1) / n and g - i >= n - 1 - len(cut):
+            cut.append(i)
+    while len(cut) < n - 1:  # too few boundaries reached: the last GEMMs one per stage
+        cut.append(max(cut[-1] + 1 if cut else 1, g - (n - 1 - len(cut))))
+    out = {tuple(cut)}
+    for j in range(n - 1):
+        for d in (-1, 1):
+            moved = list(cut)
+            moved[j] += d
+            if all(0 < x < g for x in moved) and len(set(moved)) == n - 1 and moved == sorted(moved):
+                out.add(tuple(moved))
+    return sorted(out)
+
+
+def _deal(load: Sequence[float], cores: Sequence[int], speed: Sequence[float], tiles: int) -> list[list[int]]:
+    """``cores`` (fastest first, at least one per stage) dealt to stages of MACs ``load``: the first ones one to
+    each stage, most MACs first; then each to the stage whose pipeline latency it lowers most."""
+    n = len(load)
+    out: list[list[int]] = [[] for _ in range(n)]
+    for j, st in enumerate(sorted(range(n), key=lambda st: (-load[st], st))):
+        out[st] = [cores[j]]
+    times = [load[st] / speed[out[st][0]] for st in range(n)]
+    for c in cores[n:]:
+        best, pick = math.inf, 0
+        for st in range(n):
+            new = load[st] / ((len(out[st]) + 1) * speed[c])  # the stage now runs at its slowest core, c
+            trial = _latency([new if i == st else x for i, x in enumerate(times)], tiles)
+            if trial < best:
+                best, pick = trial, st
+        out[pick].append(c)
+        times[pick] = load[pick] / (len(out[pick]) * speed[c])
+    return out
+
+
+def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
+                  ) -> tuple[list[int], list[list[int]]]:
     """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its
-    GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns, fastest
-    first; a core left out idles). A stage's GEMMs are split evenly over its cores (its producer's and consumer's
-    shares must line up), so a stage of ``n`` cores runs at ``n`` times its slowest core's speed; a stage's time is
-    its MACs over that. For each number of stages and each cut of the GEMMs into contiguous stages (the first
-    ``max_cuts``), the cores are dealt fastest first: the first ones to the stages with the most MACs, one each, then
-    each to the stage (or to none) that lowers the pipeline's latency most, ``(sum + (t - 1) max) / t`` of the stage
-    times over its ``tiles(stages)`` tiles, as the pipeline is timed. The lowest latency wins (fewer stages on a
-    tie)."""
+    GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns; a core
+    left out idles). A stage's GEMMs are split evenly over its cores (its producer's and consumer's shares must line
+    up), so a stage of ``n`` cores runs at ``n`` times its slowest core's speed; a stage's time is its MACs over
+    that. For each number of stages, each cut of the GEMMs into contiguous stages (:func:`_cuts`) and each set of
+    cores "every core at least as fast as one of them" (the fastest kind alone, the two fastest kinds, ...), the
+    cores are dealt (:func:`_deal`) and the pipeline's latency, ``(sum + (t - 1) max) / t`` of the stage times over
+    its ``tiles(stages)`` tiles as the pipeline is timed, compared; the lowest wins (fewer stages, then fewer cores,
+    on a tie). It ranks by latency alone, not by the arch's objective."""
+    order = sorted(range(len(speed)), key=lambda c: (-speed[c], c))
+    prefixes = sorted({sum(1 for c in order if speed[c] >= speed[v]) for v in order})
     best: tuple[float, list[int], list[list[int]]] | None = None
     for n in range(1, min(len(work), len(speed)) + 1):
         t = max(1, tiles(n))
-        for k, cut in enumerate(itertools.combinations(range(1, len(work)), n - 1)):
-            if k >= max_cuts:
-                break
+        for cut in _cuts(work, n):
             edges = (0, *cut, len(work))
             load = [float(sum(work[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
-            cores: list[list[int]] = [[] for _ in range(n)]
-            for j, s in enumerate(sorted(range(n), key=lambda s: (-load[s], s))):
-                cores[s] = [j]
-            for c in range(n, len(speed)):
-                now = _pipeline_latency(load, cores, speed, t)
-                trial = [_pipeline_latency(load, [cs + [c] if i == s else cs for i, cs in enumerate(cores)], speed, t)
-                         for s in range(n)]
-                s = min(range(n), key=lambda s: (trial[s], s))
-                if trial[s] < now:
-                    cores[s].append(c)
-            val = _pipeline_latency(load, cores, speed, t)
-            if best is None or val < best[0]:
-                best = (val, [s for s in range(n) for _ in range(edges[s], edges[s + 1])], cores)
+            for k in (k for k in prefixes if k >= n):
+                cores = _deal(load, order[:k], speed, t)
+                val = _latency([w / (len(cs) * min(speed[c] for c in cs)) for w, cs in zip(load, cores, strict=True)],
+                               t)
+                if best is None or val < best[0] * (1 - 1e-12):
+                    best = (val, [st for st in range(n) for _ in range(edges[st], edges[st + 1])], cores)
     assert best is not None and math.isfinite(best[0])
     return best[1], best[2]

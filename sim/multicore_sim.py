@@ -203,10 +203,17 @@ class _Run:
         self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
 
     def arch_for(self, core: int, active: int):  # -> Arch
-        """The core's arch with its share of the DRAM channels when ``active`` cores use them (kept per run)."""
+        """The core's arch with its share of the DRAM channels when ``active`` cores use them (kept per run), its
+        shares mapped under the chip's objective when that is ``energy`` or ``edp`` (under ``latency`` the core keeps
+        its own, as the loop-nest cores map under ``edp``: :func:`~npukit.sim._multicore_nest.nest_objective`).
+        Before, always the core's own: on a chip whose objective is ``energy`` a share's mapping was picked for EDP
+        at its share of the DRAM bandwidth, so the same work's energy changed with the bandwidth (2% on a
+        1526 x 154 x 145 GEMM over six npu128 cores)."""
         hit = self._archs.get((core, active))
         if hit is None:
             a = self.m.cores[core].arch
+            if self.m.objective != "latency" and a.objective != self.m.objective:
+                a = a.with_(objective=self.m.objective)
             bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
             hit = self._archs[(core, active)] = a if bw == a.dram_bandwidth_bytes_per_cycle else \
                 a.with_(dram_bandwidth_bytes_per_cycle=bw)

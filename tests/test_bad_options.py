@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import npukit._cli_demo
+import npukit._cli_sim  # imported here, not first under the patch below (it would keep the patched name)
 import npukit.sim
 import npukit.sim.output
 from npukit.cli import main
@@ -28,7 +29,7 @@ def _no_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def refuse(*_a, **_k):
         raise AssertionError("work started: the output folder was created before a bad option was found")
 
-    for mod in (npukit.sim, npukit.sim.output, npukit._cli_demo):
+    for mod in (npukit.sim, npukit.sim.output, npukit._cli_demo, npukit._cli_sim):
         monkeypatch.setattr(mod, "prepare_out_dir", refuse)
     cache = tmp_path / "cache"
     cache.mkdir()

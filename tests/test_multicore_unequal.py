@@ -140,6 +140,10 @@ def test_pipeline_stages_are_planned_by_the_cores_speeds() -> None:
     assert pipeline_plan([3, 1], [4, 1, 1], tiles) == ([0, 1], [[0], [1, 2]])
     # the fastest core goes to the stage with the most MACs, wherever it is in the group
     assert pipeline_plan([1, 3], [4, 1, 1], tiles) == ([0, 1], [[1, 2], [0]])
+    # two slow cores together beat the fast one alone though one of them does not (dealing one at a time missed it)
+    assert pipeline_plan([4], [4, 2, 2], tiles) == ([0], [[0, 1, 2]])
+    # speeds in any order: the fast core (listed second) takes the heavier stage
+    assert pipeline_plan([1, 1, 1], [1, 4, 1], tiles) == ([0, 1, 1], [[0, 2], [1]])
 
 
 @pytest.mark.parametrize("order", ["bigfirst", "biglast"])

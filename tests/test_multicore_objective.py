@@ -1,0 +1,40 @@
+"""A chip's objective reaches its cores' mappings when it is ``energy`` or ``edp``: before, each core mapped its share
+under its own objective (npu128's EDP) at its share of the DRAM bandwidth, so on a chip minimising energy the same
+work's energy changed with the DRAM bandwidth (2% on this GEMM over six npu128 cores)."""
+
+from __future__ import annotations
+
+import pytest
+
+from npukit.sim.multicore import multicore_from_dict
+from npukit.sim.multicore_sim import simulate_multicore
+from npukit.sim.workload import Layer, Workload
+
+
+def _chip(objective: str, bw: float):
+    return multicore_from_dict({"name": "six", "objective": objective,
+                                "core": [{"arch": "npu128", "count": 6, "kind": "mac"}],
+                                "interconnect": {"bandwidth_bytes_per_cycle": 32.0, "latency_cycles": 20},
+                                "shared_memory": {"kib": 2048}, "dram": {"channels": 6, "bandwidth_bytes_per_cycle": bw}})
+
+
+def test_energy_does_not_depend_on_the_dram_bandwidth_on_an_energy_chip() -> None:
+    wl = Workload("w", [Layer("g0", 1526, 154, 145)])
+    runs = [simulate_multicore(wl, _chip("energy", bw), "none/split") for bw in (16.0, 32.0, 64.0)]
+    assert len({r.rows()[0]["dram_bytes"] for r in runs}) == 1
+    assert runs[0].energy_pj == pytest.approx(runs[1].energy_pj, rel=1e-9) == pytest.approx(runs[2].energy_pj, rel=1e-9)
+    assert runs[0].total_cycles > runs[2].total_cycles  # the bandwidth still sets the time
+
+
+def test_a_latency_chip_keeps_its_cores_objective() -> None:
+    from npukit.sim import load_arch
+
+    wl = Workload("w", [Layer("g0", 1526, 154, 145)])
+    chip = _chip("latency", 32.0)
+    assert chip.cores[0].arch.objective == load_arch("npu128").objective
+    from npukit.sim import load_table
+    from npukit.sim.multicore_sim import _Run
+
+    r = _Run(wl, chip, load_table("horowitz45"), {})
+    assert r.arch_for(0, 6).objective == chip.cores[0].arch.objective
+    assert _Run(wl, _chip("energy", 32.0), load_table("horowitz45"), {}).arch_for(0, 6).objective == "energy"
