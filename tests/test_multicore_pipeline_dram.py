@@ -63,7 +63,8 @@ def test_row_scales_keep_each_row_at_least_its_floor() -> None:
     assert [g * b for g, b in zip(got, busy, strict=True)] == pytest.approx(floors)
 
 
-@pytest.mark.parametrize("arch, workload", [("quad128", "resnet18"), ("stream:simba", "llama3-8b-layer:seq=128")])
+@pytest.mark.parametrize("arch, workload", [("quad128", "resnet18"),
+                                            pytest.param("stream:simba", "llama3-8b-layer:seq=128", marks=pytest.mark.slow)])
 def test_no_pipelined_row_beats_its_cores(arch: str, workload: str) -> None:
     # before, each row took the common factor: ResNet-18's layer4 convs, one core each, at 66-67 B/cycle through a
     # 64 B/cycle port; on simba's 8 B/cycle port, rows at 8-10 B/cycle
@@ -88,6 +89,7 @@ def test_no_pipelined_row_beats_its_cores(arch: str, workload: str) -> None:
             assert r["kind"] == "vector" or r["macs"] <= pes * r["cycles"] * (1 + 1e-6), r["name"]
 
 
+@pytest.mark.slow  # traces Mixtral (4 s on a cold cache)
 def test_no_row_of_a_parallel_step_beats_the_chip() -> None:
     from npukit.workloads import load_workload
 

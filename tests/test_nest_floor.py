@@ -119,7 +119,8 @@ def _result(r) -> tuple:  # noqa: ANN001
     return repr(r.rows()), r.total_cycles, r.energy_pj, sorted(r.energy_components.items()), r.core_busy
 
 
-_HEAVY = {"eyeriss_like_dual_core.yaml", "simba.yaml"}  # 2.5-3.5 s each: in the whole suite, not the fast core
+# 2.5-3.5 s each: in the whole suite, not the fast core
+_HEAVY = {"eyeriss_like_dual_core.yaml", "simba.yaml", "tpu_like_quad_core.yaml"}
 
 
 @pytest.mark.parametrize("chip, layer_cores", [pytest.param(c, "all", marks=pytest.mark.slow) if c in _HEAVY else (c, "all")

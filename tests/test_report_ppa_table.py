@@ -17,7 +17,7 @@ def _table(md: str, heading: str) -> list[str]:
     return [line for line in rows.splitlines() if line.startswith("| ") and not line.startswith("| ledger")]
 
 
-@pytest.mark.parametrize("arch", ["npu32", "quad128"])
+@pytest.mark.parametrize("arch", ["npu32", pytest.param("quad128", marks=pytest.mark.slow)])
 def test_the_power_section_uses_the_reports_table(tmp_path: Path, arch: str) -> None:
     assert main(["sim", "--arch", arch, "--workload", "gemm:M=128,N=128,K=256", "--out", str(tmp_path / "s"),
                  "--quiet"]) == 0
@@ -40,6 +40,7 @@ def test_the_power_section_uses_the_reports_table(tmp_path: Path, arch: str) -> 
             assert float(power[5].replace(",", "")) > 0 and float(power[8].rstrip(" |").replace(",", "")) > 0
 
 
+@pytest.mark.slow
 def test_the_repriced_peak_does_not_depend_on_depth(tmp_path: Path) -> None:
     assert main(["sim", "--arch", "quad128", "--workload", "llama3-8b-layer:seq=32", "--out", str(tmp_path / "s"),
                  "--quiet"]) == 0
