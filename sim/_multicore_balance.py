@@ -64,9 +64,10 @@ def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object
     return whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
 
 
-def _latency(times: Sequence[float], tiles: int) -> float:
-    """A pipeline's latency over ``tiles`` tiles of stages taking ``times`` (the whole rows each)."""
-    return (sum(times) + (tiles - 1) * max(times)) / tiles
+def pipeline_latency(times: Sequence[float], tiles: int) -> float:
+    """A pipeline's latency over ``tiles`` tiles of stages taking ``times`` (the whole rows each): the first tile
+    through every stage, the others behind the slowest."""
+    return sum(times) / tiles + (tiles - 1) * max(times) / tiles
 
 
 def _cuts(work: Sequence[float], n: int, every: int = 64) -> list[tuple[int, ...]]:
@@ -104,7 +105,7 @@ def _deal(load: Sequence[float], cores: Sequence[int], speed: Sequence[float], t
         best, pick = math.inf, 0
         for st in range(n):
             new = load[st] / ((len(out[st]) + 1) * speed[c])  # the stage now runs at its slowest core, c
-            trial = _latency([new if i == st else x for i, x in enumerate(times)], tiles)
+            trial = pipeline_latency([new if i == st else x for i, x in enumerate(times)], tiles)
             if trial < best:
                 best, pick = trial, st
         out[pick].append(c)
@@ -133,8 +134,8 @@ def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable
             load = [float(sum(work[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
             for k in (k for k in prefixes if k >= n):
                 cores = _deal(load, order[:k], speed, t)
-                val = _latency([w / (len(cs) * min(speed[c] for c in cs)) for w, cs in zip(load, cores, strict=True)],
-                               t)
+                val = pipeline_latency([w / (len(cs) * min(speed[c] for c in cs))
+                                        for w, cs in zip(load, cores, strict=True)], t)
                 if best is None or val < best[0] * (1 - 1e-12):
                     best = (val, [st for st in range(n) for _ in range(edges[st], edges[st + 1])], cores)
     assert best is not None and math.isfinite(best[0])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._multicore_balance import pipeline_plan
+from ._multicore_balance import pipeline_latency, pipeline_plan
 from ._multicore_cost import Part, prefetched
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
@@ -182,7 +182,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     stage_t = [0.0] * n_st
     for _, parts, _, st in planned:
         stage_t[st] += max(p.busy for p in parts)
-    latency = sum(stage_t) / tiles + (tiles - 1) * max(stage_t) / tiles
+    latency = pipeline_latency(stage_t, tiles)
     # the stages run at once, but each was timed with the DRAM channels (and the simd core) to itself: the group
     # takes at least all its bytes over all the channels, and all its vector ops on the simd core, as a parallel
     # step does (before, a port-bound chip's pipeline moved its bytes several times faster than its port)
