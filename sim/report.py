@@ -32,6 +32,7 @@ from .energy import EnergyTable
 from .errors import ConfigError, LedgerError
 from .ledger import Ledger
 from .output import check_out_dir, csv_text
+from .power import PJ_PER_MW_S, Power
 from .report_figures import component_order, render_figures
 from .report_groups import DEFAULT_TOP, check_group, group_layers, is_other, top_groups
 from .report_model import DEFAULT_TABLE, LayerView, Run, resolve_labels, resolve_table, summarise
@@ -120,14 +121,12 @@ def _repriced_ppa(run: Run, ppa: dict[str, Any]) -> dict[str, Any]:
             abs(run.energy_pj - stored) <= 1e-9 * max(abs(stored), 1.0):
         return ppa
     secs = run.cycles / hz
-    static = leak * secs * 1e9  # pJ: 1 mW for 1 s is 1e9 pJ
-    avg = (run.energy_pj + static) / 1e12 / secs
     layers = summarise(run.ledger, run.label, run.source, run.table, 2).layers  # per layer, whatever --depth
-    peak = max(((lv.total_energy_pj + leak * lv.total_cycles / hz * 1e9) / 1e12 / (lv.total_cycles / hz)
-                for lv in layers if lv.total_cycles > 0), default=0.0)
-    gops = (_float(ppa.get("gops_per_mm2")) or 0.0) * (_float(ppa.get("area_mm2")) or 0.0)
-    return {**ppa, "energy_dynamic_pj": run.energy_pj, "energy_static_pj": static, "power_avg_w": avg,
-            "power_peak_w": peak, "tops_per_w": gops / 1e3 / avg if avg > 0 else 0.0}
+    peak = max((Power(lv.total_cycles / hz, 0.0, lv.total_energy_pj, leak * lv.total_cycles / hz * PJ_PER_MW_S, 0.0,
+                      0.0).avg_w for lv in layers if lv.total_cycles > 0), default=0.0)
+    area = _float(ppa.get("area_mm2")) or 0.0
+    macs = (_float(ppa.get("gops_per_mm2")) or 0.0) * area * 1e9 * secs / 2  # the stored rate: no table in it
+    return {**ppa, **Power(secs, macs, run.energy_pj, leak * secs * PJ_PER_MW_S, area, peak).columns()}
 
 
 def _float(v: Any) -> float | None:
