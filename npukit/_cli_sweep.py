@@ -174,15 +174,12 @@ def _removed_if_left_empty(db: Path, folders: set[Path]) -> Iterator[None]:
 
 
 def _no_points(db: Path) -> bool:
-    import sqlite3
+    from npukit.sim.errors import ConfigError
+    from npukit.sweeps import read_rows
 
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            return int(con.execute("SELECT count(*) FROM points").fetchone()[0]) == 0
-        finally:
-            con.close()
-    except sqlite3.Error:
+        return not read_rows(db)
+    except ConfigError:  # not a usable sweep database: leave it be
         return False
 
 
