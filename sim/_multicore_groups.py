@@ -60,7 +60,7 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     group's shares are even (a producer's and its consumer's must line up), so on unequal cores it takes only those
     identical to the fastest."""
     lead = r.m.cores[macs[0]]
-    macs = [c for c in macs if (r.m.cores[c].arch, r.m.cores[c].nest) == (lead.arch, lead.nest)]
+    macs = [c for c in macs if r.m.cores[c].model == lead.model]
     if r.m.layer_cores != "search" or len(macs) < 2:
         return macs
     counts = [len(macs)]  # all, then each power of two below, largest first
@@ -132,7 +132,7 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
     order. On cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plan` (before, the same rule put a
     stage on a small core alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big
     core's cycles for the up projection)."""
-    kinds = [(r.m.cores[c].arch, r.m.cores[c].nest) for c in macs]  # a loop-nest core's nest is no key
+    kinds = [r.m.cores[c].model for c in macs]
     if any(k != kinds[0] for k in kinds):
         speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
         bounds, idx = pipeline_plan([g.macs for g in gemms], speed, tiles)

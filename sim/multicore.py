@@ -81,6 +81,12 @@ class Core:
             raise ConfigError(f"core kind {self.kind!r}: use one of {', '.join(CORE_KINDS)}")
 
     @property
+    def model(self) -> tuple[Arch, Hardware | None]:
+        """What costs this core's work, its arch and its loop-nest hardware: cores whose models are equal are
+        identical (compare with ``==``; the hardware holds dicts, so a model is no dict key or set member)."""
+        return self.arch, self.nest
+
+    @property
     def macs_per_cycle(self) -> int:
         """PEs of the core's array (the nest hardware's when it has one)."""
         return self.nest.array.units if self.nest is not None else self.arch.rows * self.arch.cols

@@ -271,14 +271,15 @@ class _Run:
         that differ (:func:`~npukit.sim._multicore_balance.balanced_bounds`, kept per run) for a layer alone in its
         step; None (the even split) on identical cores, a grid, or a fused operand (its producer's and consumer's
         shares must line up)."""
-        kinds = [(self.m.cores[c].arch, self.m.cores[c].nest) for c in cores]
+        models = [self.m.cores[c].model for c in cores]
+        kinds = [models.index(m) for m in models]  # each core's first identical one: a key (a model is none)
         ext = split_extent(layer, dim, len(cores))
         if ext is None or fin or fout or ffil or prod is not None or all(k == kinds[0] for k in kinds):
             return None
         key = ("bounds", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores), dim)
         if key not in self.memo:
             ways, size = len(cores), ext[1]
-            rep = {k: c for k, c in zip(kinds, cores, strict=True)}  # one core of each kind
+            rep = {k: cores[k] for k in kinds}  # one core of each kind
 
             def cycles(kind: object, share: int) -> float:
                 sub = sub_layer(layer, dim, ways, 0, (0, share) + (size,) * (ways - 1))
