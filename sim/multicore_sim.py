@@ -125,10 +125,14 @@ def _declare(led: Ledger, march: MultiCoreArch, core: int) -> None:
         led.declare(SHARED, kind="sram", capacity_bytes=march.shared_memory.bytes)
     led.declare(LINK, kind="interconnect", energy_pj_per_bit=march.interconnect.energy_pj_per_bit,
                 source=march.interconnect.source)
+    models: dict[str, list[str]] = {}  # component -> the loop-nest cores that report into it (cores may differ)
     for c in march.cores:
         if c.nest is not None:
             for comp in nest_components(c.nest):
-                led.declare(comp, kind="nest", energy_pj_per_bit=1.0, source=f"loop-nest model of {c.nest.name}")
+                if c.nest.name not in models.setdefault(comp, []):
+                    models[comp].append(c.nest.name)
+    for comp, names in models.items():
+        led.declare(comp, kind="nest", energy_pj_per_bit=1.0, source="loop-nest model of " + ", ".join(names))
     if march.bus is not None:
         led.declare(BUS, kind="interconnect", energy_pj_per_bit=march.bus.energy_pj_per_bit, source=march.bus.source)
 

@@ -281,3 +281,24 @@ def test_quoted_core_ids_load_as_the_numbers_do(tmp_path) -> None:
     quoted = load_stream_hardware(p, warn=False)
     plain = load_stream_hardware(HW / "eyeriss_like_dual_core.yaml", warn=False)
     assert [c.name for c in quoted.cores] == [c.name for c in plain.cores] and quoted.dram == plain.dram
+
+
+def test_mac_cores_from_different_core_files_each_run_their_own_model(tmp_path) -> None:
+    """Two tpu_like and two eyeriss_like cores on one chip: each core maps its share with its own YAML, the ledger
+    declares each shared ``nest:`` component once (naming both models), and a split over all four gives the slower
+    cores smaller shares that finish with the others."""
+    d = _copy(tmp_path)
+    p = d / "tpu_like_quad_core.yaml"
+    text = p.read_text()
+    for cid in (2, 3):
+        text = text.replace(f"{cid}: ./cores/tpu_like.yaml", f"{cid}: ./cores/eyeriss_like.yaml")
+    p.write_text(text)
+    m = load_stream_hardware(p, warn=False)
+    names = [c.nest.name for c in m.cores if c.kind == "mac"]
+    assert sorted(set(names)) == ["eyeriss_like", "tpu_like"]
+    res = simulate_multicore(Workload("g", [Layer("G", 256, 256, 256)]), m, "none/split")
+    busy = [res.core_busy[i] for i, c in enumerate(m.cores) if c.kind == "mac"]
+    assert all(b > 0 for b in busy) and max(busy) <= res.total_cycles
+    src = res.ledger.components["nest:mac"]["source"]
+    assert "tpu_like" in src and "eyeriss_like" in src
+    assert 0 < res.energy_pj < float("inf")
