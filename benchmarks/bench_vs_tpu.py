@@ -75,7 +75,7 @@ def read_rows(path: str | Path) -> list[Row]:
     if not str(path).strip():
         raise ConfigError(f"the measured CSV path is empty; {hint}")
     text = read_text(check_file(p, "measured CSV", ConfigError, hint), "measured CSV", ConfigError)
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.DictReader(text.splitlines(), strict=True)  # strict: an unclosed quote is an error, not a field
     names = reader.fieldnames or []
     missing = [c for c in COLUMNS if c not in names]
     if missing:
@@ -108,7 +108,8 @@ def read_rows(path: str | Path) -> list[Row]:
             seen[shape] = i
             rows.append((name, shape, t))
     except csv.Error as exc:
-        raise ConfigError(f"measured CSV '{p}' is not a CSV this reads ({exc})") from None
+        why = "a quoted field is not closed" if "end of data" in str(exc) else str(exc)
+        raise ConfigError(f"measured CSV '{p}' is not a CSV this reads ({why})") from None
     if not rows:
         raise ConfigError(f"measured CSV '{p}' has no rows")
     return rows

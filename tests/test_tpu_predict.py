@@ -163,6 +163,7 @@ HEAD = "kernel_name,dim_m,dim_n,dim_k,fusion_avg\n"
     ('"' + "x" * 200_000 + '",1024,1024,1024,43.9\n', "not a CSV this reads"),  # the csv module's field limit
     ("a," + "1" * 5000 + ",128,128,1.3\nb,256,128,128,1.5\n", "sizes must be from 1"),  # int(): ValueError, exit 1
     ("a,128,128,128,1_0\nb,256,128,128,1.5\n", "must be integers"),  # float() read 1_0 as 10
+    ('a,128,128,128,1.3\n"b,256,128,128,1.5\nc,512,128,128,2.5\n', "a quoted field is not closed"),  # was "integers"
 ])
 def test_bench_refuses_what_it_cannot_score(tmp_path, capsys, body, needle):
     """Each measured CSV above once gave a traceback, inf or nan, or a silent choice between two times."""
