@@ -46,12 +46,12 @@ def whole_bounds(size: int, shares: Sequence[float]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],
-                    throughput: Callable[[object], float], even: int) -> tuple[int, ...]:
-    """Cut points of ``size`` over cores of ``kinds`` (one entry per core, equal entries for identical cores) such
-    that they finish together: ``cycles(kind, share)`` is a core's cycles for a share (called at ``even``, the even
-    share, and at ``size`` once per kind); a kind whose two sizes give no positive slope is taken as
-    ``share / throughput(kind)``, as are all when ``size`` is the even share."""
+def fit_costs(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],
+              throughput: Callable[[object], float], even: int) -> dict[object, tuple[float, float]]:
+    """Each kind's cycles for a share of ``s`` units of ``size`` as ``(a, b)``, ``a + b s``: ``cycles(kind, share)``
+    is a core's cycles for a share (called at ``even``, the even share, and at ``size`` once per kind); a kind whose
+    two sizes give no positive slope is taken as ``s / throughput(kind)``, as are all when ``size`` is the even
+    share."""
     fit: dict[object, tuple[float, float]] = {}
     for k in dict.fromkeys(kinds):
         a, b = 0.0, 1.0 / throughput(k)
@@ -61,7 +61,25 @@ def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object
             if math.isfinite(slope) and slope > 0 and math.isfinite(c1):
                 a, b = c1 - slope * even, slope
         fit[k] = (a, b)
+    return fit
+
+
+def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],
+                    throughput: Callable[[object], float], even: int) -> tuple[int, ...]:
+    """Cut points of ``size`` over cores of ``kinds`` (one entry per core, equal entries for identical cores) such
+    that they finish together, each kind's cycles fitted by :func:`fit_costs`."""
+    fit = fit_costs(size, kinds, cycles, throughput, even)
     return whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
+
+
+def common_fractions(fits: Sequence[tuple[int, dict[object, tuple[float, float]]]], kinds: Sequence[object]
+                     ) -> list[float]:
+    """One fraction of every layer per core (summing to 1) for layers that must be cut alike (the GEMMs of one
+    pipeline stage: a producer's row shares are its consumer's), such that the cores finish the layers together:
+    each layer is ``(size, fit_costs(...))``; a core's cycles for a fraction ``x`` of all of them are
+    ``sum(a) + x * sum(b * size)``, filled as :func:`fill_shares` fills one layer."""
+    costs = [(sum(f[k][0] for _, f in fits), sum(f[k][1] * size for size, f in fits)) for k in kinds]
+    return fill_shares(1, costs)
 
 
 def pipeline_latency(times: Sequence[float], tiles: int) -> float:
@@ -117,13 +135,15 @@ def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable
                   ) -> tuple[list[int], list[list[int]]]:
     """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its
     GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns; a core
-    left out idles). A stage's GEMMs are split evenly over its cores (its producer's and consumer's shares must line
-    up), so a stage of ``n`` cores runs at ``n`` times its slowest core's speed; a stage's time is its MACs over
-    that. For each number of stages, each cut of the GEMMs into contiguous stages (:func:`_cuts`) and each set of
-    cores "every core at least as fast as one of them" (the fastest kind alone, the two fastest kinds, ...), the
-    cores are dealt (:func:`_deal`) and the pipeline's latency, ``(sum + (t - 1) max) / t`` of the stage times over
-    its ``tiles(stages)`` tiles as the pipeline is timed, compared; the lowest wins (fewer stages, then fewer cores,
-    on a tie). It ranks by latency alone, not by the arch's objective."""
+    left out idles). A stage's time is its MACs over ``n`` times its slowest core's speed for ``n`` cores, the even
+    split's (:func:`~npukit.sim._multicore_groups.stage_bounds` then keeps a cut that finishes the cores together
+    where the cores' models time it faster; by peaks alone that would always pay, which a small core streaming every
+    weight for a few rows belies). For
+    each number of stages, each cut of the GEMMs into contiguous stages (:func:`_cuts`) and each set of cores "every
+    core at least as fast as one of them" (the fastest kind alone, the two fastest kinds, ...), the cores are dealt
+    (:func:`_deal`) and the pipeline's latency, ``(sum + (t - 1) max) / t`` of the stage times over its
+    ``tiles(stages)`` tiles as the pipeline is timed, compared; the lowest wins (fewer stages, then fewer cores, on a
+    tie). It ranks by latency alone, not by the arch's objective."""
     order = sorted(range(len(speed)), key=lambda c: (-speed[c], c))
     prefixes = sorted({sum(1 for c in order if speed[c] >= speed[v]) for v in order})
     best: tuple[float, list[int], list[list[int]]] | None = None

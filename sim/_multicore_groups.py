@@ -4,14 +4,16 @@ pipeline stages on disjoint shares of the cores. ``r`` is the simulation in prog
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._multicore_balance import pipeline_latency, pipeline_plan
-from ._multicore_cost import Part, prefetched
+from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plan, whole_bounds
+from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
 from .dataflow import Dataflow
+from .errors import ConfigError
 from .schedule import flattens, group_edges, split_dims, split_label, split_rank
 from .workload import Layer, VectorOp
 
@@ -150,6 +152,68 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
     return bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
 
 
+def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int]) -> list[tuple[int, ...] | None]:
+    """Row cuts of one pipeline stage's GEMMs (each with its fused input and output) over its cores ``cs``: None
+    (the even split) on identical cores. On cores that differ, one fraction per core for all of them, so a GEMM's
+    row shares are its consumer's, sized for the cores to finish the stage together
+    (:func:`~npukit.sim._multicore_balance.common_fractions`, each kind's cycles fitted at the even share and the
+    whole rows, then refitted at the even share and the share so found); the even split and the two cuts are
+    timed (the stage's cycles: each GEMM's slowest share) and the fastest kept, the even split on a tie (a small
+    core that streams every weight matrix for a few rows can be slower than the fit says)."""
+    models = [r.m.cores[c].model for c in cs]
+    kinds = [models.index(m) for m in models]  # each core's first identical one: a key (a model is none)
+    if all(k == kinds[0] for k in kinds):
+        return [None] * len(gemms)
+    key = ("stage", tuple((g.M, g.N, g.K, g.batch, g.kind, g.conv, g.shared, fi, fo) for g, fi, fo in gemms), tuple(cs))
+    if key not in r.memo:
+        ways = len(cs)
+
+        def cycles_of(g: Layer, fi: str, fo: str, size: int) -> Callable[[object, int], float]:
+            def cycles(kind: object, share: int) -> float:
+                sub = sub_layer(g, "M", ways, 0, (0, share) + (size,) * (ways - 1))
+                assert sub is not None
+                return r._part(sub, cs[kind], 1, ways, "M", fi, fo, "", 0).busy  # type: ignore[index]
+            return cycles
+
+        def stage_cycles(cuts: list[tuple[int, ...] | None]) -> float:
+            return sum(max(p.busy for p in r.gemm_parts(g, cs, "M", fi, fo, bounds=b))
+                       for (g, fi, fo), b in zip(gemms, cuts, strict=True))
+
+        speed = lambda k: r.m.cores[cs[k]].macs_per_cycle  # noqa: E731
+        cands: list[list[tuple[int, ...] | None]] = [[None] * len(gemms)]
+        try:
+            sizes = [split_extent(g, "M", ways)[1] for g, _, _ in gemms]  # type: ignore[index]
+            evens = [even_bounds(n, ways)[1] for n in sizes]
+            fits = [(n, fit_costs(n, kinds, cycles_of(g, fi, fo, n), speed, e))
+                    for (g, fi, fo), n, e in zip(gemms, sizes, evens, strict=True)]
+            frac = common_fractions(fits, kinds)
+            cands.append([whole_bounds(n, frac) for n in sizes])
+            refit = []  # the line through the even share and the share found, for each kind
+            for (g, fi, fo), n, e, (_, f) in zip(gemms, sizes, evens, fits, strict=True):
+                cyc = cycles_of(g, fi, fo, n)
+                line = dict(f)
+                for k in dict.fromkeys(kinds):
+                    at = max(1, min(n, round(frac[kinds.index(k)] * n)))
+                    if at != e:
+                        c1, c2 = cyc(k, e), cyc(k, at)
+                        slope = (c2 - c1) / (at - e)
+                        if math.isfinite(slope) and slope > 0:
+                            line[k] = (c1 - slope * e, slope)
+                refit.append((n, line))
+            cands.append([whole_bounds(n, common_fractions(refit, kinds)) for n in sizes])
+        except ConfigError:  # a trial share maps on no core of its kind: what was found so far
+            pass
+        timed = []
+        for cand in cands:
+            try:
+                timed.append((stage_cycles(cand), len(timed), cand))
+            except ConfigError:  # a cut whose share maps on no core of its kind (the even one raises as before)
+                if not timed:
+                    raise
+        r.memo[key] = min(timed)[2]
+    return r.memo[key]
+
+
 def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:
     """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
     in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory."""
@@ -165,6 +229,17 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         stage_of[k] = cur
     fin, fout, _, _ = fused_edges(group, r.flow)
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
+    ends: dict[int, tuple[str, str]] = {}  # each GEMM's fused input and output: on its stage's cores or shared
+    for k in gemm_idx:
+        nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
+        prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)
+        st = stage_of[k]
+        ends[k] = ("" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared",
+                   "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared")
+    cuts: dict[int, tuple[int, ...] | None] = {}
+    for st, cs in enumerate(cores_of):
+        mine = [k for k in gemm_idx if stage_of[k] == st]
+        cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs), strict=True))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
     for k, op in enumerate(group):
         st = stage_of[k]
@@ -173,12 +248,9 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
             planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1),
                             {"step": f"pipeline stage {st}", "split": "-"}, st))
             continue
-        nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
-        prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)
-        src = "" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared"
-        dst = "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared"
         dim = "M" if len(cs) > 1 else "-"
-        planned.append((op, r.gemm_parts(op, cs, dim, src, dst), {"step": f"pipeline stage {st}", "split": dim}, st))
+        planned.append((op, r.gemm_parts(op, cs, dim, *ends[k], bounds=cuts[k]),
+                        {"step": f"pipeline stage {st}", "split": dim}, st))
     stage_t = [0.0] * n_st
     for _, parts, _, st in planned:
         stage_t[st] += max(p.busy for p in parts)

@@ -235,21 +235,22 @@ class _Run:
         return led
 
     def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
-                   prod: Layer | None = None) -> list[Part]:
+                   prod: Layer | None = None, bounds: tuple[int, ...] | None = None) -> list[Part]:
         """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once); ``prod``: the
-        conv whose row bands this conv's row bands read on chip (their halo rows cross the interconnect)."""
+        conv whose row bands this conv's row bands read on chip (their halo rows cross the interconnect); ``bounds``:
+        where the split cuts the extent, if not :meth:`share_bounds`'s (a pipeline stage's shares, cut alike)."""
         halo = prod.conv if prod is not None and fin == "local" and dim == "M" else None
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
-               dim, fin, fout, ffil, halo)
+               dim, fin, fout, ffil, halo, bounds)
         if key not in self.memo:
             self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
-                                                               prod if halo else None))
+                                                               prod if halo else None, bounds))
         return self.memo[key]
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
-                    prod: Layer | None) -> list[Part]:
+                    prod: Layer | None, bounds: tuple[int, ...] | None) -> list[Part]:
         ways = len(cores)
-        bounds = self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
+        bounds = bounds or self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
         parts = []
         for i, core in enumerate(cores):
             sub = sub_layer(layer, dim, ways, i, bounds)

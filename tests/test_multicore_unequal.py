@@ -167,3 +167,55 @@ def test_a_pipeline_on_loop_nest_cores_runs() -> None:
     mlp = Workload("m", [Layer("up", 64, 128, 64), Layer("down", 64, 64, 128)])
     res = simulate_multicore(mlp, chip, "chain/pipeline")
     assert res.total_cycles > 0 and {r["step"] for r in res.rows()} >= {"pipeline stage 0", "pipeline stage 1"}
+
+
+def test_layers_cut_alike_get_fractions_that_finish_together() -> None:
+    from npukit.sim._multicore_balance import common_fractions
+
+    # two layers, cores of kinds 0, 1, 1: kind 0 twice as fast on both, no fixed costs
+    fits = [(100, {0: (0.0, 1.0), 1: (0.0, 2.0)}), (50, {0: (0.0, 2.0), 1: (0.0, 4.0)})]
+    frac = common_fractions(fits, [0, 1, 1])
+    assert frac == pytest.approx([0.5, 0.25, 0.25]) and sum(frac) == pytest.approx(1.0)
+    # a fixed cost on the fast kind moves rows to the slow ones until all finish together
+    fits = [(100, {0: (30.0, 1.0), 1: (0.0, 2.0)})]
+    f = common_fractions(fits, [0, 1, 1])
+    t = [30.0 + 100 * f[0], 200 * f[1], 200 * f[2]]
+    assert max(t) == pytest.approx(min(t)) and f[0] < 0.5
+
+
+def _npu(tmp_path: Path, size: int) -> None:
+    text = (Path(__file__).parents[1] / "sim" / "archs" / "npu32.toml").read_text()
+    (tmp_path / f"npu{size}.toml").write_text(text.replace('name = "npu32"', f'name = "npu{size}"')
+                                              .replace("rows = 32", f"rows = {size}").replace("cols = 32", f"cols = {size}"))
+
+
+def test_a_pipeline_stage_over_unequal_cores_cuts_its_rows_alike_to_finish_together(tmp_path: Path) -> None:
+    from npukit.sim._multicore_groups import stage_bounds
+
+    # a 64 x 64 core and two 48 x 48: evenly split, a stage on all three beats the big core alone (the plan picks
+    # it); cut to finish together, it is faster still (before, the stage was split evenly)
+    _npu(tmp_path, 64)
+    _npu(tmp_path, 48)
+    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
+                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
+    res = simulate_multicore(mlp, chip, "chain/pipeline")
+    assert [(r["step"], r["cores"]) for r in res.rows()] == [("pipeline stage 0", 3)] * 2
+    r = _Run(mlp, chip, load_table("horowitz45"), {})
+    cs = chip.mac_cores
+    stage = [(mlp.layers[0], "", "local"), (mlp.layers[1], "local", "")]
+    cuts = stage_bounds(r, stage, cs)
+    assert cuts[0] is not None and cuts[0] == cuts[1]  # the producer's row shares are its consumer's
+    sizes = [b - a for a, b in zip(cuts[0], cuts[0][1:], strict=False)]
+    assert cs[0] == 0 and sizes[0] > max(sizes[1:]) and sum(sizes) == 512
+
+    def stage_cycles(bounds: list) -> float:
+        return sum(max(p.busy for p in r.gemm_parts(g, cs, "M", fi, fo, bounds=b))
+                   for (g, fi, fo), b in zip(stage, bounds, strict=True))
+
+    assert stage_cycles(cuts) < 0.92 * stage_cycles([None, None])
+    assert res.total_cycles < 0.92 * simulate_multicore(mlp, _chip(tmp_path, "mx64", '[[core]]\narch = "npu64.toml"\n'
+                                                                   'kind = "mac"\n'), "chain/pipeline").total_cycles
+    # identical cores keep the even split
+    quad = load_multicore_arch("quad128")
+    assert stage_bounds(_Run(mlp, quad, load_table("horowitz45"), {}), stage, quad.mac_cores) == [None, None]
