@@ -199,7 +199,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         ifmap, fills, final = n * c.ifmap_dram, n // layer.shared * c.filter_dram, n * _final_dram(c)
         folds, per, label = c.folds, c.compute_cycles, c.mapping.label(arch.dataflow) if c.mapping is not None else ""
         kf = min(c.folds, math.ceil(layer.K / arch.rows)) if arch.dataflow in ("ws", "is") else 1
-        calc_stall = n * c.ofmap_stall_cycles if arch.memory == "scalesim" and arch.bandwidth_mode == "calc" else None
+        calc_stall = n * c.scalesim_stall_cycles if arch.memory == "scalesim" else None  # its own stalls, as one core
     else:
         ns = nest_share(layer, nest, (b.input, b.weight, b.output), nest_objective, memo, tab.dram_bit())
         records, ifmap, fills, final = ns.records, ns.ifmap, ns.fills, ns.final

@@ -7,7 +7,7 @@ import pytest
 from _cli_util import refused
 
 from npukit.cli import main
-from npukit.sim import ConfigError, Layer, Workload, llama3_8b_layer, load_arch, resnet18, simulate
+from npukit.sim import ConfigError, Layer, Workload, conv_layer, llama3_8b_layer, load_arch, resnet18, simulate
 from npukit.sim.interconnect import Interconnect
 from npukit.sim.multicore import homogeneous, load_multicore_arch, single_core
 from npukit.sim.multicore_sim import simulate_multicore
@@ -29,6 +29,19 @@ def test_one_core_equals_single_core(wl: Workload, overlap: str) -> None:
     assert _nonzero(dict(got.ledger.cycles)) == _nonzero(dict(ref.ledger.cycles))
     assert got.energy_pj == pytest.approx(ref.energy_pj, rel=1e-12)
     assert got.interconnect_bytes == 0
+
+
+@pytest.mark.parametrize("mode", ["user", "calc"])
+def test_one_core_in_scalesim_memory_mode_equals_single_core(mode: str) -> None:
+    # SCALE-Sim's own stalls on a multi-core chip too: USER mode took npukit's stall formula (npu32 256^3: 127,331
+    # cycles for SCALE-Sim's 27,625) and CALC mode raised AttributeError
+    arch = load_arch("npu32").with_(memory="scalesim", mapping="fixed", bandwidth_mode=mode)
+    wl = Workload("g", [Layer("g", 256, 256, 256), conv_layer("c", 18, 18, 3, 3, 16, 32, 1)])
+    ref = simulate(wl, arch)
+    got = simulate_multicore(wl, single_core(arch), "none/split")
+    assert got.total_cycles == ref.total_cycles
+    assert _nonzero(dict(got.ledger.cycles)) == _nonzero(dict(ref.ledger.cycles))
+    assert got.energy_pj == pytest.approx(ref.energy_pj, rel=1e-12)
 
 
 def _two_gemms() -> Workload:
