@@ -60,9 +60,10 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     "search"`` the fastest 1, 2, 4, ... of them where that ranks strictly better under the objective (as a layer alone
     does: :func:`~npukit.sim.schedule.layer_splits`). Each count is simulated on a scratch run (totals only). A fused
     group's shares are even (a producer's and its consumer's must line up), so on unequal cores it takes only those
-    identical to the fastest."""
-    lead = r.m.cores[macs[0]]
-    macs = [c for c in macs if r.m.cores[c].model == lead.model]
+    of the fastest's peak (they may differ in DRAM port or buffers; before, only those identical to the first of
+    them, so the order the file listed cores of one peak in decided which ran the group)."""
+    lead = r.m.cores[macs[0]].macs_per_cycle
+    macs = [c for c in macs if r.m.cores[c].macs_per_cycle == lead]
     if r.m.layer_cores != "search" or len(macs) < 2:
         return macs
     counts = [len(macs)]  # all, then each power of two below, largest first

@@ -34,8 +34,8 @@ A ``[[core]]`` may say ``vector_unit = false`` (a MAC core with only its array, 
 then the arch needs a ``simd`` core, and every vector op runs there, its operands crossing the ``[bus]``.
 
 The core description is pluggable: :func:`load_multicore_arch` takes ``load_core`` (default
-:func:`~npukit.sim.arch.load_arch`), any function from a name or path to an ``Arch``. All cores share the first
-core's clock and energy table.
+:func:`~npukit.sim.arch.load_arch`), any function from a name or path to an ``Arch``. All cores share one clock
+and one energy table (a chip whose cores differ in either is refused).
 """
 
 from __future__ import annotations
@@ -127,14 +127,25 @@ class MultiCoreArch:
         clocks = {c.arch.clock_ghz for c in self.cores}
         if len(clocks) > 1:
             raise ConfigError(f"multicore arch '{self.name}': cores must share one clock, got {sorted(clocks)} GHz")
+        tables = sorted({c.arch.energy_table for c in self.cores})
+        if len(tables) > 1 and self.table is None:  # before, the first core's table priced every core, silently
+            raise ConfigError(f"multicore arch '{self.name}': cores must share one energy table (the chip is priced "
+                              f"with one), got {', '.join(tables)}")
 
     @property
     def mac_cores(self) -> list[int]:
-        """Indices of the MAC cores, fastest first (peak MACs per cycle x clock; equal ones in file order): a split
-        on fewer cores (``layer_cores = "search"``) takes the fastest, and the first is the reference core (the
-        ledger's arch). On identical cores, file order."""
-        macs = [i for i, c in enumerate(self.cores) if c.kind == "mac"]
-        return sorted(macs, key=lambda i: -self.cores[i].macs_per_cycle * self.cores[i].arch.clock_ghz)
+        """Indices of the MAC cores, fastest first (peak MACs per cycle x clock; of equal peaks, the wider DRAM port,
+        then the larger buffers, then the more array rows; file order only among cores equal in all of these): a
+        split on fewer cores (``layer_cores = "search"``) takes the first, and the first is the reference core (the
+        ledger's arch) and a K split's reducer. Before, equal peaks kept file order, so listing the same cores in
+        another order changed results."""
+        def key(i: int) -> tuple[float, ...]:
+            c = self.cores[i]
+            kib = c.arch.sram_kib
+            return (-c.macs_per_cycle * c.arch.clock_ghz, -c.arch.dram_bandwidth_bytes_per_cycle,
+                    -(kib.ifmap + kib.filter + kib.psum + kib.ofmap), -c.arch.rows)
+
+        return sorted((i for i, c in enumerate(self.cores) if c.kind == "mac"), key=key)
 
     @property
     def simd_cores(self) -> list[int]:
