@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,16 @@ _BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
 def check_size(path: str | Path, what: str, error: type[NpukitError], limit: int = MAX_TEXT_BYTES) -> None:
-    """Raise ``error`` if the file at ``path`` holds more than ``limit`` bytes (checked with ``stat``)."""
+    """Raise ``error`` if the file at ``path`` holds more than ``limit`` bytes (checked with ``stat``) or is not a
+    regular file: a pipe or a device (also through a link) has no size to check, and reading one may never end (a
+    FIFO) or never stop growing (``/dev/zero``)."""
     try:
-        size = Path(path).stat().st_size
+        st = Path(path).stat()
     except OSError:
         return  # the read that follows reports it
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):  # a folder: the read reports it
+        raise error(f"{what} '{path}' is not a regular file (a pipe or a device); give a file")
+    size = st.st_size
     if size > limit:
         raise error(f"{what} '{path}' is {size:,} bytes, more than the limit of {limit:,}")
 
@@ -186,10 +192,11 @@ MAX_SHAPE_ELEMENTS = 2**28  # elements of an example input tensor built from --i
 
 
 def parse_dim(text: str, what: str, error: type[NpukitError]) -> int:
-    """A positive decimal integer of at most 12 digits (checked before ``int()``, so 10^400 is one line)."""
+    """A positive decimal integer of at most 12 ASCII digits (checked before ``int()``, so 10^400 is one line, and a
+    superscript or full-width digit, which ``str.isdigit`` accepts and ``int()`` refuses or reads, is refused)."""
     t = text.strip()
-    if not t.isdigit() or len(t) > 12 or int(t) <= 0:
-        raise error(f"{what}: '{short(t)}' must be a positive integer of at most 12 digits")
+    if not (t.isascii() and t.isdigit()) or len(t) > 12 or int(t) <= 0:
+        raise error(f"{what}: {short(t)} must be a positive integer of at most 12 digits")
     return int(t)
 
 

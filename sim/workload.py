@@ -158,7 +158,12 @@ def conv_layer(name: str, ifmap_h: int, ifmap_w: int, fh: int, fw: int, cin: int
 
 # ---------------------------------------------------------------------------- built-ins
 def resnet18(image: int = 224, num_classes: int = 1000) -> Workload:
-    """ResNet-18 (torchvision layout): 20 convolutions + the FC layer, padded input extents."""
+    """ResNet-18 (torchvision layout): 20 convolutions + the FC layer, padded input extents; ``image``: the input's
+    height and width in pixels, 1 to 16,384."""
+    if isinstance(image, bool) or not isinstance(image, int) or not 0 < image <= 1 << 14:
+        raise WorkloadError(f"resnet18 image must be 1..{1 << 14} pixels, not {image!r}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or not 0 < num_classes <= 1 << 20:
+        raise WorkloadError(f"resnet18 num_classes must be 1..{1 << 20}, not {num_classes!r}")
     layers = [conv_layer("conv1", image + 6, image + 6, 7, 7, 3, 64, 2)]
     h = (image + 6 - 7) // 2 + 1
     h = (h + 2 - 3) // 2 + 1  # max-pool 3x3/2, pad 1
@@ -186,7 +191,10 @@ def _encoder_layer(pre: str, seq: int, hidden: int, heads: int, kv_heads: int, h
 
 
 def minilm_l6(seq: int = 128) -> Workload:
-    """The six encoder layers of all-MiniLM-L6-v2 (hidden 384, 12 heads of 32, FFN 1536)."""
+    """The six encoder layers of all-MiniLM-L6-v2 (hidden 384, 12 heads of 32, FFN 1536); ``seq``: tokens, 1 to
+    1,048,576 (as llama3-8b-layer's)."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= 1 << 20:
+        raise WorkloadError(f"minilm-l6 seq must be 1..{1 << 20} tokens, not {seq!r}")
     hidden, heads, hd, ffn = 384, 12, 32, 1536
     layers: list[Layer] = []
     for i in range(6):

@@ -108,6 +108,15 @@ def test_huge_input_shape_is_one_line(capsys, tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("dim", ["\u00b2", "\uff16\uff14", "\u0664"])  # superscript 2 (a traceback), full-width 64, Arabic-Indic 4
+def test_a_dim_in_other_digits_is_one_line(dim: str) -> None:
+    from npukit.sim import WorkloadError, parse_dim
+
+    with pytest.raises(WorkloadError, match="positive integer"):
+        parse_dim(dim, "input shape", WorkloadError)
+    assert parse_dim(" 64 ", "input shape", WorkloadError) == 64
+
+
 # ------------------------------------------------------------------------------------------ YAML aliases
 def test_yaml_alias_bomb_fails_fast(tmp_path: Path, capsys) -> None:
     assert len(BOMB) < 450
@@ -208,3 +217,35 @@ def test_limits_named_in_readme() -> None:
         assert f"{value:,}" in readme, value
     for name in ("MAX_DEPTH", "MAX_TEXT_BYTES", "MAX_INT", "MAX_DIM", "WITHOUT", "alias", "trust_remote_code", "TLS"):
         assert name in readme, name
+
+
+@pytest.mark.parametrize("spec, needle", [("resnet18:image=0", "image must be 1..16384"),
+                                          ("resnet18:image=1000000", "image must be 1..16384"),  # ran for minutes
+                                          ("minilm-l6:seq=99999999999", "seq must be 1..1048576"),  # 4.6e25 MACs
+                                          ("minilm-l6:seq=0", "seq must be 1..1048576")])
+def test_builtin_sizes_are_bounded(spec: str, needle: str) -> None:
+    from npukit.sim import WorkloadError
+    from npukit.workloads import load_workload
+
+    with pytest.raises(WorkloadError, match=needle):
+        load_workload(spec)
+    assert load_workload("resnet18:image=1").macs > 0
+
+
+def test_a_pipe_or_a_device_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # a FIFO hung every reader (an hf: config, a routing file, a cache entry); a link to /dev/zero read until memory
+    # ran out: stat gives neither a size to check
+    import os
+
+    from npukit.sim import ConfigError
+    from npukit.sim.disk_cache import load_entry
+    from npukit.sim.textfile import read_text
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for p in (fifo, zero):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            read_text(p, "config file", ConfigError)
+        assert load_entry(p, "trace") is None  # a cache entry: a miss, rebuilt

@@ -180,7 +180,7 @@ def _fold_once(onnx: Any, lite: Any, inferred: Any) -> int:
 def _dim_size(text: str) -> int:
     """A dim size: a positive decimal integer of at most 12 digits (``int`` alone would take '+1', ' 1', '1_0'
     or a 10^400-digit number)."""
-    if not text.isdigit() or len(text) > 12 or int(text) <= 0:
+    if not (text.isascii() and text.isdigit()) or len(text) > 12 or int(text) <= 0:  # not ² or ６
         raise ValueError(text)
     return int(text)
 
@@ -196,7 +196,7 @@ def _parse_overrides(
     if isinstance(input_shape, str):
         parts = [x.strip() for x in input_shape.replace("x", ",").split(",")] if "=" not in input_shape else []
         if parts and all(x.isdigit() for x in parts):
-            shapes[None] = [parse_dim(x, f"ONNX input shape '{short(input_shape)}'", WorkloadError) for x in parts]
+            shapes[None] = [parse_dim(x, f"ONNX input shape {short(input_shape)}", WorkloadError) for x in parts]
         else:
             from .loader import parse_options
 

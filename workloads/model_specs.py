@@ -45,7 +45,7 @@ def _parse_shape(input_shape: str | Sequence[int]) -> tuple[int, ...]:
     if isinstance(input_shape, str):
         parts = [p.strip() for p in input_shape.replace("x", ",").split(",")]
         ok = bool(parts) and all(p.isdigit() for p in parts)
-        dims = tuple(parse_dim(p, f"input shape '{short(input_shape)}'", WorkloadError) for p in parts) if ok else ()
+        dims = tuple(parse_dim(p, f"input shape {short(input_shape)}", WorkloadError) for p in parts) if ok else ()
     else:
         dims = tuple(input_shape)
         ok = bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
