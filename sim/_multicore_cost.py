@@ -328,15 +328,17 @@ def write_epilogue(parts: list[Part], bandwidth: float) -> None:
 
 
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
-                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK, hops: float = 1.0) -> Part:
+                link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK, hops: float = 1.0,
+                params_from_dram: bool = True) -> Part:
     """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
     send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK``, or
     ``BUS``), each bit priced once per hop of ``hops`` and timed once (bits / bandwidth + latency, as a GEMM share's
     transfer: the hops of a route carry it at once); ``hide``: GEMM cycles a pipelined vector unit overlaps it
-    with."""
+    with; ``params_from_dram``: a share of its elements reads all the op's parameters (a norm's weights) from DRAM,
+    False when another core's read of them is multicast to this one (as a GEMM share's operand)."""
     share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
         replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
-                params=op.params)
+                params=op.params if params_from_dram else 0)
     recs: list[Record] = [tuple(r) for r in vector_unit.vector_records(share, arch)]  # type: ignore[misc]
     busy = vector_unit.busy_cycles(share, arch)
     exposed = busy - min(busy, max(0.0, hide))

@@ -228,3 +228,18 @@ def test_fused_keys_in_row_bands_cross_only_from_the_other_cores() -> None:
     assert rows["k"]["split"] == rows["scores"]["split"] == "M"
     # every core reads all 128 keys (64 wide, 8-bit); a quarter of them it made itself
     assert rows["scores"]["interconnect_bytes"] == 4 * 128 * 64 * 3 / 4
+
+
+def test_a_vector_ops_parameters_are_read_once_and_multicast() -> None:
+    # an RMSNorm split over four cores' elements: each needs all 4,096 weights (8,192 bytes at 16 bits); one DRAM
+    # read multicast to all (before, each core read them: 32,768 bytes), or each its own without multicast
+    from dataclasses import replace
+
+    wl = llama3_8b_layer(256)
+    quad = load_multicore_arch("quad128")
+    norm = lambda m: next(r for r in simulate_multicore(wl, m, "none/split").rows()  # noqa: E731
+                          if r["name"] == "input_layernorm")
+    one = next(r for r in simulate(wl, load_arch("npu128")).layers if r.name == "input_layernorm")
+    assert norm(quad)["cores"] == 4 and norm(quad)["dram_bytes"] == 8192 == one.dram_bytes
+    unicast = replace(quad, interconnect=replace(quad.interconnect, multicast=False))
+    assert norm(unicast)["dram_bytes"] == 4 * 8192
