@@ -36,21 +36,32 @@ def _onnx_stamp() -> str:
 
 def entry_path(path: Path, overrides: Any, lowering_file: str) -> Path:
     """The cache entry of ONNX file ``path`` lowered with ``overrides`` by the module ``lowering_file``."""
+    return entry_for(entry_key(path, overrides, lowering_file))
+
+
+def entry_for(key: str) -> Path:
+    """The cache entry of the key :func:`entry_key` gives."""
+    return cache_dir() / f"onnx-{key[:40]}.json"  # no name in it: a copy of the file is a hit
+
+
+def entry_key(path: Path, overrides: Any, lowering_file: str) -> str:
+    """The key (sha256 hex) of ONNX file ``path`` lowered with ``overrides`` by the module ``lowering_file``."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     files = (lowering_file, _onnx_graph.__file__, _onnx_lower.__file__, _onnx_gemm.__file__, _trace_cache.__file__)
-    key = hashlib.sha256("\n".join([h.hexdigest(), repr(overrides), source_digest(*files), _onnx_stamp(),
-                                    str(_trace_cache.FORMAT)]).encode()).hexdigest()
-    return cache_dir() / f"onnx-{key[:40]}.json"  # no name in it: a copy of the file is a hit
+    return hashlib.sha256("\n".join([h.hexdigest(), repr(overrides), source_digest(*files), _onnx_stamp(),
+                                     str(_trace_cache.FORMAT)]).encode()).hexdigest()
 
 
-def load(entry: Path) -> Workload | None:
-    """The workload cached at ``entry``, or None (absent, corrupt, edited, foreign)."""
-    return _trace_cache.load(entry, KIND)
+def load(entry: Path, key: str | None = None) -> Workload | None:
+    """The workload cached at ``entry``, or None (absent, corrupt, edited, foreign, stored for another ``key``:
+    another file or other overrides)."""
+    return _trace_cache.load(entry, KIND, key)
 
 
-def store(entry: Path, wl: Workload) -> Workload:
-    """Cache ``wl`` at ``entry``; returns it as a cached read would (JSON values: lists for tuples)."""
-    return _trace_cache.store(entry, wl, KIND)
+def store(entry: Path, wl: Workload, key: str | None = None) -> Workload:
+    """Cache ``wl`` at ``entry`` with the ``key`` it was made for; returns it as a cached read would (JSON values:
+    lists for tuples)."""
+    return _trace_cache.store(entry, wl, KIND, key)

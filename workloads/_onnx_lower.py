@@ -158,7 +158,10 @@ class _Lowering(_GemmLowering):
             else:
                 last = path.rpartition(".")[2].lower()
                 alone = self._path_nodes.get(path) == 1 and path not in self._parents
-                base = path if alone or last.startswith(label) else (f"{path}.{label}" if path else label)
+                if not path:
+                    base = label  # at the graph's root: no module to name it after
+                else:
+                    base = path if alone or last.startswith(label) else f"{path}.{label}"
         else:
             base = nm or f"{label}_{i}"
             base = f"{base}.{role}" if role else base

@@ -102,11 +102,16 @@ _VECTOR_ATEN = {"add": "add", "add_": "add", "sub": "add", "sub_": "add", "rsub"
                 "_softmax": "softmax", "_safe_softmax": "softmax", "_log_softmax": "softmax",
                 "native_layer_norm": "layernorm", "native_group_norm": "groupnorm", "_fused_rms_norm": "rmsnorm",
                 "embedding": "embedding",
-                # normalizations and pooling with no class of their own
-                "_native_batch_norm_legit_no_training": "other", "_native_batch_norm_legit": "other",
-                "native_batch_norm": "other", "max_pool2d_with_indices": "other", "max_pool3d_with_indices": "other",
+                # batch norm at inference: one per-channel multiply-add per element (as the ONNX lowering has it)
+                "_native_batch_norm_legit_no_training": "mul", "_native_batch_norm_legit": "mul",
+                "native_batch_norm": "mul",
+                # pooling with no class of its own
+                "max_pool2d_with_indices": "other", "max_pool3d_with_indices": "other",
                 "avg_pool2d": "other", "avg_pool3d": "other", "_adaptive_avg_pool2d": "other",
                 "_adaptive_avg_pool3d": "other", "adaptive_max_pool2d": "other"}
+_BATCH_NORMS = {"_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "native_batch_norm"}
+# windowed pools -> spatial dims of their kernel: one lane operation per (output, window element), as in ONNX
+_WINDOW_POOLS = {"max_pool2d_with_indices": 2, "max_pool3d_with_indices": 3, "avg_pool2d": 2, "avg_pool3d": 3}
 # pointwise-tagged aten ops that only move or copy data
 _NOT_COMPUTE = {"clone", "_to_copy", "copy", "copy_", "lift_fresh_copy", "alias_copy", "detach_copy"}
 # torch-level calls whose inner elementwise ops (a bias add, a scale) are part of their GEMM
@@ -176,10 +181,18 @@ def _record_vector(rec: _Recorder, func: Any, name: str, args: tuple, kwargs: di
         rec.vector(op, name, o, reduce=int(p["C"]) // int(p["group"]) * int(p["HxW"]), params=params)
     elif op == "embedding":
         rec.vector(op, name, o, inputs=0, params=o.numel())
+    elif name in _WINDOW_POOLS:
+        p = _bind(func, args, kwargs)
+        window = math.prod(_expand(p["kernel_size"], _WINDOW_POOLS[name]))
+        rec.vector(op, name, o, elements=o.numel() * window, reduce=window)
     else:
-        inputs = sum(1 for t in operands if t.dim() > 0)
-        elements = max([o.numel()] + [t.numel() for t in operands]) if op == "other" else None
-        rec.vector(op, name, o, elements=elements, inputs=inputs, operands=operands)
+        # operands of the op's size are activation inputs; a smaller (broadcast) one, e.g. a bias, a per-channel
+        # scale or batch norm's statistics, is a parameter read of its elements (as the ONNX lowering counts them)
+        elements = max([o.numel()] + [t.numel() for t in operands]) if op == "other" else o.numel()
+        inputs = sum(1 for t in operands if t.dim() > 0 and t.numel() >= elements)
+        params = sum(t.numel() for t in operands if t.dim() > 0 and t.numel() < elements)
+        rec.vector(op, name, o, elements=elements, inputs=inputs, params=params, operands=operands,
+                   label="batchnorm" if name in _BATCH_NORMS else None)
 
 
 def _rope_function(rec: _Recorder, fn: Callable, label: str) -> Callable:

@@ -57,6 +57,7 @@ class _Vec:
     dtype: str
     aten: str
     own: bool = False  # recorded for a whole module: named after the module itself
+    label: str | None = None  # what its name calls it, if not its op class (or, for 'other', its aten op)
     broadcast: bool = False  # a mul by a per-sample (broadcast) operand: may open an adaLN modulation
     scale_src: _Vec | None = None  # the op that produced that broadcast operand, if recorded just before
     reads: frozenset | None = None  # what it reads: ids of earlier ops, '<input N>', ('~', either) if gathered
@@ -189,17 +190,21 @@ class _Recorder:
         return None
 
     def vector(self, op: str, aten_name: str, out: torch.Tensor, elements: int | None = None, reduce: int = 0,
-               inputs: int = 1, params: int = 0, operands: Sequence[Any] = (), own: bool = False) -> _Vec | None:
-        """Record one vector op of class ``op`` writing ``out`` (``elements`` defaults to its size); returns it, or
-        None where nothing new was recorded (no elements, or an add folded into the modulation before it)."""
+               inputs: int = 1, params: int = 0, operands: Sequence[Any] = (), own: bool = False,
+               label: str | None = None) -> _Vec | None:
+        """Record one vector op of class ``op`` writing ``out`` (``elements`` defaults to its size; ``inputs``
+        activation tensors of that size, ``params`` parameter elements, ``label`` its name if not its class);
+        returns it, or None where nothing new was recorded (no elements, or an add folded into the modulation
+        before it)."""
         n = out.numel() if elements is None else elements
         if n <= 0:
             return None
-        if op == "add" and inputs == 2 and self._fuse_modulate(out, operands):
+        tensors = [t for t in operands if isinstance(t, torch.Tensor) and t.dim() > 0]
+        if op == "add" and len(tensors) == 2 and self._fuse_modulate(out, tensors):
             return None
-        v = _Vec(self._scope(), op, n, reduce, inputs, params, _dtype_name(out.dtype), aten_name, own)
-        if op == "mul" and inputs == 2:
-            small = [t for t in operands if isinstance(t, torch.Tensor) and 0 < t.numel() < n]
+        v = _Vec(self._scope(), op, n, reduce, inputs, params, _dtype_name(out.dtype), aten_name, own, label)
+        if op == "mul" and len(tensors) == 2:
+            small = [t for t in tensors if 0 < t.numel() < n]
             if len(small) == 1:
                 v.broadcast, v.scale_src = True, self._produced(small[0])
         self._append(v, out)
@@ -220,7 +225,8 @@ class _Recorder:
         shift = tensors[produced.index(False)]
         if shift.numel() >= out.numel():
             return False
-        last.op, last.inputs, last.aten, last.broadcast = "modulate", 3, "mul+add", False
+        # the modulation reads x, scale and shift as activations (per-sample vectors computed in this forward)
+        last.op, last.inputs, last.params, last.aten, last.broadcast = "modulate", 3, 0, "mul+add", False
         last.reads = (last.reads or frozenset()) | self.made_from([shift])
         self.written.append(last)
         src = last.scale_src
@@ -291,7 +297,7 @@ class _Recorder:
         aten_ops: dict[str, str] = {}
         for op in self.ops:
             if isinstance(op, _Vec):
-                label = op.op if op.op != "other" else op.aten.strip("_")  # e.g. 'relu', 'mean'
+                label = op.label or (op.op if op.op != "other" else op.aten.strip("_"))  # e.g. 'relu', 'mean'
                 own = op.own or op.scope.rpartition(".")[2] == label  # a 'relu' module's relu: just the module
                 base = op.scope if own and op.scope else f"{op.scope}.{label}" if op.scope else label
             elif op.role is not None:

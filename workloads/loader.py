@@ -108,25 +108,46 @@ def _forms() -> str:
 
 
 def resolve_paths(spec: str, base_dir: str | Path) -> tuple[str, list[Path]]:
-    """``spec`` with its file part (a .csv/.onnx path or an hf:/diffusers: config) made absolute against
-    ``base_dir`` when relative, and the files the workload is read from (for content hashes)."""
+    """``spec`` with its file parts (a .csv/.onnx path, an hf:/diffusers: config, a ``routing=FILE.json``) made
+    absolute against ``base_dir`` when relative, and the files the workload is read from (for content hashes)."""
     form = workload_form(spec)
     spec = spec.strip()
     base = Path(base_dir)
     if form in ("csv", "onnx"):
         path_text, opts = _onnx_split(spec) if form == "onnx" else (spec, "")
-        p = Path(path_text).expanduser()
-        p = p if p.is_absolute() else base / p
+        p = _beside(path_text, base)
         return str(p) + (f":{opts}" if opts else ""), [p]
     if form == "config":
         from .real_models import _split_path_options
 
         prefix, _, rest = spec.partition(":")
         path_text, opts = _split_path_options(rest)
-        p = Path(path_text).expanduser()
-        p = p if p.is_absolute() else base / p
-        return f"{prefix}:{p}" + (f":{opts}" if opts else ""), [p]
+        p = _beside(path_text, base)
+        opts, files = _resolve_routing(opts, base)
+        return f"{prefix}:{p}" + (f":{opts}" if opts else ""), [p, *files]
+    if form == "real":
+        name, _, opts = spec.partition(":")
+        opts, files = _resolve_routing(opts, base)
+        return name + (f":{opts}" if opts else ""), files
     return spec, []
+
+
+def _beside(path_text: str, base: Path) -> Path:
+    """``path_text`` (``~`` expanded) as an absolute path, read against ``base`` when relative."""
+    p = Path(path_text).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _resolve_routing(opts: str, base: Path) -> tuple[str, list[Path]]:
+    """A real model's options with a ``routing=FILE.json`` made absolute against ``base``, and that file (if any)."""
+    items, files = [], []
+    for item in opts.split(",") if opts else []:
+        key, eq, val = item.partition("=")
+        if eq and key.strip() == "routing" and val.strip().lower().endswith(".json"):
+            p = _beside(val.strip(), base)
+            item, files = f"{key}={p}", [*files, p]
+        items.append(item)
+    return ",".join(items), files
 
 
 def load_workload(spec: str, *, input_shape: str | None = None, allow_code: bool = False,

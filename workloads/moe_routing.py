@@ -62,7 +62,7 @@ class Routing:
         """The file's counts for MoE layer ``layer`` (0-based, program order), None for uniform/zipf."""
         if self.kind != "file":
             return None
-        if layer >= len(self.counts):
+        if self.per_layer and layer >= len(self.counts):  # one list (not per layer) serves every MoE layer
             raise WorkloadError(f"{what}: routing file '{self.text}' gives counts for {len(self.counts)} MoE layers, "
                                 f"the model has more")
         row = self.counts[layer] if self.per_layer else self.counts[0]

@@ -109,10 +109,11 @@ def onnx_workload(
     # importing onnx (its import alone costs about a second)
     from . import _onnx_cache
 
-    entry = _onnx_cache.entry_path(p, (shapes_in, dims), __file__)
-    wl = _onnx_cache.load(entry)
+    key = _onnx_cache.entry_key(p, (shapes_in, dims), __file__)
+    entry = _onnx_cache.entry_for(key)
+    wl = _onnx_cache.load(entry, key)
     if wl is None:
-        wl = _onnx_cache.store(entry, _lower(p, shapes_in, dims))
+        wl = _onnx_cache.store(entry, _lower(p, shapes_in, dims), key)
     return Workload(name or p.stem, wl.layers, {**wl.meta, "path": str(p)})
 
 

@@ -250,7 +250,7 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
         trace_opts["routing_sha256"] = hashlib.sha256(json.dumps(routing.counts).encode()).hexdigest()
     key = _cache_key(library, raw, name, trace_opts)
     entry = _trace_cache.cache_dir() / f"{_safe(name)}-{key[:24]}.json"
-    wl = _trace_cache.load(entry)
+    wl = _trace_cache.load(entry, key=key)  # None too for an entry made for another key (copied over this file)
     if wl is None or wl.name != name:
         traced = _trace(library, cfg, trace_opts, name, spec, repeats=builtin and not routing.per_layer,
                         routing=routing)
@@ -261,7 +261,7 @@ def real_model_workload(library: str, config: str | Path, options: str = "", nam
             "config_sha256": hashlib.sha256(raw).hexdigest(),
             "options": trace_opts,
         })
-        wl = _trace_cache.store(entry, traced)
+        wl = _trace_cache.store(entry, traced, key=key)
     return _with_steps(wl, steps) if family == "diffusion" else wl
 
 
@@ -335,8 +335,13 @@ def _trace(library: str, cfg: dict[str, Any], opts: dict[str, Any], name: str, s
         raise WorkloadError(f"workload '{spec}': {library} could not build the model: {_one_line(e)}") from e
     with torch.no_grad(), _meta_safe():
         wl = trace_workload(model, inputs, name, routing=routing)
-    params = sum(p.numel() for p in model.parameters())
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == "eager":
+        wl = _eager_attention_kinds(wl, model)
     moe = wl.meta.get("moe")
+    if "routing" in opts and not moe:
+        raise WorkloadError(f"workload '{spec}': routing= says how tokens fall on the experts of mixture-of-experts "
+                            f"layers, and {type(model).__name__} has none; run it without routing=")
+    params = sum(p.numel() for p in model.parameters())
     inactive = dict(moe["inactive_params"]) if moe else {}
     for prefix, n in counts.items():
         block = model.get_submodule(f"{prefix}.0")
@@ -434,16 +439,20 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
 
     config = AutoConfig.for_model(**clean)  # a config class transformers ships (CONFIG_MAPPING), never auto_map
     dtype = _dtype(cfg)
+    # SDPA, else (a class that refuses it, e.g. GPT-OSS with its attention sinks) eager attention: on the meta
+    # device only shapes matter, and both issue the same Lq x Lk GEMMs
+    attn = "sdpa" if _supports_sdpa(config) else "eager"
     with torch.device("meta"):
         try:
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn, **NO_REMOTE_CODE)
             causal = True
         except ValueError:
-            model = AutoModel.from_config(config, dtype=dtype, attn_implementation="sdpa", **NO_REMOTE_CODE)
+            model = AutoModel.from_config(config, dtype=dtype, attn_implementation=attn, **NO_REMOTE_CODE)
             causal = False
         if "mlp" in opts:
             from ..models import replace_mlp
 
+            _refuse_moe_layers(model, opts["mlp"], spec)
             replace_mlp(model, mlp_config(opts), copy_mlp=False)
     b = opts["batch"]
     meta = torch.device("meta")
@@ -472,6 +481,51 @@ def _build_lm(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], 
         cache.update(k, torch.empty(b, kv_heads, opts["kv"], v_dim, dtype=dtype, device=meta), i)
     inputs = {"input_ids": torch.zeros(b, 1, dtype=torch.long, device=meta), "past_key_values": cache, "use_cache": True}
     return model, inputs, dtype
+
+
+def _supports_sdpa(config: Any) -> bool:
+    """Whether the transformers class of ``config`` (the causal LM, else the base model) takes SDPA attention."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+
+    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING):
+        try:
+            cls = mapping[type(config)]
+        except (KeyError, ValueError):
+            continue
+        return bool(getattr(cls, "_supports_sdpa", True))
+    return True
+
+
+def _eager_attention_kinds(wl: Workload, model: Any) -> Workload:
+    """Eager attention issues its scores and context GEMMs as ``torch.matmul`` (kind ``matmul``): mark those
+    inside an attention module (a class named ``*Attention``) as ``attention``, as SDPA's are."""
+    def in_attention(name: str) -> bool:
+        for path in (name, name.rpartition(".")[0]):
+            try:
+                if type(model.get_submodule(path)).__name__.endswith("Attention"):
+                    return True
+            except AttributeError:
+                continue
+        return False
+
+    layers = [replace(ly, kind="attention") if isinstance(ly, Layer) and ly.kind == "matmul" and in_attention(ly.name)
+              else ly for ly in wl.layers]
+    return Workload(wl.name, layers, wl.meta)
+
+
+def _refuse_moe_layers(model: Any, mlp: str, spec: str) -> None:
+    """Refuse ``mlp=omnimoe|peer`` on a model with mixture-of-experts layers: it replaces the dense SwiGLU MLPs
+    only, so a model mixing MoE and dense layers (DeepSeek-V2, Qwen2-MoE's ``mlp_only_layers``) would silently
+    become a hybrid; the error names the MoE layers (the modules holding the experts)."""
+    from ._trace_moe import _kind
+
+    moe = [name.rpartition(".")[0] or name for name, m in model.named_modules() if name and _kind(m) in ("hf", "unknown")]
+    if not moe:
+        return
+    shown = ", ".join(moe[:3]) + (f", ... {moe[-1]}" if len(moe) > 3 else "")
+    raise WorkloadError(f"workload '{spec}': mlp={mlp} replaces dense SwiGLU MLPs only, and {type(model).__name__} "
+                        f"has {len(moe)} mixture-of-experts layer{'s' if len(moe) > 1 else ''} ({shown}); "
+                        "run it without mlp=")
 
 
 def _build_diffusion(clean: dict[str, Any], cfg: dict[str, Any], opts: dict[str, Any], spec: str) -> tuple[Any, Any, Any]:

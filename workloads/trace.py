@@ -247,7 +247,11 @@ def trace_workload(model: nn.Module, example_inputs: tuple | torch.Tensor, name:
     functions of transformers and diffusers, one op per rotated tensor),
     adaLN modulation ``x * (1 + scale) + shift`` with broadcast scale and shift (``modulate``, 3 inputs), embedding
     lookup (``params`` = gathered rows x dim), KV-cache append (transformers' ``Cache.update``: elements = new key
-    + value elements) and any other pointwise or reduction op (``other``; elements = its largest operand). Not
+    + value elements), batch norm (``mul``: one per-channel multiply-add per element, ``params`` = weight, bias,
+    running mean and variance, 4*C), max/average pooling (``other``, elements = outputs x window, ``reduce`` =
+    window) and any other pointwise or reduction op (``other``; elements = its largest operand). For these
+    elementwise ops ``inputs`` counts the operands of the op's size and ``params`` the elements of the smaller
+    (broadcast) ones, e.g. a bias or a per-channel scale, as :mod:`npukit.workloads.onnx_workload` counts them. Not
     recorded: ops inside a recorded op, bias adds inside a linear/conv call, data movement (views, copies, dtype
     casts, concatenation, indexing) and integer/boolean index or mask arithmetic. Raises :class:`WorkloadError`
     (one line) if the forward pass fails or the model has no linear, conv, matmul or attention op.
