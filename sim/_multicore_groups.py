@@ -14,7 +14,7 @@ from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
 from .dataflow import Dataflow
 from .errors import ConfigError
-from .schedule import flattens, group_edges, split_dims, split_label, split_rank
+from .schedule import fewer_counts, flattens, group_edges, split_dims, split_label, split_rank
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
     """The MAC cores a fused split group runs on: all of ``macs`` (fastest first), or with the arch's ``layer_cores =
-    "search"`` the fastest 1, 2, 4, ... of them where that ranks strictly better under the objective (as a layer alone
+    "search"`` the fastest 1, 2, 4, ... of them (and ``n - 1`` of a prime ``n``: :func:`~npukit.sim.schedule.fewer_counts`)
+    where that ranks strictly better under the objective (as a layer alone
     does: :func:`~npukit.sim.schedule.layer_splits`). Each count is simulated on a scratch run (totals only). A fused
     group's shares are even (a producer's and its consumer's must line up), so on unequal cores it takes only those
     of the fastest's peak (they may differ in DRAM port or buffers; before, only those identical to the first of
@@ -66,9 +67,7 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     macs = [c for c in macs if r.m.cores[c].macs_per_cycle == lead]
     if r.m.layer_cores != "search" or len(macs) < 2:
         return macs
-    counts = [len(macs)]  # all, then each power of two below, largest first
-    while counts[-1] > 1:
-        counts.append(1 << ((counts[-1] - 1).bit_length() - 1))
+    counts = [len(macs), *fewer_counts(len(macs))]  # all, then each power of two below (and n - 1 of a prime n)
     best: tuple[tuple[float, float], list[int]] | None = None
     for k in counts:
         trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)

@@ -5,7 +5,7 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
 * ``split``: every GEMM of the step runs on the MAC cores at once, split on ``M`` (the batch first), ``N`` or
   ``K``, or on ``M`` and ``N`` at once as a grid of cores (:func:`grid_dims`; the split chosen per GEMM by the
   objective; with the arch's ``layer_cores = "search"`` a GEMM in a step of its own may also take only the first
-  1, 2, 4, ... cores: :func:`layer_splits`);
+  1, 2, 4, ... cores, and ``n - 1`` of a prime ``n``: :func:`layer_splits`);
   vector ops run on the SIMD core if there is one, else split over the MAC cores.
 * ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
   the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
@@ -63,17 +63,25 @@ def split_dims(cores: int) -> tuple[str, ...]:
     return SPLIT_DIMS + grid_dims(cores)
 
 
+def fewer_counts(cores: int) -> tuple[int, ...]:
+    """The core counts below ``cores`` the search also tries (``layer_cores = "search"``), largest first: each power
+    of two, and ``cores - 1`` when ``cores`` is a prime with a grid below it (a prime count has no 2-D split, so 7
+    cores without 6 took a 256^3 GEMM 20% slower than 6: M2N2 on 4 against M3N2 on 6)."""
+    out = {1 << e for e in range(max(0, (cores - 1).bit_length()))} - {cores}
+    if cores > 3 and not grid_dims(cores) and grid_dims(cores - 1):
+        out.add(cores - 1)
+    return tuple(sorted((k for k in out if k < cores), reverse=True))
+
+
 def layer_splits(cores: int, fewer: bool = True) -> tuple[tuple[str, int], ...]:
     """(split, cores used) of every way the search may run one GEMM alone on ``cores`` MAC cores: each split of
     :func:`split_dims` over all of them first (ties keep every core), then, with ``fewer``, over the first ``k``
-    cores for each power of two ``k`` below ``cores``, largest first (``-``: one core, unsplit). Fewer cores win
+    cores for each count ``k`` of :func:`fewer_counts`, largest first (``-``: one core, unsplit). Fewer cores win
     where a split costs more than it saves (halo rows and partial sums crossing the links, weights or inputs each
     core fetches again, a per-core fill and weight load the share does not amortise)."""
     out = [(d, cores) for d in split_dims(cores)] if cores > 1 else [("-", 1)]
-    k = 1 << max(0, (cores - 1).bit_length() - 1) if fewer else 0
-    while 1 <= k < cores:
+    for k in fewer_counts(cores) if fewer else ():
         out += [(d, k) for d in split_dims(k)] if k > 1 else [("-", 1)]
-        k //= 2
     return tuple(out)
 
 

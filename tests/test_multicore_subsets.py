@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npukit.sim import Layer, Workload, conv_layer, load_arch
-from npukit.sim.multicore import homogeneous
+from npukit.sim.multicore import homogeneous, load_multicore_arch
 from npukit.sim.multicore_sim import _Run, _table, simulate_multicore
 from npukit.sim.schedule import layer_splits, split_dims, split_label, split_rank
 from npukit.sim.stream_io import load_stream_hardware
@@ -22,6 +22,20 @@ def _ws_cores(m):  # noqa: ANN001, ANN202 - the chip with 2-D ws arrays for MAC 
     return replace(m, cores=tuple(replace(c, nest=None) if c.kind == "mac" else c for c in m.cores))
 
 
+def test_a_prime_core_count_also_tries_the_grid_below_it() -> None:
+    # 7 cores have no 2-D split, and the powers of two below skipped 6: a 256^3 GEMM took 1,790 cycles on 7 latency-
+    # searched cores (M2N2 on 4) against 1,496 on 6 (M3N2); with 6 among the counts more cores are never slower here
+    from npukit.sim.schedule import fewer_counts
+    from npukit.sim.workload import gemm
+
+    assert fewer_counts(7) == (6, 4, 2, 1) and fewer_counts(8) == (4, 2, 1) and fewer_counts(5) == (4, 2, 1)
+    assert fewer_counts(3) == (2, 1) and fewer_counts(1) == ()
+    base = load_multicore_arch("quad128").with_(**{"chip.objective": "latency", "chip.layer_cores": "search"})
+    cyc = [simulate_multicore(gemm(256, 256, 256), base.with_(**{"chip.mac_cores": n, "dram.channels": n})).total_cycles
+           for n in range(1, 9)]
+    assert all(b <= a for a, b in zip(cyc, cyc[1:], strict=False)) and cyc[6] == cyc[5]
+
+
 def test_every_core_count_first_then_powers_of_two_below() -> None:
     assert layer_splits(1) == (("-", 1),)
     assert layer_splits(2) == (("M", 2), ("N", 2), ("K", 2), ("-", 1))
@@ -30,7 +44,7 @@ def test_every_core_count_first_then_powers_of_two_below() -> None:
         assert got[:len(split_dims(n))] == tuple((d, n) for d in split_dims(n))  # all cores first: ties keep them
         counts = list(dict.fromkeys(k for _, k in got))
         assert counts[0] == n and counts[-1] == 1 and counts == sorted(counts, reverse=True)
-        assert all(k & (k - 1) == 0 for k in counts[1:])  # below n: powers of two
+        assert all(k & (k - 1) == 0 for k in counts[1:])  # below n: powers of two (n has a grid, or n - 1 has none)
         assert len(set(got)) == len(got)
     assert split_label("M", 4, 4) == "M" and split_label("M2N2", 4, 8) == "M2N2@4" and split_label("-", 1, 4) == "-@1"
 
