@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .errors import ConfigError
 from .hardware import Hardware
 
 LOOP_DIMS = ("B", "K", "C", "OY", "OX", "FY", "FX", "G")
@@ -169,11 +170,15 @@ class NestCost:
         return self.temporal_cycles + self.stall_cycles + self.onload_cycles + self.offload_cycles + self.drain_cycles
 
 
+class _NoPort(ValueError):
+    """A transfer that happens through a memory with no port allocated for it."""
+
+
 def _acc(amount: float, bits: int, bw: tuple[int, int] | None, periods: float, units: int) -> float:
     if amount == 0 or bits == 0:
         return 0.0
     if bw is None:
-        raise ValueError("no port bandwidth for a transfer that happens")
+        raise _NoPort("no port bandwidth for a transfer that happens")
     lo, hi = bw
     # a whole number of word accesses, truncated as ZigZag 3.9.1 does (cost_model.py: _calc_memory_access)
     return float(int(math.ceil(amount * bits / lo) * (lo / hi) * periods * units))
@@ -375,16 +380,23 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
         lo_amt, lo_pc = elem[m] * boost[m], total_cycle / cyc[m]
         hi_amt, hi_pc = (elem[m + 1], total_cycle / cyc[m + 1]) if m < L - 1 else (0, 0)
         tl = fh = fl = th = 0.0
-        if op != "O":
-            tl = _acc(lo_amt, bits, bw[0], lo_pc, units)
-            fh = _acc(hi_amt, bits, bw[1], hi_pc, units)
-        else:
-            fl = _acc(lo_amt, pb if psum[m] else fb, bw[2], lo_pc, units)
-            if psum[m]:
-                tl = _acc(lo_amt, pb, bw[0], lo_pc, units)
-            th = _acc(hi_amt, pb if psum[m + 1] else fb, bw[3], hi_pc, units)
-            if psum[m + 1]:
-                fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
+        try:
+            if op != "O":
+                tl = _acc(lo_amt, bits, bw[0], lo_pc, units)
+                fh = _acc(hi_amt, bits, bw[1], hi_pc, units)
+            else:
+                fl = _acc(lo_amt, pb if psum[m] else fb, bw[2], lo_pc, units)
+                if psum[m]:
+                    tl = _acc(lo_amt, pb, bw[0], lo_pc, units)
+                th = _acc(hi_amt, pb if psum[m + 1] else fb, bw[3], hi_pc, units)
+                if psum[m + 1]:
+                    fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
+        except _NoPort:  # a file whose port allocation leaves out a way the operand moves: one line, not a traceback
+            moves = ("tl", "fh") if op != "O" else ("tl", "fh", "fl", "th")
+            ways = ", ".join(d for d, b in zip(("tl", "fh", "fl", "th"), bw, strict=True) if b is None and d in moves)
+            raise ConfigError(f"hardware '{hw.name}': memory '{pkeys[0][0]}' holds operand {hw.links[op]} ({op}) but "
+                              f"no port of it is allocated '{hw.links[op]}, {ways}', a transfer this layer needs; "
+                              "allocate it to a port") from None
         accs.append({"tl": tl, "fh": fh, "fl": fl, "th": th})
         ens.append((tl + th) * r_cost + (fh + fl) * w_cost)
         div = max(units, 1)

@@ -127,8 +127,9 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
     """An npukit energy table of a Stream chip's own costs: MAC energy = the MAC core's ``unit_energy`` (per 8x8
     MAC); register pJ per bit = its smallest memory's ``r_cost`` per port bit; SRAM = its largest memory (capacity,
     ``r_cost`` per access of its port width, ``w_cost / r_cost`` for writes); DRAM = the off-chip memory's
-    ``r_cost`` per access of its port width. Floating-point ALU energies (the SIMD core's) are not in Stream's
-    files: Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm)."""
+    ``r_cost`` per access of its port width, ``w_cost`` per write (before, writes were priced at ``r_cost``).
+    Floating-point ALU energies (the SIMD core's) are not in Stream's files: Horowitz, "Computing's energy
+    problem", ISSCC 2014 (45 nm)."""
     mems = sorted((m for m in (mac_core.get("memories") or {}).items()), key=lambda kv: float(kv[1]["size"]))
     (reg_name, reg), (sram_name, sram) = mems[0], mems[-1]
     dram_name, dram = next(iter((offchip.get("memories") or {}).items()))
@@ -143,6 +144,7 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
                  "access_bits": max(1, _port_bits(sram)), "write_factor": _write_factor(sram, src, sram_name),
                  "source": f"{src}: {sram_name}"},
         "dram": {"pj_per_access": float(dram["r_cost"]), "access_bits": max(1, _port_bits(dram)),
+                 "write_pj_per_access": float(dram.get("w_cost", dram["r_cost"])),
                  "source": f"{src}: off-chip {dram_name}"},
         "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
         "fp16_mult": {"pj": 1.1, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},

@@ -10,7 +10,7 @@ import pytest
 from _cli_util import refused
 
 from npukit.cli import main
-from npukit.sim import ConfigError, Layer, VectorOp, Workload
+from npukit.sim import ConfigError, Layer, NpukitError, VectorOp, Workload
 from npukit.sim.multicore_sim import simulate_multicore
 from npukit.sim.stream_io import load_stream_hardware
 
@@ -302,3 +302,32 @@ def test_mac_cores_from_different_core_files_each_run_their_own_model(tmp_path) 
     src = res.ledger.components["nest:mac"]["source"]
     assert "tpu_like" in src and "eyeriss_like" in src
     assert 0 < res.energy_pj < float("inf")
+
+
+def test_a_port_allocation_that_leaves_out_a_transfer_is_one_line(tmp_path, capsys) -> None:
+    # the weight SRAM's read port carried no 'I2, tl': the mapper raised ValueError deep in the cost model (exit 1)
+    d = _copy(tmp_path)
+    core = d / "cores" / "eyeriss_like.yaml"
+    text = core.read_text()
+    i = text.index("sram_64KB")
+    core.write_text(text[:i] + text[i:].replace("allocation:\n          - I2, tl", "allocation: []", 1))
+    out = tmp_path / "out"
+    for arch in (f"stream:{d / 'eyeriss_like_dual_core.yaml'}", f"zigzag:{core}"):
+        assert main(["sim", "--arch", arch, "--workload", "gemm:M=64,N=64,K=64", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "'I2, tl'" in err and "sram_64KB" in err and "\n" not in err and not out.exists()
+
+
+def test_dram_writes_are_priced_at_the_offchip_memorys_w_cost(tmp_path) -> None:
+    # w_cost was never read: writes cost r_cost, and a NaN or negative w_cost loaded silently
+    d = _copy(tmp_path)
+    off = d / "cores" / "offchip.yaml"
+    text = off.read_text()
+    assert "w_cost: 1000" in text
+    off.write_text(text.replace("w_cost: 1000", "w_cost: 2000"))
+    m = load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
+    assert m.table.dram_bit(write=True) == pytest.approx(2 * m.table.dram_bit())
+    for bad in (".nan", "-1"):
+        off.write_text(text.replace("w_cost: 1000", f"w_cost: {bad}"))
+        with pytest.raises(NpukitError, match="write_pj_per_access"):  # the energy table's own error, one line
+            load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
