@@ -272,23 +272,37 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     # behind a 64-bit port; ironwood: four 13,400-bit HBM links, together its 53,600-bit port)
     dram = Dram(len(to_off), min(min(e[2] for e in to_off) / 8, port / len(to_off))) if to_off else Dram(1, port)
     core_port = min(max(e[2] for e in to_off) / 8, port) if to_off else port
-    mac0 = parsed[macs[0]]
+    # the lead MAC core (its widths for the simd core, its costs for the chip's table): the one with the most PEs, of
+    # equal ones the first listed (before, the first listed: reversing a mixed chip's cores moved a GEMM 1.7x)
+    lead = max(macs, key=lambda c: (math.prod(int(d) for d in parsed[c]["operational_array"]["sizes"]), -macs.index(c)))
+    mac0 = parsed[lead]
     wbits, acc = _widths(mac0, operand_bits)
-    nest = _nest(files[macs[0]], mac0, operand_bits, notes)  # validates the core file before the Arch is built from it
-    sizes = [int(s) for s in mac0["operational_array"]["sizes"]] + [1]
-    kib = max(float(m["size"]) for m in mac0["memories"].values()) / 8 / 1024
-    arch = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
-                bits=Bits(input=wbits, weight=wbits, pe_psum=acc, psum_buffer=acc, output=wbits),
-                sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4), dram_bandwidth_bytes_per_cycle=core_port,
-                stationary_words=1)
+    nests: dict[int, Any] = {}  # each distinct core file's loop-nest Hardware (validated before an Arch is built)
+    archs: dict[int, Arch] = {}
+
+    def made(cid: int) -> tuple[Arch, Any]:
+        """Core ``cid``'s Arch (its own operand widths, array and top memory; the chip's DRAM port) and loop-nest
+        Hardware, made once per distinct core file content."""
+        first = next(c for c in [lead, *macs] if parsed[c] == parsed[cid])
+        if first not in archs:
+            core = parsed[first]
+            nests[first] = _nest(files[first], core, operand_bits, notes)
+            w, a = _widths(core, operand_bits)
+            sizes = [int(s) for s in core["operational_array"]["sizes"]] + [1]
+            kib = max(float(m["size"]) for m in core["memories"].values()) / 8 / 1024
+            archs[first] = Arch(name=name, rows=sizes[0], cols=sizes[1], dataflow="ws", timing="double-buffered",
+                                bits=Bits(input=w, weight=w, pe_psum=a, psum_buffer=a, output=w),
+                                sram_kib=SramKiB(kib / 4, kib / 4, kib / 4, kib / 4),
+                                dram_bandwidth_bytes_per_cycle=core_port, stationary_words=1)
+        return archs[first], nests[first]
+
+    arch = made(lead)[0]
     src = f"Stream {name}.yaml"
     # one link width for every pair of cores: the narrowest between two cores (ironwood: the 364-bit ICI link
     # between its chips, which a split over both chips' MXUs crosses; its die-to-die links are wider)
     narrow = min((e for e in links if e not in to_off), key=lambda e: e[2], default=None)
     ic = Interconnect(narrow[2] / 8 if narrow else 8.0, 0.0, narrow[3] if narrow else 0.0, "mesh", src)
-    cores = tuple(Core(arch, "mac", f"core{cid}", vector_unit=not simds,
-                       nest=nest if parsed[cid] == mac0 else _nest(files[cid], parsed[cid], operand_bits, notes))
-                  for cid in macs)
+    cores = tuple(Core(made(cid)[0], "mac", f"core{cid}", vector_unit=not simds, nest=made(cid)[1]) for cid in macs)
     bus = None
     if simds:
         # npukit has one simd core: Stream's vector cores (ironwood: one VPU per TensorCore, four) pooled into one

@@ -331,3 +331,23 @@ def test_dram_writes_are_priced_at_the_offchip_memorys_w_cost(tmp_path) -> None:
         off.write_text(text.replace("w_cost: 1000", f"w_cost: {bad}"))
         with pytest.raises(NpukitError, match="write_pj_per_access"):  # the energy table's own error, one line
             load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
+
+
+def test_mac_cores_from_different_files_give_the_same_result_in_either_order(tmp_path) -> None:
+    # each core's own widths and buffers, the lead core by PEs: before, the first listed core's Arch (its operand
+    # and psum widths, its SRAM) was every core's, so listing the eyeriss cores first moved a GEMM 1.7x
+    res = []
+    for first in ("tpu_like", "eyeriss_like"):
+        d = _copy(tmp_path / first)
+        p = d / "tpu_like_quad_core.yaml"
+        text = p.read_text()
+        other = "eyeriss_like" if first == "tpu_like" else "tpu_like"
+        for cid, core in ((0, first), (1, first), (2, other), (3, other)):
+            text = text.replace(f"{cid}: ./cores/tpu_like.yaml", f"{cid}: ./cores/{core}.yaml")
+        p.write_text(text)
+        m = load_stream_hardware(p, warn=False)
+        assert {m.cores[i].nest.name for i in m.mac_cores[:2]} == {"tpu_like"}  # more PEs lead
+        wl = Workload("g", [Layer("a", 128, 128, 256), Layer("b", 128, 256, 128)])
+        res.append([(r.total_cycles, r.energy_pj) for r in (simulate_multicore(wl, m, s) for s in ("none/split",
+                                                                                                     "chain/split"))])
+    assert res[0] == [(c, pytest.approx(e, rel=1e-12)) for c, e in res[1]]
