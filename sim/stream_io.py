@@ -123,11 +123,14 @@ def _write_factor(mem: dict[str, Any], src: str, name: str) -> float:
     return w / r
 
 
-def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, Any]) -> EnergyTable:
+def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, Any],
+                        link_pj_per_bit: float = 0.0) -> EnergyTable:
     """An npukit energy table of a Stream chip's own costs: MAC energy = the MAC core's ``unit_energy`` (per 8x8
     MAC); register pJ per bit = its smallest memory's ``r_cost`` per port bit; SRAM = its largest memory (capacity,
     ``r_cost`` per access of its port width, ``w_cost / r_cost`` for writes); DRAM = the off-chip memory's
-    ``r_cost`` per access of its port width, ``w_cost`` per write (before, writes were priced at ``r_cost``).
+    ``r_cost`` per access of its port width, ``w_cost`` per write (before, writes were priced at ``r_cost``), each
+    plus ``link_pj_per_bit`` for every bit of the access: the link to the off-chip core it crosses, as Stream
+    charges a transfer's links (before, left out: fusemax's 512 pJ/bit links).
     Floating-point ALU energies (the SIMD core's) are not in Stream's files: Horowitz, "Computing's energy
     problem", ISSCC 2014 (45 nm)."""
     mems = sorted((m for m in (mac_core.get("memories") or {}).items()), key=lambda kv: float(kv[1]["size"]))
@@ -143,9 +146,11 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
         "sram": {"capacity_bytes": [float(sram["size"]) / 8], "pj_per_access": [float(sram["r_cost"])],
                  "access_bits": max(1, _port_bits(sram)), "write_factor": _write_factor(sram, src, sram_name),
                  "source": f"{src}: {sram_name}"},
-        "dram": {"pj_per_access": float(dram["r_cost"]), "access_bits": max(1, _port_bits(dram)),
-                 "write_pj_per_access": float(dram.get("w_cost", dram["r_cost"])),
-                 "source": f"{src}: off-chip {dram_name}"},
+        "dram": {"pj_per_access": float(dram["r_cost"]) + link_pj_per_bit * max(1, _port_bits(dram)),
+                 "access_bits": max(1, _port_bits(dram)),
+                 "write_pj_per_access": float(dram.get("w_cost", dram["r_cost"])) + link_pj_per_bit * max(1, _port_bits(dram)),
+                 "source": f"{src}: off-chip {dram_name}" + (f" and its links at {link_pj_per_bit:g} pJ/bit"
+                                                              if link_pj_per_bit else "")},
         "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
         "fp16_mult": {"pj": 1.1, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
         "fp32_add": {"pj": 0.9, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
@@ -320,7 +325,11 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
         elif shared:  # the vector cores read the MAC cores' results in place, at their top memory's read port
             mem = max((sc.get("memories") or {}).values(), key=lambda m: float(m["size"]))
             bus = Interconnect(len(shared) * _port_bits(mem) / 8, 0.0, 0.0, "bus", f"{src} core_memory_sharing")
-    table = stream_energy_table(name, mac0, parsed[off_id])
+    # every DRAM bit crosses one link to the off-chip core: their mean energy (one DRAM channel per link), else a bus
+    # holding it
+    via = to_off or [e for e in entries if e[0] == "bus" and off_id in e[1]]
+    off_pj = sum(e[3] for e in via) / len(via) if via else 0.0
+    table = stream_energy_table(name, mac0, parsed[off_id], off_pj)
     return MultiCoreArch(name, cores, ic, SharedMemory(0.0), dram, objective, bus, table)
 
 

@@ -351,3 +351,17 @@ def test_mac_cores_from_different_files_give_the_same_result_in_either_order(tmp
         res.append([(r.total_cycles, r.energy_pj) for r in (simulate_multicore(wl, m, s) for s in ("none/split",
                                                                                                      "chain/split"))])
     assert res[0] == [(c, pytest.approx(e, rel=1e-12)) for c, e in res[1]]
+
+
+def test_dram_transfers_pay_the_energy_of_the_link_to_the_offchip_core(tmp_path) -> None:
+    # Stream charges every link a transfer crosses per bit; the links (or the bus) to the off-chip core were left
+    # out (fusemax's 512 pJ/bit links: its DRAM energy 18x too low)
+    d = _copy(tmp_path)
+    p = d / "tpu_like_quad_core.yaml"
+    base = load_stream_hardware(p, warn=False).table
+    text = p.read_text()
+    p.write_text(text.replace("    bandwidth: 128        # wider", "    bandwidth: 128\n    unit_energy_cost: 2.5  # wider"))
+    table = load_stream_hardware(p, warn=False).table
+    for write in (False, True):
+        assert table.dram_bit(write=write) == pytest.approx(base.dram_bit(write=write) + 2.5)
+    assert "2.5 pJ/bit" in table.sections["dram"]["source"]
