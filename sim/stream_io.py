@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -61,9 +62,10 @@ def _warning(path: Path, what: str) -> str:
 
 
 def _bits(name: object, default: int) -> int:
-    """Element width in bits of a Stream type name (``int8``, ``bf16``, ``fp32``, ``int24``)."""
-    digits = "".join(ch for ch in str(name or "") if ch.isdigit())
-    return int(digits) if digits else default
+    """Element width in bits of a Stream type name (``int8``, ``bf16``, ``fp32``, ``int24``, ``fp8_e4m3``): its first
+    run of digits (before, every digit: ``fp8_e4m3`` read as 843 bits)."""
+    m = re.search(r"[0-9]+", str(name or ""))
+    return int(m.group()) if m and len(m.group()) <= 4 else default
 
 
 def _core_file(root: Path, rel: object, cid: object) -> Path:
@@ -267,6 +269,9 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     if not off_mems:
         raise ConfigError(f"{root}: the off-chip core {off_id} ({files[off_id].name}) has no memory")
     port = _port_bits(off_mems[0]) / 8
+    if len(off_mems) > 1:  # before, the others were dropped silently
+        first = next(iter(parsed[off_id]["memories"]))
+        _warn(root, f"the off-chip core's memories after its first, '{first}' ({files[off_id].name})")
     if not 0 < port < math.inf:
         raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
     entries = _entries(root, top, set(files))
@@ -329,6 +334,10 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     # holding it
     via = to_off or [e for e in entries if e[0] == "bus" and off_id in e[1]]
     off_pj = sum(e[3] for e in via) / len(via) if via else 0.0
+    for kind, cs, bits, _ in entries:  # npukit's bus runs to the simd core; another is not (before: dropped silently)
+        if kind == "bus" and not set(simds) & set(cs):
+            _warn(root, f"the bandwidth of the bus joining cores {cs} ({bits:g} bits/cycle; no SIMD core on it"
+                  + ("; its energy per bit is charged to DRAM transfers)" if via and via[0][1] == cs else ")"))
     table = stream_energy_table(name, mac0, parsed[off_id], off_pj)
     return MultiCoreArch(name, cores, ic, SharedMemory(0.0), dram, objective, bus, table)
 

@@ -21,6 +21,8 @@ from .textfile import read_text
 _SILENT = {"area", "latency", "unit_area", "auto_cost_extraction", "min_r_granularity", "min_w_granularity"}
 _MEM_KEYS = {"size", "r_cost", "w_cost", "operands", "served_dimensions", "ports", "force_double_buffering"}
 _ARRAY_KEYS = {"unit_energy", "dimensions", "sizes", "systolic_dimensions", "input_precision"}
+# a core file's top-level keys (ZigZag's, and Stream's core type, widths and operators, read by sim/stream_io.py)
+_TOP_KEYS = {"name", "memories", "operational_array", "type", "operand_precision", "operator_types"}
 
 
 MAX_YAML_BYTES = 16 * 2**20  # a hardware or mapping file is a few kB
@@ -92,6 +94,9 @@ def load_zigzag_hardware(path: str | Path, warnings: list[str] | None = None) ->
     d = _load_yaml(path)
     if not isinstance(d, dict) or "memories" not in d or "operational_array" not in d:
         raise ConfigError(f"{path}: not a ZigZag hardware file (needs 'memories' and 'operational_array')")
+    for k in d:  # a misspelt key (operand_precison) changed the widths silently
+        if k not in _TOP_KEYS and k not in _SILENT:
+            _warn(path, f"field '{k}'", notes)
     oa = _table(path, "operational_array", d["operational_array"])
     if oa.get("is_imc"):
         raise ConfigError(f"{path}: an in-memory-computing array (operational_array.is_imc, imc_type "

@@ -365,3 +365,25 @@ def test_dram_transfers_pay_the_energy_of_the_link_to_the_offchip_core(tmp_path)
     for write in (False, True):
         assert table.dram_bit(write=write) == pytest.approx(base.dram_bit(write=write) + 2.5)
     assert "2.5 pJ/bit" in table.sections["dram"]["source"]
+
+
+def test_what_a_chip_file_says_and_npukit_leaves_out_is_named(tmp_path) -> None:
+    # each was dropped silently: a misspelt core key (it changed the widths), a second off-chip memory, a bus that
+    # holds no SIMD core; and fp8_e4m3 read as 843 bits
+    from npukit.sim.stream_io import _bits
+
+    assert (_bits("fp8_e4m3", 8), _bits("bf16", 8), _bits("int24", 8), _bits("float", 8)) == (8, 16, 24, 8)
+    d = _copy(tmp_path)
+    core = d / "cores" / "eyeriss_like.yaml"
+    core.write_text(core.read_text() + "\noperand_precison: {input: int8}\n")
+    off = d / "cores" / "offchip.yaml"
+    text = off.read_text()
+    i, j = text.index("memories:") + len("memories:\n"), text.index("operational_array:")
+    off.write_text(text[:j] + text[i:j].replace("dram:", "hbm:", 1) + text[j:])  # a second memory
+    chip = d / "eyeriss_like_dual_core.yaml"
+    chip.write_text(chip.read_text().replace("cores: [0, 1, 2, 3, 4]", "cores: [0, 1, 4]"))
+    got: list[str] = []
+    load_stream_hardware(chip, warnings=got)
+    text = "\n".join(got)
+    assert "field 'operand_precison'" in text and "memories after its first" in text
+    assert "bus joining cores [0, 1, 4]" in text and "charged to DRAM transfers" in text
