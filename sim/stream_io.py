@@ -276,7 +276,11 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
         raise ConfigError(f"{root}: the off-chip memory of core {off_id} has no port bandwidth")
     entries = _entries(root, top, set(files))
     _sharing(top, set(files), root)  # checked here: only chips with a SIMD core use it below
-    links = [e for e in entries if e[0] == "link"]
+    # the links npukit models: none that touches a compute core it leaves out (a pooling core), so such a link
+    # neither adds a DRAM channel nor sets the link width (before, a 16-bit pooling link to DRAM cut the DRAM
+    # bandwidth 4x); a memory-only core's links stay (ironwood's VMEM -> HBM links are its DRAM channels)
+    dropped = {c for c, k in kinds.items() if k == "other" and str(parsed[c].get("type", "compute")).endswith("compute")}
+    links = [e for e in entries if e[0] == "link" and not set(e[1]) & dropped]
     to_off = [e for e in links if off_id in e[1]]
     # one DRAM channel per link to the off-chip core, all together at most its port (simba: six 256-bit column links
     # behind a 64-bit port; ironwood: four 13,400-bit HBM links, together its 53,600-bit port)

@@ -387,3 +387,16 @@ def test_what_a_chip_file_says_and_npukit_leaves_out_is_named(tmp_path) -> None:
     text = "\n".join(got)
     assert "field 'operand_precison'" in text and "memories after its first" in text
     assert "bus joining cores [0, 1, 4]" in text and "charged to DRAM transfers" in text
+
+
+def test_a_link_of_a_core_npukit_leaves_out_is_no_dram_channel_or_link_width(tmp_path) -> None:
+    # a 16-bit link from the pooling core (left out) to DRAM became the only DRAM channel (2 B/cycle for 8), and a
+    # narrow pooling link set every core-to-core link's width
+    d = _copy(tmp_path)
+    p = d / "tpu_like_quad_core.yaml"
+    base = load_stream_hardware(p, warn=False)
+    text = p.read_text()
+    p.write_text(text.replace("core_connectivity:\n", "core_connectivity:\n  - {type: link, cores: [4, 6], bandwidth: 16}\n"
+                              "  - {type: link, cores: [0, 4], bandwidth: 1}\n", 1))
+    m = load_stream_hardware(p, warn=False)
+    assert m.dram == base.dram and m.interconnect == base.interconnect
