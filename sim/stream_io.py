@@ -44,7 +44,7 @@ from typing import Any
 
 from ._multicore_nest import with_bits
 from .arch import Arch, Bits, SramKiB, VectorUnit
-from .bounded import duplicate_key
+from .bounded import duplicate_key, short
 from .energy import EnergyTable
 from .errors import ConfigError
 from .interconnect import Dram, Interconnect, SharedMemory
@@ -210,12 +210,28 @@ def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, 
     if not isinstance(conns, list):
         raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
     out = []
+
+    def number(v: object) -> bool:  # a YAML number: not a bool, not a quoted string (True was 1 bit, '32' 32)
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
     for e in conns:
         try:
-            out.append((str(e["type"]), [int(c) for c in e["cores"]], float(e["bandwidth"]),
-                        float(e.get("unit_energy_cost", default_pj) or 0.0)))
+            cs, bw = e["cores"], e["bandwidth"]
+            pj = e.get("unit_energy_cost", default_pj)
+            if not isinstance(cs, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in cs) \
+                    or not number(bw) or not (number(pj) or pj is None):
+                raise ValueError("cores a list of core ids, bandwidth and unit_energy_cost numbers")  # '01' was [0, 1]
+            out.append((str(e["type"]), [int(c) for c in cs], float(bw), float(pj or 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{root}: core_connectivity entry {e!r} needs type, cores and bandwidth ({exc})") from None
+            raise ConfigError(f"{root}: core_connectivity entry {short(e)} needs type, cores and bandwidth "
+                              f"({exc})") from None
+    pairs: dict[tuple[int, ...], float] = {}
+    for kind, cs, bw, _ in out:
+        key = (kind, *sorted(cs))
+        if key in pairs and pairs[key] != bw:  # which width the chip has is not said
+            raise ConfigError(f"{root}: cores {sorted(cs)} are joined by two {kind}s of {pairs[key]:g} and {bw:g} "
+                              "bits/cycle; give one")
+        pairs[key] = bw
     for kind, cs, _, _ in out:
         ghost = sorted(set(cs) - ids)
         if ghost:
@@ -225,8 +241,8 @@ def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, 
         if len(set(cs)) < 2 or (kind == "link" and len(cs) != 2):
             raise ConfigError(f"{root}: a core_connectivity {kind} joins {cs}: a link needs two distinct cores, "
                               "a bus two or more")
-    if not all(0 < bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in out):
-        raise ConfigError(f"{root}: core_connectivity bandwidths must be positive and finite (bits per cycle), "
+    if not all(1 <= bw < math.inf and 0 <= pj < math.inf for _, _, bw, pj in out):  # 1e-300 gave 2e301 cycles
+        raise ConfigError(f"{root}: core_connectivity bandwidths must be finite and at least 1 bit per cycle, "
                           "energies finite and >= 0 (pJ per bit)")
     return out
 

@@ -45,7 +45,7 @@ def _chip(tmp_path: Path, edit) -> Path:  # noqa: ANN001 (a str -> str function)
     (lambda t: t + '\ncore_memory_sharing:\n  - "0, 77"\n', "core_memory_sharing names core 77"),
     # already refused before; kept here so that the sweep's whole list of hostile chips stays checked
     (lambda t: t.replace("cores:\n", "cores_x:\n", 1), "needs 'cores'"),
-    (lambda t: t.replace("bandwidth: 128", "bandwidth: 0"), "positive"),
+    (lambda t: t.replace("bandwidth: 128", "bandwidth: 0"), "at least 1 bit"),
     (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 7"), "offchip_core_id"),
     # the off-chip core must be the memory core: a MAC core there became the DRAM, and only three MAC cores ran
     (lambda t: t.replace("offchip_core_id: 6", "offchip_core_id: 0"), "names a compute core"),

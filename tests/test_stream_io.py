@@ -59,7 +59,7 @@ def _copy(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("edit, needle", [
     (lambda t: t.replace("offchip_core_id: 4", "offchip_core_id: 9"), "offchip_core_id"),
     (lambda t: t.replace("0: eyeriss_like.yaml", "0: missing.yaml"), "missing.yaml"),
-    (lambda t: t.replace("bandwidth: 128", "bandwidth: -1"), "positive"),
+    (lambda t: t.replace("bandwidth: 128", "bandwidth: -1"), "at least 1 bit"),
     (lambda t: t.replace("type: bus", "typo: bus"), "core_connectivity"),
     (lambda t: "- just\n- a list\n", "not a Stream hardware file"),
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: [32"), "not valid YAML"),
@@ -70,6 +70,14 @@ def _copy(tmp_path: Path) -> Path:
     (lambda t: t.replace("  1: eyeriss_like.yaml", "  00: eyeriss_like.yaml"), "'00' is written twice"),
     (lambda t: t.replace("cores:\n", "cores:\n" + "".join(f"  {i}: simd.yaml\n" for i in range(100, 1200))),
      "at most 1,024"),
+    # loose values that loaded: '01' read as cores [0, 1], true as 1 bit, '32' as 32; a 1e-300 link gave 2e301 cycles;
+    # one pair linked twice at two widths
+    (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: '01'\n    bandwidth: 32"), "list of core ids"),
+    (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: true"), "numbers"),
+    (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: '32'"), "numbers"),
+    (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: 1.0e-300"), "at least 1 bit"),
+    (lambda t: t.replace("core_connectivity:\n", "core_connectivity:\n  - {type: link, cores: [1, 0], bandwidth: 64}\n"),
+     "joined by two links"),
 ])
 def test_bad_files_raise_one_clear_error(tmp_path, edit, needle) -> None:
     d = _copy(tmp_path)
@@ -397,6 +405,6 @@ def test_a_link_of_a_core_npukit_leaves_out_is_no_dram_channel_or_link_width(tmp
     base = load_stream_hardware(p, warn=False)
     text = p.read_text()
     p.write_text(text.replace("core_connectivity:\n", "core_connectivity:\n  - {type: link, cores: [4, 6], bandwidth: 16}\n"
-                              "  - {type: link, cores: [0, 4], bandwidth: 1}\n", 1))
+                              "  - {type: link, cores: [4, 5], bandwidth: 1}\n", 1))
     m = load_stream_hardware(p, warn=False)
     assert m.dram == base.dram and m.interconnect == base.interconnect
