@@ -31,6 +31,7 @@ def test_one_core_equals_single_core(wl: Workload, overlap: str) -> None:
     assert got.interconnect_bytes == 0
 
 
+@pytest.mark.slow  # a second or more: the whole suite runs it
 @pytest.mark.parametrize("mode", ["user", "calc"])
 def test_one_core_in_scalesim_memory_mode_equals_single_core(mode: str) -> None:
     # SCALE-Sim's own stalls on a multi-core chip too: USER mode took npukit's stall formula (npu32 256^3: 127,331

@@ -341,6 +341,7 @@ def test_dram_writes_are_priced_at_the_offchip_memorys_w_cost(tmp_path) -> None:
             load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
 
 
+@pytest.mark.slow  # a second or more: the whole suite runs it
 def test_mac_cores_from_different_files_give_the_same_result_in_either_order(tmp_path) -> None:
     # each core's own widths and buffers, the lead core by PEs: before, the first listed core's Arch (its operand
     # and psum widths, its SRAM) was every core's, so listing the eyeriss cores first moved a GEMM 1.7x

@@ -99,6 +99,7 @@ def _conv_bn_pool_onnx(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a second or more: the whole suite runs it
 def test_batchnorm_pools_and_broadcast_bias_cost_alike_traced_and_from_onnx(tmp_path: Path) -> None:
     from npukit.workloads.onnx_workload import onnx_workload
 
