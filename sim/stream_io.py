@@ -332,6 +332,9 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     # between its chips, which a split over both chips' MXUs crosses; its die-to-die links are wider)
     narrow = min((e for e in links if e not in to_off), key=lambda e: e[2], default=None)
     ic = Interconnect(narrow[2] / 8 if narrow else 8.0, 0.0, narrow[3] if narrow else 0.0, "mesh", src)
+    if narrow is None and len(macs) > 1:  # before, silently (fusemax)
+        notes.append(f"warning: {root.name}: no link joins two cores; npukit takes 64 bits/cycle at 0 pJ/bit between "
+                     "its MAC cores (what a split over them moves)")
     cores = tuple(Core(made(cid)[0], "mac", f"core{cid}", vector_unit=not simds, nest=made(cid)[1]) for cid in macs)
     bus = None
     if simds:

@@ -409,3 +409,14 @@ def test_a_link_of_a_core_npukit_leaves_out_is_no_dram_channel_or_link_width(tmp
                               "  - {type: link, cores: [4, 5], bandwidth: 1}\n", 1))
     m = load_stream_hardware(p, warn=False)
     assert m.dram == base.dram and m.interconnect == base.interconnect
+
+
+def test_a_chip_with_no_link_between_its_mac_cores_says_what_it_takes(tmp_path) -> None:
+    d = _copy(tmp_path)
+    p = d / "eyeriss_like_dual_core.yaml"
+    text = p.read_text()
+    i, j = text.index("core_connectivity:"), text.index("  # ─── shared bus")
+    p.write_text(text[:i] + "core_connectivity:\n" + text[j:])
+    got: list[str] = []
+    m = load_stream_hardware(p, warnings=got)
+    assert m.interconnect.bandwidth_bytes_per_cycle == 8 and any("no link joins two cores" in w for w in got)
