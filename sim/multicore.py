@@ -43,6 +43,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +137,21 @@ class MultiCoreArch:
     @property
     def mac_cores(self) -> list[int]:
         """Indices of the MAC cores, fastest first (peak MACs per cycle x clock; of equal peaks, the wider DRAM port,
-        then the larger buffers, then the more array rows; file order only among cores equal in all of these): a
-        split on fewer cores (``layer_cores = "search"``) takes the first, and the first is the reference core (the
-        ledger's arch) and a K split's reducer. Before, equal peaks kept file order, so listing the same cores in
-        another order changed results."""
-        def key(i: int) -> tuple[float, ...]:
+        then the larger buffers, then the more array rows, then the core's model by its text, so that file order
+        decides only among identical cores): a split on fewer cores (``layer_cores = "search"``) takes the first,
+        and the first is the reference core (the ledger's arch) and a K split's reducer. Before, equal peaks kept
+        file order, so listing the same cores in another order changed results."""
+        return list(self._mac_order)
+
+    @cached_property
+    def _mac_order(self) -> tuple[int, ...]:
+        def key(i: int) -> tuple[Any, ...]:
             c = self.cores[i]
             kib = c.arch.sram_kib
             return (-c.macs_per_cycle * c.arch.clock_ghz, -c.arch.dram_bandwidth_bytes_per_cycle,
-                    -(kib.ifmap + kib.filter + kib.psum + kib.ofmap), -c.arch.rows)
+                    -(kib.ifmap + kib.filter + kib.psum + kib.ofmap), -c.arch.rows, repr(c.model))
 
-        return sorted((i for i, c in enumerate(self.cores) if c.kind == "mac"), key=key)
+        return tuple(sorted((i for i, c in enumerate(self.cores) if c.kind == "mac"), key=key))
 
     @property
     def simd_cores(self) -> list[int]:

@@ -34,6 +34,7 @@ KU Leuven MICAS, Stream (``stream-dse`` 2.1.1, MIT License), ``stream/inputs/exa
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -205,7 +206,11 @@ def _ids(root: Path, cores_in: dict[Any, Any]) -> dict[Any, int]:
 def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, list[int], float, float]]:
     """``core_connectivity`` as (type, cores, bits per cycle, pJ per bit) tuples, checked: every core one of
     ``ids``; a ``link`` joins two distinct cores, a ``bus`` two or more."""
-    default_pj = float(top.get("unit_energy_cost") or 0.0)
+    default_pj = top.get("unit_energy_cost")
+    if default_pj is None:
+        default_pj = 0.0
+    if not isinstance(default_pj, int | float) or isinstance(default_pj, bool):  # true was 1 pJ/bit
+        raise ConfigError(f"{root}: unit_energy_cost must be a number (pJ per bit), got {short(default_pj)}")
     conns = top.get("core_connectivity") or []
     if not isinstance(conns, list):
         raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
@@ -217,11 +222,15 @@ def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, 
     for e in conns:
         try:
             cs, bw = e["cores"], e["bandwidth"]
-            pj = e.get("unit_energy_cost", default_pj)
-            if not isinstance(cs, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in cs) \
-                    or not number(bw) or not (number(pj) or pj is None):
+            pj = e.get("unit_energy_cost")
+            pj = default_pj if pj is None else pj  # null: the chip's default, as when absent
+
+            def core_id(c: object) -> bool:  # an id as the cores table takes it: a number or a quoted one
+                return (isinstance(c, int) and not isinstance(c, bool)) or (isinstance(c, str) and c.isascii()
+                                                                          and c.isdigit() and len(c) <= 6)
+            if not isinstance(cs, list) or not all(core_id(c) for c in cs) or not number(bw) or not number(pj):
                 raise ValueError("cores a list of core ids, bandwidth and unit_energy_cost numbers")  # '01' was [0, 1]
-            out.append((str(e["type"]), [int(c) for c in cs], float(bw), float(pj or 0.0)))
+            out.append((str(e["type"]), [int(c) for c in cs], float(bw), float(pj)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{root}: core_connectivity entry {short(e)} needs type, cores and bandwidth "
                               f"({exc})") from None
@@ -303,8 +312,10 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     dram = Dram(len(to_off), min(min(e[2] for e in to_off) / 8, port / len(to_off))) if to_off else Dram(1, port)
     core_port = min(max(e[2] for e in to_off) / 8, port) if to_off else port
     # the lead MAC core (its widths for the simd core, its costs for the chip's table): the one with the most PEs, of
-    # equal ones the first listed (before, the first listed: reversing a mixed chip's cores moved a GEMM 1.7x)
-    lead = max(macs, key=lambda c: (math.prod(int(d) for d in parsed[c]["operational_array"]["sizes"]), -macs.index(c)))
+    # equal ones the one whose file's content sorts last, so not the order they are listed in (before, the first
+    # listed: reversing a mixed chip's cores moved a GEMM 1.7x)
+    lead = max(macs, key=lambda c: (math.prod(int(d) for d in parsed[c]["operational_array"]["sizes"]),
+                                    json.dumps(parsed[c], sort_keys=True, default=str), -macs.index(c)))
     mac0 = parsed[lead]
     wbits, acc = _widths(mac0, operand_bits)
     nests: dict[int, Any] = {}  # each distinct core file's loop-nest Hardware (validated before an Arch is built)

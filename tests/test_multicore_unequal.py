@@ -241,3 +241,12 @@ def test_a_pipeline_stage_over_unequal_cores_cuts_its_rows_alike_to_finish_toget
     # identical cores keep the even split
     quad = load_multicore_arch("quad128")
     assert stage_bounds(_Run(mlp, quad, load_table("horowitz45"), {}), stage, quad.mac_cores) == [None, None]
+
+
+def test_cores_equal_in_peak_port_and_buffers_still_give_one_result_in_any_order(tmp_path: Path) -> None:
+    # an npu32 and an output-stationary npu32 tie on every ordering key but the model: file order decided which led
+    (tmp_path / "os32.toml").write_text('name = "os32"\nbase = "npu32"\ndataflow = "os"\n')
+    a, b = '[[core]]\narch = "npu32"\nkind = "mac"\n', '[[core]]\narch = "os32.toml"\nkind = "mac"\n'
+    ra = simulate_multicore(WL, _chip(tmp_path, "ab", a + b), "none/split")
+    rb = simulate_multicore(WL, _chip(tmp_path, "ba", b + a), "none/split")
+    assert (ra.total_cycles, ra.energy_pj) == (rb.total_cycles, pytest.approx(rb.energy_pj, rel=1e-12))

@@ -73,6 +73,7 @@ def _copy(tmp_path: Path) -> Path:
     # loose values that loaded: '01' read as cores [0, 1], true as 1 bit, '32' as 32; a 1e-300 link gave 2e301 cycles;
     # one pair linked twice at two widths
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: '01'\n    bandwidth: 32"), "list of core ids"),
+    (lambda t: t.replace("unit_energy_cost: 0", "unit_energy_cost: true"), "unit_energy_cost must be a number"),
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: true"), "numbers"),
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: '32'"), "numbers"),
     (lambda t: t.replace("cores: [0, 1]\n    bandwidth: 32", "cores: [0, 1]\n    bandwidth: 1.0e-300"), "at least 1 bit"),
@@ -285,7 +286,7 @@ def test_quoted_core_ids_load_as_the_numbers_do(tmp_path) -> None:
     text = p.read_text()
     for i in range(5):
         text = text.replace(f"  {i}: ", f'  "{i}": ', 1)
-    p.write_text(text.replace("offchip_core_id: 4", 'offchip_core_id: "4"'))
+    p.write_text(text.replace("offchip_core_id: 4", 'offchip_core_id: "4"').replace("cores: [0, 1]", "cores: ['0', '1']"))
     quoted = load_stream_hardware(p, warn=False)
     plain = load_stream_hardware(HW / "eyeriss_like_dual_core.yaml", warn=False)
     assert [c.name for c in quoted.cores] == [c.name for c in plain.cores] and quoted.dram == plain.dram
