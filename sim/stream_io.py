@@ -111,7 +111,13 @@ def _kind(core: dict[str, Any]) -> str:
 
 
 def _port_bits(mem: dict[str, Any]) -> int:
-    return max((int(p.get("bandwidth_max", 0)) for p in mem.get("ports") or []), default=0)
+    """The widest port's ``bandwidth_max`` (bits per cycle); a quoted or fractional width is refused (``'64'`` and
+    ``4.5`` were read as 64 and 4)."""
+    widths = [p.get("bandwidth_max", 0) for p in mem.get("ports") or []]
+    for w in widths:
+        if not isinstance(w, int | float) or isinstance(w, bool) or w != w or w != int(w) or w < 0:
+            raise ConfigError(f"a memory port's bandwidth_max must be a whole number of bits per cycle, got {short(w)}")
+    return int(max(widths, default=0))
 
 
 def _write_factor(mem: dict[str, Any], src: str, name: str) -> float:

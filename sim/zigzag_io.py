@@ -133,8 +133,12 @@ def load_zigzag_hardware(path: str | Path, warnings: list[str] | None = None) ->
                     op, direction = (s.strip() for s in alloc.split(","))
                     if direction not in DIRECTIONS:
                         raise ConfigError(f"{path}: memories.{name}: unknown port direction '{direction}'")
-                    bw[(op, direction)] = (int(_num(path, f"memories.{name}.bandwidth_min", port["bandwidth_min"], 1)),
-                                           int(_num(path, f"memories.{name}.bandwidth_max", port["bandwidth_max"], 1)))
+                    lo = _num(path, f"memories.{name}.bandwidth_min", port["bandwidth_min"], 1)
+                    hi = _num(path, f"memories.{name}.bandwidth_max", port["bandwidth_max"], 1)
+                    if lo != int(lo) or hi != int(hi) or lo > hi:  # 4.5 was cut to 4 bits; min above max loaded
+                        raise ConfigError(f"{path}: memories.{name}: a port's bandwidth_min and bandwidth_max are whole "
+                                          f"bits per cycle, min <= max, got {lo:g} and {hi:g}")
+                    bw[(op, direction)] = (int(lo), int(hi))
                     pname[(op, direction)] = str(port.get("name", f"port{i}"))
             mems.append(MemLevel(str(name), _num(path, f"memories.{name}.size", m["size"], 1),
                                  _num(path, f"memories.{name}.r_cost", m["r_cost"]),

@@ -421,3 +421,19 @@ def test_a_chip_with_no_link_between_its_mac_cores_says_what_it_takes(tmp_path) 
     got: list[str] = []
     m = load_stream_hardware(p, warnings=got)
     assert m.interconnect.bandwidth_bytes_per_cycle == 8 and any("no link joins two cores" in w for w in got)
+
+
+@pytest.mark.parametrize("core, old, new", [
+    ("eyeriss_like.yaml", "bandwidth_max: 8\n", "bandwidth_max: 8.5\n"),  # was cut to 8 bits
+    ("eyeriss_like.yaml", "bandwidth_min: 8\n", "bandwidth_min: 16\n"),  # min above max loaded
+    ("offchip.yaml", "bandwidth_max: 64", "bandwidth_max: '64'"),  # read as 64
+    ("offchip.yaml", "bandwidth_max: 64", "bandwidth_max: 4.5"),  # read as 4
+])
+def test_a_port_width_that_is_not_whole_bits_is_refused(tmp_path, core, old, new) -> None:
+    d = _copy(tmp_path)
+    p = d / "cores" / core
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(ConfigError, match="whole"):
+        load_stream_hardware(d / "eyeriss_like_dual_core.yaml", warn=False)
