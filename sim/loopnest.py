@@ -392,8 +392,9 @@ def _operand_cost(hw: Hardware, layer: NestLayer, ctx: dict, op: str, tm_op: lis
                 if psum[m + 1]:
                     fh = _acc(hi_amt, pb, bw[1], hi_pc, units)
         except _NoPort:  # a file whose port allocation leaves out a way the operand moves: one line, not a traceback
-            moves = ("tl", "fh") if op != "O" else ("tl", "fh", "fl", "th")
-            ways = ", ".join(d for d, b in zip(("tl", "fh", "fl", "th"), bw, strict=True) if b is None and d in moves)
+            moves = {"tl": lo_amt and (op != "O" or psum[m]), "fh": hi_amt and (op != "O" or psum[m + 1]),
+                     "fl": lo_amt and op == "O", "th": hi_amt and op == "O"}  # the transfers this layer makes here
+            ways = ", ".join(d for d, b in zip(("tl", "fh", "fl", "th"), bw, strict=True) if b is None and moves[d])
             raise ConfigError(f"hardware '{hw.name}': memory '{pkeys[0][0]}' holds operand {hw.links[op]} ({op}) but "
                               f"no port of it is allocated '{hw.links[op]}, {ways}', a transfer this layer needs; "
                               "allocate it to a port") from None

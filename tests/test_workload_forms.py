@@ -134,3 +134,11 @@ def test_an_unknown_workload_names_every_form():
     assert isinstance(e.value, WorkloadError) and "\n" not in msg
     for form in WORKLOAD_FORMS:
         assert form in msg
+
+
+def test_an_onnx_file_with_a_trailing_colon_is_that_file(tmp_path):
+    # 'tiny.onnx:' went to the Python-code form ("must be path/to/file.py:factory")
+    p = _onnx(tmp_path / "tiny.onnx")
+    assert load_workload(f"{p}:").macs == load_workload(str(p)).macs == 8 * 32 * 24
+    with pytest.raises(WorkloadError, match="does not exist"):
+        load_workload(str(tmp_path / "none.onnx:"))

@@ -80,7 +80,7 @@ def workload_form(spec: str) -> str:
     low = spec.lower()
     if prefix in BUILTIN_WORKLOADS:
         return "builtin"
-    if low.endswith(".onnx") or _onnx_split(spec)[1]:
+    if low.endswith(".onnx") or _onnx_split(spec)[0].lower().endswith(".onnx"):
         return "onnx"
     if low.endswith(".csv") or (":" not in spec and Path(spec).exists()):
         return "csv"
@@ -96,10 +96,11 @@ def workload_form(spec: str) -> str:
 
 
 def _onnx_split(spec: str) -> tuple[str, str]:
-    """``FILE.onnx:DIM=N,...`` -> (``FILE.onnx``, ``DIM=N,...``); any other string -> (itself, '')."""
+    """``FILE.onnx:DIM=N,...`` -> (``FILE.onnx``, ``DIM=N,...``); ``FILE.onnx:`` -> (``FILE.onnx``, '') (no options:
+    before, the trailing colon sent it to the Python-code form's message); any other string -> (itself, '')."""
     head, sep, tail = spec.strip().rpartition(":")
-    if sep and head.lower().endswith(".onnx") and "=" in tail:
-        return head, tail
+    if sep and head.lower().endswith(".onnx") and ("=" in tail or not tail.strip()):
+        return head, tail.strip()
     return spec.strip(), ""
 
 
