@@ -54,14 +54,16 @@ def fit_costs(size: int, kinds: Sequence[object], cycles: Callable[[object, int]
     share."""
     fit: dict[object, tuple[float, float]] = {}
     for k in dict.fromkeys(kinds):
-        a, b = 0.0, 1.0 / throughput(k)
-        if size > even:
-            c1, c2 = cycles(k, even), cycles(k, size)
-            slope = (c2 - c1) / (size - even)
-            if math.isfinite(slope) and slope > 0 and math.isfinite(c1):
-                a, b = c1 - slope * even, slope
-        fit[k] = (a, b)
+        line = line_through(even, cycles(k, even), size, cycles(k, size)) if size > even else None
+        fit[k] = line or (0.0, 1.0 / throughput(k))
     return fit
+
+
+def line_through(x1: int, c1: float, x2: int, c2: float) -> tuple[float, float] | None:
+    """``(a, b)`` of the line ``a + b x`` through ``(x1, c1)`` and ``(x2, c2)`` (cycles at two share sizes); None
+    unless its slope is positive and both are finite."""
+    slope = (c2 - c1) / (x2 - x1)
+    return (c1 - slope * x1, slope) if math.isfinite(slope) and slope > 0 and math.isfinite(c1) else None
 
 
 def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],

@@ -4,11 +4,10 @@ pipeline stages on disjoint shares of the cores. ``r`` is the simulation in prog
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plan, whole_bounds
+from ._multicore_balance import common_fractions, fit_costs, line_through, pipeline_latency, pipeline_plan, whole_bounds
 from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
@@ -160,8 +159,7 @@ def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int]) ->
     whole rows, then refitted at the even share and the share so found); the even split and the two cuts are
     timed (the stage's cycles: each GEMM's slowest share) and the fastest kept, the even split on a tie (a small
     core that streams every weight matrix for a few rows can be slower than the fit says)."""
-    models = [r.m.cores[c].model for c in cs]
-    kinds = [models.index(m) for m in models]  # each core's first identical one: a key (a model is none)
+    kinds = r.core_kinds(cs)
     if all(k == kinds[0] for k in kinds):
         return [None] * len(gemms)
     key = ("stage", tuple((g.M, g.N, g.K, g.batch, g.kind, g.conv, g.shared, fi, fo) for g, fi, fo in gemms), tuple(cs))
@@ -198,10 +196,7 @@ def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int]) ->
                 for k in dict.fromkeys(kinds):
                     at = max(1, min(n, round(frac[kinds.index(k)] * n)))
                     if at != e:
-                        c1, c2 = cyc(k, e), cyc(k, at)
-                        slope = (c2 - c1) / (at - e)
-                        if math.isfinite(slope) and slope > 0:
-                            line[k] = (c1 - slope * e, slope)
+                        line[k] = line_through(e, cyc(k, e), at, cyc(k, at)) or line[k]
                 refit.append((n, line))
             cands.append([whole_bounds(n, common_fractions(refit, kinds)) for n in sizes])
         except ConfigError:  # a trial share maps on no core of its kind: what was found so far

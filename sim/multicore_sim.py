@@ -270,14 +270,19 @@ class _Run:
                          multicast=multicast(dim, i) if self.ic.multicast else "", halo=halo,
                          nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective))
 
+    def core_kinds(self, cores: list[int]) -> list[int]:
+        """Each of ``cores``' kind: the position in ``cores`` of the first core identical to it (its :attr:`Core.model`;
+        a model is no dict key, so its position keys it)."""
+        models = [self.m.cores[c].model for c in cores]
+        return [models.index(m) for m in models]
+
     def share_bounds(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
                      prod: Layer | None = None) -> tuple[int, ...] | None:
         """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): balanced over cores
         that differ (:func:`~npukit.sim._multicore_balance.balanced_bounds`, kept per run) for a layer alone in its
         step; None (the even split) on identical cores, a grid, or a fused operand (its producer's and consumer's
         shares must line up)."""
-        models = [self.m.cores[c].model for c in cores]
-        kinds = [models.index(m) for m in models]  # each core's first identical one: a key (a model is none)
+        kinds = self.core_kinds(cores)
         ext = split_extent(layer, dim, len(cores))
         if ext is None or fin or fout or ffil or prod is not None or all(k == kinds[0] for k in kinds):
             return None

@@ -67,10 +67,10 @@ def fewer_counts(cores: int) -> tuple[int, ...]:
     """The core counts below ``cores`` the search also tries (``layer_cores = "search"``), largest first: each power
     of two, and ``cores - 1`` when ``cores`` is a prime with a grid below it (a prime count has no 2-D split, so 7
     cores without 6 took a 256^3 GEMM 20% slower than 6: M2N2 on 4 against M3N2 on 6)."""
-    out = {1 << e for e in range(max(0, (cores - 1).bit_length()))} - {cores}
+    out = {1 << e for e in range(max(0, (cores - 1).bit_length()))}  # every power of two below cores
     if cores > 3 and not grid_dims(cores) and grid_dims(cores - 1):
         out.add(cores - 1)
-    return tuple(sorted((k for k in out if k < cores), reverse=True))
+    return tuple(sorted(out, reverse=True))
 
 
 def layer_splits(cores: int, fewer: bool = True) -> tuple[tuple[str, int], ...]:

@@ -145,6 +145,7 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
     mems = sorted((m for m in (mac_core.get("memories") or {}).items()), key=lambda kv: float(kv[1]["size"]))
     (reg_name, reg), (sram_name, sram) = mems[0], mems[-1]
     dram_name, dram = next(iter((offchip.get("memories") or {}).items()))
+    dram_bits = max(1, _port_bits(dram))  # one access of the off-chip memory's port
     mac = float(mac_core["operational_array"]["unit_energy"])
     src = f"Stream {name}.yaml"
     data = {
@@ -155,9 +156,8 @@ def stream_energy_table(name: str, mac_core: dict[str, Any], offchip: dict[str, 
         "sram": {"capacity_bytes": [float(sram["size"]) / 8], "pj_per_access": [float(sram["r_cost"])],
                  "access_bits": max(1, _port_bits(sram)), "write_factor": _write_factor(sram, src, sram_name),
                  "source": f"{src}: {sram_name}"},
-        "dram": {"pj_per_access": float(dram["r_cost"]) + link_pj_per_bit * max(1, _port_bits(dram)),
-                 "access_bits": max(1, _port_bits(dram)),
-                 "write_pj_per_access": float(dram.get("w_cost", dram["r_cost"])) + link_pj_per_bit * max(1, _port_bits(dram)),
+        "dram": {"pj_per_access": float(dram["r_cost"]) + link_pj_per_bit * dram_bits, "access_bits": dram_bits,
+                 "write_pj_per_access": float(dram.get("w_cost", dram["r_cost"])) + link_pj_per_bit * dram_bits,
                  "source": f"{src}: off-chip {dram_name}" + (f" and its links at {link_pj_per_bit:g} pJ/bit"
                                                               if link_pj_per_bit else "")},
         "fp16_add": {"pj": 0.4, "source": "Horowitz ISSCC 2014 (not in the Stream YAML)"},
@@ -212,28 +212,26 @@ def _ids(root: Path, cores_in: dict[Any, Any]) -> dict[Any, int]:
 def _entries(root: Path, top: dict[str, Any], ids: set[int]) -> list[tuple[str, list[int], float, float]]:
     """``core_connectivity`` as (type, cores, bits per cycle, pJ per bit) tuples, checked: every core one of
     ``ids``; a ``link`` joins two distinct cores, a ``bus`` two or more."""
+    def number(v: object) -> bool:  # a YAML number: not a bool, not a quoted string (True was 1 bit, '32' 32)
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    def core_id(c: object) -> bool:  # an id as the cores table takes it: a number or a quoted one
+        return (isinstance(c, int) and not isinstance(c, bool)) or (isinstance(c, str) and c.isascii()
+                                                                  and c.isdigit() and len(c) <= 6)
+
     default_pj = top.get("unit_energy_cost")
-    if default_pj is None:
-        default_pj = 0.0
-    if not isinstance(default_pj, int | float) or isinstance(default_pj, bool):  # true was 1 pJ/bit
+    default_pj = 0.0 if default_pj is None else default_pj
+    if not number(default_pj):  # true was 1 pJ/bit
         raise ConfigError(f"{root}: unit_energy_cost must be a number (pJ per bit), got {short(default_pj)}")
     conns = top.get("core_connectivity") or []
     if not isinstance(conns, list):
         raise ConfigError(f"{root}: core_connectivity must be a list of link and bus entries")
     out = []
-
-    def number(v: object) -> bool:  # a YAML number: not a bool, not a quoted string (True was 1 bit, '32' 32)
-        return isinstance(v, int | float) and not isinstance(v, bool)
-
     for e in conns:
         try:
             cs, bw = e["cores"], e["bandwidth"]
             pj = e.get("unit_energy_cost")
             pj = default_pj if pj is None else pj  # null: the chip's default, as when absent
-
-            def core_id(c: object) -> bool:  # an id as the cores table takes it: a number or a quoted one
-                return (isinstance(c, int) and not isinstance(c, bool)) or (isinstance(c, str) and c.isascii()
-                                                                          and c.isdigit() and len(c) <= 6)
             if not isinstance(cs, list) or not all(core_id(c) for c in cs) or not number(bw) or not number(pj):
                 raise ValueError("cores a list of core ids, bandwidth and unit_energy_cost numbers")  # '01' was [0, 1]
             out.append((str(e["type"]), [int(c) for c in cs], float(bw), float(pj)))
@@ -352,7 +350,7 @@ def _load(root: Path, objective: str, operand_bits: int | None, notes: list[str]
     if narrow is None and len(macs) > 1:  # before, silently (fusemax)
         notes.append(f"warning: {root.name}: no link joins two cores; npukit takes 64 bits/cycle at 0 pJ/bit between "
                      "its MAC cores (what a split over them moves)")
-    cores = tuple(Core(made(cid)[0], "mac", f"core{cid}", vector_unit=not simds, nest=made(cid)[1]) for cid in macs)
+    cores = tuple(Core(a, "mac", f"core{cid}", vector_unit=not simds, nest=h) for cid in macs for a, h in [made(cid)])
     bus = None
     if simds:
         # npukit has one simd core: Stream's vector cores (ironwood: one VPU per TensorCore, four) pooled into one
