@@ -8,7 +8,8 @@ The model's three parameters are always fitted on the shipped shapes only
 shipped shapes leave-one-size-class-out (size class = the largest of M, N, K; each class predicted by
 a fit on the others) and the extrapolation check (fit on shapes with M, N, K <= 512, predict the
 rest); the fit on all shipped shapes against the larger measured shapes of the same source (1024..4096,
-``tpu_matmul_4096.csv``, never fitted on) and an in-sample diagnostic of what they say beyond one tile; for
+``tpu_matmul_4096.csv``, and 100 profiled shapes with XLA's backend config, ``tpu_matmul_profiles.csv``; never
+fitted on), an in-sample diagnostic of what they say beyond one tile and what XLA's configs say; for
 ``--measured CSV`` (same columns as the shipped files: ``kernel_name, dim_m, dim_n,
 dim_k, fusion_avg``, times in µs) R^2, MAPE and the ten worst shapes of the prediction fitted on all
 shipped shapes. Each block also shows the baseline: a line fitted to SCALE-Sim's single-array cycles
@@ -29,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from npukit.benchmarks._args import Parser, out_folder
+from npukit.benchmarks._tpu_profiles import PROFILED, read_schedules, schedule_lines
 from npukit.benchmarks._tpu_sim import PRESET, fit_simulator, simulated_us
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
 from npukit.sim.textfile import check_file, read_text
@@ -216,19 +218,31 @@ def line_against_model(model: Predictor, base: Predictor, grid_step: int = 512,
     return scores([model(s) for s in grid], [base(s) for s in grid])
 
 
-def steady_rate_diagnostic(rows: Sequence[Row], params: TpuFit) -> tuple[float, tuple[float, float]]:
-    """An in-sample diagnostic of the multi-tile part, never used to predict: the model's first tile, then the later
-    tiles' MXU streaming at one rate (the best R^2 over a 0.005 grid on ``rows``), their A and B loads hidden behind
-    it and every further output tile's C written at the fitted ``eta_hbm``; returns (that rate, its R^2 and MAPE)."""
-    parts = []  # per shape: (the first tile and the later tiles' C write-back, their MXU streaming at the peak), µs
+def steady_rate_parts(rows: Sequence[Row], params: TpuFit) -> list[tuple[float, float]]:
+    """Per shape, the two parts of :func:`steady_rate_diagnostic`'s predictor in µs: (the model's first tile plus the
+    later output tiles' C written at the fitted ``eta_hbm``, the later tiles' MXU streaming at the peak)."""
+    parts = []
     for r in rows:
         t = matmul_terms(*r[1], chip=TPU_V4)
         m1, n1 = min(r[1][0], TPU_V4.cores * TILE[0]), min(r[1][1], TILE[1])
         c_rest = 2 * (r[1][0] * r[1][1] - m1 * n1) / (TPU_V4.hbm_gbps * 1e3)
         parts.append((first_tile_us(t, params) + c_rest / params.eta_hbm, t.rest_mxu_us))
+    return parts
+
+
+def steady_rate_diagnostic(rows: Sequence[Row], params: TpuFit) -> tuple[float, tuple[float, float]]:
+    """An in-sample diagnostic of the multi-tile part, never used to predict: the model's first tile, then the later
+    tiles' MXU streaming at one rate (the best R^2 over a 0.005 grid on ``rows``), their A and B loads hidden behind
+    it and every further output tile's C written at the fitted ``eta_hbm``; returns (that rate, its R^2 and MAPE)."""
+    parts = steady_rate_parts(rows, params)
     meas = [r[2] for r in rows]
     best = max((scores(meas, [fixed + mxu / (k / 200) for fixed, mxu in parts]), k / 200) for k in range(40, 200))
     return best[1], best[0]
+
+
+def rate_carried(rows: Sequence[Row], params: TpuFit, rate: float) -> tuple[float, float]:
+    """(R^2, MAPE %) on ``rows`` of :func:`steady_rate_diagnostic`'s predictor at a ``rate`` found on other rows."""
+    return scores([r[2] for r in rows], [fixed + mxu / rate for fixed, mxu in steady_rate_parts(rows, params)])
 
 
 def worst(rows: Sequence[Row], pred: Sequence[float], n: int = 10) -> list[list[object]]:
@@ -278,12 +292,23 @@ def run(measured: str | None, out: str) -> int:
     bigger = read_rows(LARGER_MEASURED)
     table.append(block(f"{LARGER_MEASURED.name}: 1024..4096, not fitted", bigger, [mech(r[1]) for r in bigger],
                        [base(r[1]) for r in bigger]))
+    profiled = read_rows(PROFILED)
+    table.append(block(f"{PROFILED.name}: 1024..4084, not fitted", profiled, [mech(r[1]) for r in profiled],
+                       [base(r[1]) for r in profiled]))
     print(format_table(["case", "shapes", "R^2", "MAPE %", "baseline R^2", "baseline MAPE %"], table))
     print("baseline: a least-squares line in SCALE-Sim's 128x128 ws cycles, fitted under the same protocol")
-    rate, (dr2, dmape) = steady_rate_diagnostic(bigger, params)
-    print(f"what {LARGER_MEASURED.name} says beyond one tile (in-sample, not the model): with the later tiles' MXUs "
-          f"at {rate:.3f} of peak (the model: {STEADY_ETA_MXU}), A and B hidden, C written at eta_hbm after each "
-          f"output tile: R^2 {dr2:.3f}, MAPE {dmape:.1f}%")
+    rates = {}
+    for path, rows in ((LARGER_MEASURED, bigger), (PROFILED, profiled)):
+        rate, (dr2, dmape) = rates[path] = steady_rate_diagnostic(rows, params)
+        print(f"what {path.name} says beyond one tile (in-sample, not the model): with the later tiles' MXUs "
+              f"at {rate:.3f} of peak (the model: {STEADY_ETA_MXU}), A and B hidden, C written at eta_hbm after each "
+              f"output tile: R^2 {dr2:.3f}, MAPE {dmape:.1f}%")
+    for src, dst, dst_rows in ((LARGER_MEASURED, PROFILED, profiled), (PROFILED, LARGER_MEASURED, bigger)):
+        cr2, cmape = rate_carried(dst_rows, params, rates[src][0])
+        print(f"  {src.name}'s rate carried to {dst.name}: R^2 {cr2:.3f}, MAPE {cmape:.1f}%")
+    print(f"XLA's schedule in {PROFILED.name} (its backend configs, not fitted):")
+    for line in schedule_lines(read_schedules()):
+        print(f"  {line}")
     print(f"fit on M, N, K <= {EXTRAPOLATION_MAX} ({len(small)} shapes): t0 = {p_small.t0_us:.3f} us, "
           f"eta_mxu = {p_small.eta_mxu:.3f}, eta_hbm = {p_small.eta_hbm:.3f}")
     per = []

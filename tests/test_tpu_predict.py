@@ -198,6 +198,8 @@ def test_bench_predicts_a_measured_csv(tmp_path, capsys):
     assert bench.main(["--measured", str(mine), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "mine.csv (fit on shipped)" in text and "ten worst shapes (measured CSV)" in text
+    assert "tpu_matmul_profiles.csv: 1024..4084, not fitted" in text and "split the larger of M and N" in text
+    assert "tpu_matmul_4096.csv's rate carried to tpu_matmul_profiles.csv: R^2" in text
     assert "simulate_multicore on tpu_v4 + t0, scale (2)" in text and "mine.csv by the simulator" in text
     assert (out / "tpu_predictions.csv").read_text().count("\n") == 6  # header + 5 shapes
     assert "simulator_us" in (out / "tpu_predictions.csv").read_text().splitlines()[0]
@@ -258,3 +260,31 @@ def test_the_larger_measured_file_is_the_same_measurement_at_larger_sizes_and_is
     rate, (r2, mape) = bench.steady_rate_diagnostic(big, params)
     # the file's pipelined float16 rate lies between the one-tile rate and the bf16 figure the model borrows
     assert params.eta_mxu < rate < STEADY_ETA_MXU and r2 > 0.95 and mape < 10
+
+
+def test_the_profiled_file_holds_xlas_schedule_and_is_never_fitted() -> None:
+    """The 100 profiled shapes: the same measurement as the shipped files (1024^3 within 1%), never fitted on,
+    and XLA's backend config read from each profile: the larger of M and N split over the cores (99 of 100), the
+    N split the slower, the 1024^3 loop 8 window steps."""
+    from npukit.benchmarks import _tpu_profiles as prof
+
+    rows = prof.read_schedules()
+    assert len(rows) == 100 and len({r.shape for r in rows}) == 100 and prof.PROFILED not in bench.SHIPPED
+    assert [r[1] for r in bench.read_rows(prof.PROFILED)] == [r.shape for r in rows]
+    ship = {r[1]: r[2] for r in bench.shipped_rows()}
+    (cube,) = [r for r in rows if r.shape == (1024, 1024, 1024)]
+    assert cube.us == pytest.approx(ship[(1024, 1024, 1024)], rel=0.01) and cube.steps == 8
+    lines = prof.schedule_lines(rows)
+    assert lines[0].startswith("the two TensorCores split the larger of M and N on 99 of 100 shapes")
+    by = {d: sorted(prof.peak_fraction(r) for r in rows if r.split == d) for d in (0, 1)}
+    assert by[1][len(by[1]) // 2] < by[0][len(by[0]) // 2]
+    r2, mape = prof.smooth_ceiling(rows)
+    assert 0 < r2 < 0.98 and mape > 10  # no smooth t0 + FLOPs / rate fit reaches the target on these shapes
+
+
+def test_smooth_ceiling_recovers_an_exact_line() -> None:
+    from npukit.benchmarks import _tpu_profiles as prof
+
+    rows = [prof.Schedule((m, 512, 256), 1.0 + 2 * m * 512 * 256 / 5e7, 0, "e", 1, 1) for m in (64, 256, 1024, 4096)]
+    r2, mape = prof.smooth_ceiling(rows)
+    assert r2 == pytest.approx(1.0) and mape == pytest.approx(0.0, abs=1e-6)
