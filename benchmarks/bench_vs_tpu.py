@@ -398,6 +398,7 @@ VARIANTS = ("the model", "whole weight tiles per MXU", "fill and drain per weigh
             "HBM bytes of the padded operands", "512^3 grid-step overhead instead of t0",
             "weight loads not hidden: max(rows per core, 128) per tile", "B read by both cores (M split)",
             "cores split M or N, whichever streams (then moves) less", "cores split N when it is two MXU tiles wide",
+            "cores split the larger of M and N (XLA's choice in the profiles)",
             "f16->bf16 pass over A and B on the VPU, HBM at peak")
 #: The VPU variant's nominal conversion rate (an estimate, not a published number): one 8 x 128 vector register
 #: (the T(8,128) layout tile of the profiled HLO) per cycle per TensorCore.
@@ -436,6 +437,14 @@ def variant_features(s: Shape, name: str) -> tuple[float, tuple[float, float, fl
                    * math.ceil(m / TPU_V4.sublanes) * TPU_V4.sublanes / per_us)
         mxu, other = min((mxu, k * n), (n_split, m * k))  # a tie goes to the split that moves fewer bytes
         hbm += 2 * other / (TPU_V4.hbm_gbps * 1e3)
+    elif name == "cores split the larger of M and N (XLA's choice in the profiles)":
+        # the megacore split dimension of 99 of the 100 profiled shapes (tpu_matmul_profiles.csv); the N split streams
+        # every row on half the N tiles (rounded up) per core and reads all of A on both, the M split all of B
+        if n > m:
+            n_tiles_per_core = math.ceil(math.ceil(n / TPU_V4.mxu_cols) / TPU_V4.cores)
+            mxu = (math.ceil(k / TPU_V4.mxu_rows) * n_tiles_per_core / TPU_V4.mxus_per_core
+                   * math.ceil(m / TPU_V4.sublanes) * TPU_V4.sublanes / per_us)
+        hbm += 2 * (m * k if n > m else k * n) / (TPU_V4.hbm_gbps * 1e3)
     elif name == "cores split N when it is two MXU tiles wide":
         # one 128-wide N tile per core: the same MXU stream as the M split, but each core reads all of A
         if math.ceil(n / TPU_V4.mxu_cols) == TPU_V4.cores:

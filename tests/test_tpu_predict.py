@@ -241,6 +241,12 @@ def test_core_split_variants_count_the_operand_both_cores_read() -> None:
     _, (_, mxu_3, hbm_3) = bench.variant_features((m, 384, k), "cores split M or N, whichever streams (then moves) less")
     _, (_, mxu_m, hbm_m) = bench.variant_features((m, 384, k), "the model")
     assert mxu_3 == pytest.approx(mxu_m) and hbm_3 == pytest.approx(hbm_m + hbm_us(k * 384))
+    # XLA's choice in the profiles: N > M splits N (A read by both cores), else M (B read by both)
+    larger = "cores split the larger of M and N (XLA's choice in the profiles)"
+    assert bench.variant_features((m, n, k), larger) == bench.variant_features((m, n, k), "B read by both cores (M split)")
+    _, (_, mxu_l, hbm_l) = bench.variant_features((256, 384, k), larger)  # 3 N tiles: 2 on one core
+    _, (_, mxu_t, hbm_t) = bench.variant_features((256, 384, k), "the model")
+    assert hbm_l == pytest.approx(hbm_t + hbm_us(256 * k)) and mxu_l == pytest.approx(mxu_t * 4 / 3)
     # the VPU variant moves HBM time (at its peak) into the fixed part and times the conversion of A and B
     fix_v, (_, _, vpu) = bench.variant_features((m, n, k), "f16->bf16 pass over A and B on the VPU, HBM at peak")
     assert fix_v == pytest.approx(fill + hbm)
