@@ -20,14 +20,20 @@ if TYPE_CHECKING:
     from .multicore_sim import _Run
 
 
-def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of: int = 0) -> None:
+Cuts = list[tuple[int, ...] | None]
+
+
+def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of: int = 0,
+                    cuts: Cuts | None = None) -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
     keys or values made by a projection split on its rows are spread over the cores in row bands: each core reads the
     bands it lacks (``bands``), its own stays; it may receive them ahead, from when they are made and the links
     are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order).
-    ``of``: the chip's MAC cores when ``macs`` is only the first of them (the rows' splits read ``M@2``)."""
+    ``of``: the chip's MAC cores when ``macs`` is only the first of them (the rows' splits read ``M@2``). ``cuts``
+    (one per GEMM of the group, in order; :func:`fused_rows`): every GEMM split on its rows at those bounds instead
+    of the split the objective picks (cores that differ: a producer's row shares are its consumer's)."""
     fin, fout, sib, ffil = fused_edges(group, r.flow)
     prev_dim = ""
     prev: Layer | None = None
@@ -44,14 +50,58 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib), bool(flat),
-                                 ahead)
+        if cuts is None:
+            dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
+                                     bool(flat), ahead)
+        else:
+            dim, bounds = "M" if len(macs) > 1 else "-", cuts[sum(isinstance(g, Layer) for g in group[:k])]
+            src, dst = _ends(dim, prev_dim, bool(i_in), bool(i_out), bool(i_sib), bool(flat))
+            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds)
+            parts = prefetched(raw, ahead)
+            sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
         prev_dim, prev, dims[k] = dim, op, dim
         if ahead:  # the links carried the prefetched part first, from when its producer finished
             links_free = max(made[i_fil], links_free) + sent
         links_free = _links_after(links_free, r.t, max(p.link_cycles for p in parts))
         r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": split_label(dim, len(macs), of or len(macs))})
         made[k] = r.t
+
+
+def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None]:
+    """The MAC cores a fused split group runs on and, on cores that differ, its row cuts: :func:`fused_cores`' cores
+    (those of the fastest's peak, even shares), or every MAC core with each GEMM's rows cut alike
+    (:func:`fused_rows`) where that ranks strictly better under the objective (each simulated on a scratch run).
+    Before 2026-12-07 a fused group always left the slower cores idle."""
+    cores = fused_cores(r, group, macs)
+    if len(cores) == len(macs) or len({r.m.cores[c].macs_per_cycle for c in macs}) < 2:
+        return cores, None
+    try:
+        cuts = fused_rows(r, group, macs)
+    except ConfigError:  # a share of some cut maps on no core of its kind: the fastest cores alone
+        return cores, None
+    ranks = []
+    for cs, cut in ((cores, None), (macs, cuts)):
+        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        try:
+            run_fused_split(trial, group, cs, len(macs), cut)
+        except ConfigError:
+            continue
+        ranks.append((split_rank(trial.energy, trial.t, r.m.objective), len(ranks), cs, cut))
+    return min(ranks)[2:] if ranks else (cores, None)
+
+
+def fused_rows(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> Cuts:
+    """Row cuts of a fused group's GEMMs over ``macs`` when every GEMM is split on its rows: one fraction per core
+    for all of them (:func:`stage_bounds`, as one pipeline stage on those cores), so each intermediate stays on the
+    core that makes it."""
+    fin, fout, sib, _ = fused_edges(group, r.flow)
+    ends, prev = [], None
+    for k, op in enumerate(group):
+        if isinstance(op, Layer):
+            flat = fin[k] and prev is not None and flattens(prev, op)
+            ends.append((op, *_ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))))
+            prev = op
+    return stage_bounds(r, ends, macs)
 
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:

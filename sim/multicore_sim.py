@@ -36,7 +36,7 @@ from ._multicore_cost import (  # noqa: I001
     with_dram,
     write_epilogue,
 )
-from ._multicore_groups import fused_cores, run_fused_split, run_pipeline
+from ._multicore_groups import fused_plan, run_fused_split, run_pipeline
 from ._multicore_nest import components as nest_components
 from ._multicore_nest import nest_objective
 from ._multicore_prune import latency_bound, pick_split, split_floor
@@ -487,7 +487,8 @@ def _run_steps(r: _Run, steps: list[Step]) -> None:
             if r.ref.vector.overlap == "serial":
                 r.hide = 0.0
         elif st.mode == "split" or len(macs) < 2:
-            run_fused_split(r, group, fused_cores(r, group, macs), len(macs))
+            cores, cuts = fused_plan(r, group, macs)
+            run_fused_split(r, group, cores, len(macs), cuts)
         else:
             run_pipeline(r, group, macs, _tiles_needed(group, r.m))
 

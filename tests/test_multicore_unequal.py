@@ -250,3 +250,47 @@ def test_cores_equal_in_peak_port_and_buffers_still_give_one_result_in_any_order
     ra = simulate_multicore(WL, _chip(tmp_path, "ab", a + b), "none/split")
     rb = simulate_multicore(WL, _chip(tmp_path, "ba", b + a), "none/split")
     assert (ra.total_cycles, ra.energy_pj) == (rb.total_cycles, pytest.approx(rb.energy_pj, rel=1e-12))
+
+
+def test_a_fused_split_group_over_unequal_cores_cuts_its_rows_alike(tmp_path: Path) -> None:
+    # a 64 x 64 core and two 48 x 48: the fused pair on all three, each GEMM's rows cut alike (the one-stage pipeline's
+    # cut), beats the 64 x 64 core alone; before, a fused split group ran on the cores of the fastest's peak only
+    _npu(tmp_path, 64)
+    _npu(tmp_path, 48)
+    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
+                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
+    res = simulate_multicore(mlp, chip, "chain/split")
+    assert [(r["step"], r["split"], r["core_ids"]) for r in res.rows()] == [("fused", "M", "0 1 2")] * 2
+    assert res.total_cycles == pytest.approx(simulate_multicore(mlp, chip, "chain/pipeline").total_cycles)
+    alone = simulate_multicore(mlp, _chip(tmp_path, "mx64", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'),
+                               "chain/split")
+    assert res.total_cycles < 0.8 * alone.total_cycles
+
+
+@pytest.mark.parametrize("objective", ["latency", "energy", "edp"])
+def test_a_fused_group_keeps_the_cores_that_rank_best(tmp_path: Path, monkeypatch, objective: str) -> None:
+    """Of the fastest's cores alone and all cores with rows cut alike, the fused group keeps the better under the
+    objective: never worse than either run alone."""
+    from npukit.sim import _multicore_groups as groups
+    from npukit.sim.schedule import split_rank
+
+    _npu(tmp_path, 64)
+    _npu(tmp_path, 48)
+    chip = _chip(tmp_path, f"mx_{objective}", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
+                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n', objective=objective)
+    mlp = Workload("m", [Layer("a", 256, 512, 256), Layer("b", 256, 256, 512)])
+    rank = lambda res: split_rank(res.energy_pj, res.total_cycles, objective)  # noqa: E731
+    both = rank(simulate_multicore(mlp, chip, "chain/split"))
+
+    def no_cut(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise ConfigError("no cut")
+
+    monkeypatch.setattr(groups, "fused_rows", no_cut)
+    fastest = rank(simulate_multicore(mlp, chip, "chain/split"))
+    monkeypatch.undo()
+    plan = groups.fused_plan
+    monkeypatch.setattr(groups, "fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+    monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", groups.fused_plan)
+    cut = rank(simulate_multicore(mlp, chip, "chain/split"))
+    assert plan is not groups.fused_plan and fastest != cut and both == min(fastest, cut)
