@@ -59,6 +59,17 @@ def fit_costs(size: int, kinds: Sequence[object], cycles: Callable[[object, int]
     return fit
 
 
+def refit_costs(fit: dict[object, tuple[float, float]], cycles: Callable[[object, int], float], even: int,
+                found: dict[object, int]) -> dict[object, tuple[float, float]]:
+    """:func:`fit_costs`' lines refitted through the even share and the share ``found[kind]`` (at least 1) a first cut
+    gave each kind, where the two differ and the line rises: the fit's second try, nearer the cut it will make."""
+    line = dict(fit)
+    for k, at in found.items():
+        if at != even:
+            line[k] = line_through(even, cycles(k, even), at, cycles(k, at)) or line[k]
+    return line
+
+
 def line_through(x1: int, c1: float, x2: int, c2: float) -> tuple[float, float] | None:
     """``(a, b)`` of the line ``a + b x`` through ``(x1, c1)`` and ``(x2, c2)`` (cycles at two share sizes); None
     unless its slope is positive and both are finite."""
@@ -66,12 +77,18 @@ def line_through(x1: int, c1: float, x2: int, c2: float) -> tuple[float, float] 
     return (c1 - slope * x1, slope) if math.isfinite(slope) and slope > 0 and math.isfinite(c1) else None
 
 
-def balanced_bounds(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],
-                    throughput: Callable[[object], float], even: int) -> tuple[int, ...]:
+def balanced_cuts(size: int, kinds: Sequence[object], cycles: Callable[[object, int], float],
+                  throughput: Callable[[object], float], even: int) -> list[tuple[int, ...]]:
     """Cut points of ``size`` over cores of ``kinds`` (one entry per core, equal entries for identical cores) such
-    that they finish together, each kind's cycles fitted by :func:`fit_costs`."""
+    that they finish together: the cut of each kind's cycles fitted by :func:`fit_costs`, then the cut of those lines
+    refitted through the share the first cut gave the first core of each kind (:func:`refit_costs`). The caller
+    times them (and the even split) with the cores' models: a fit on two sizes can miss (a small core that streams
+    every weight for a few rows)."""
     fit = fit_costs(size, kinds, cycles, throughput, even)
-    return whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
+    cut = whole_bounds(size, fill_shares(size, [fit[k] for k in kinds]))
+    found = {k: max(1, cut[i + 1] - cut[i]) for i, k in reversed(list(enumerate(kinds)))}
+    line = refit_costs(fit, cycles, even, found)
+    return [cut, whole_bounds(size, fill_shares(size, [line[k] for k in kinds]))]
 
 
 def common_fractions(fits: Sequence[tuple[int, dict[object, tuple[float, float]]]], kinds: Sequence[object]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._multicore_balance import common_fractions, fit_costs, line_through, pipeline_latency, pipeline_plan, whole_bounds
+from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plan, refit_costs, whole_bounds
 from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
@@ -239,15 +239,9 @@ def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int]) ->
                     for (g, fi, fo), n, e in zip(gemms, sizes, evens, strict=True)]
             frac = common_fractions(fits, kinds)
             cands.append([whole_bounds(n, frac) for n in sizes])
-            refit = []  # the line through the even share and the share found, for each kind
-            for (g, fi, fo), n, e, (_, f) in zip(gemms, sizes, evens, fits, strict=True):
-                cyc = cycles_of(g, fi, fo, n)
-                line = dict(f)
-                for k in dict.fromkeys(kinds):
-                    at = max(1, min(n, round(frac[kinds.index(k)] * n)))
-                    if at != e:
-                        line[k] = line_through(e, cyc(k, e), at, cyc(k, at)) or line[k]
-                refit.append((n, line))
+            refit = [(n, refit_costs(f, cycles_of(g, fi, fo, n), e,  # through the even share and the share found
+                                     {k: max(1, min(n, round(frac[kinds.index(k)] * n))) for k in dict.fromkeys(kinds)}))
+                     for (g, fi, fo), n, e, (_, f) in zip(gemms, sizes, evens, fits, strict=True)]
             cands.append([whole_bounds(n, common_fractions(refit, kinds)) for n in sizes])
         except ConfigError:  # a trial share maps on no core of its kind: what was found so far
             pass

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_balance import balanced_bounds
+from ._multicore_balance import balanced_cuts
 from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
@@ -279,9 +279,11 @@ class _Run:
     def share_bounds(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
                      prod: Layer | None = None) -> tuple[int, ...] | None:
         """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): balanced over cores
-        that differ (:func:`~npukit.sim._multicore_balance.balanced_bounds`, kept per run) for a layer alone in its
-        step; None (the even split) on identical cores, a grid, or a fused operand (its producer's and consumer's
-        shares must line up)."""
+        that differ (:func:`~npukit.sim._multicore_balance.balanced_cuts`, kept per run) for a layer alone in its
+        step, kept when it ranks better under the objective than the even split, as the cores' models time and price
+        them (2026-12-07; before, always); None (the
+        even split) on identical cores, a grid, or a fused operand (its producer's and consumer's shares must line
+        up)."""
         kinds = self.core_kinds(cores)
         ext = split_extent(layer, dim, len(cores))
         if ext is None or fin or fout or ffil or prod is not None or all(k == kinds[0] for k in kinds):
@@ -296,11 +298,23 @@ class _Run:
                 assert sub is not None
                 return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
 
+            def rank(bounds: tuple[int, ...]) -> tuple[float, float]:  # the split under the objective, as best_dim
+                parts = self._share_dram(self._gemm_parts(layer, cores, dim, "", "", "", None, bounds))
+                return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective)
+
+            cuts: list[tuple[int, ...]] = []
             try:
-                self.memo[key] = balanced_bounds(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
-                                                 even_bounds(size, ways)[1])
+                cuts = balanced_cuts(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
+                                     even_bounds(size, ways)[1])
             except ConfigError:  # a trial share maps on no core of its kind: the even split (it may fail as well)
-                self.memo[key] = None
+                pass
+            timed = []
+            for i, cut in enumerate([*dict.fromkeys(cuts), None]):  # None, the even split, wins no tie
+                try:
+                    timed.append((rank(cut or even_bounds(size, ways)), i, cut))
+                except ConfigError:  # a cut whose share maps on no core of its kind
+                    continue
+            self.memo[key] = min(timed)[2] if timed else None
         return self.memo[key]
 
     def _share_dram(self, parts: list[Part]) -> list[Part]:

@@ -294,3 +294,32 @@ def test_a_fused_group_keeps_the_cores_that_rank_best(tmp_path: Path, monkeypatc
     monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", groups.fused_plan)
     cut = rank(simulate_multicore(mlp, chip, "chain/split"))
     assert plan is not groups.fused_plan and fastest != cut and both == min(fastest, cut)
+
+
+def test_a_single_layer_keeps_the_balanced_cut_only_when_it_ranks_better(tmp_path: Path) -> None:
+    """The fitted cut is timed against the even split (and the refitted cut): a 1024 x 4096 x 2048 GEMM on rows over a
+    64 x 64 and two 48 x 48 cores, whose first fitted cut is slower than the even split (before, always kept)."""
+    from npukit.sim._multicore_balance import balanced_cuts
+    from npukit.sim._multicore_cost import even_bounds, sub_layer
+
+    _npu(tmp_path, 64)
+    _npu(tmp_path, 48)
+    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
+                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    g = Layer("g", 1024, 4096, 2048)
+    r = _Run(Workload("w", [g]), chip, load_table("horowitz45"), {})
+    cs = chip.mac_cores
+    kinds = r.core_kinds(cs)
+
+    def cycles(kind: object, share: int) -> float:
+        sub = sub_layer(g, "M", 3, 0, (0, share, 1024, 1024))
+        return r._part(sub, cs[kinds.index(kind)], 1, 3, "M", "", "", "", 0).busy
+
+    def step(b: tuple[int, ...]) -> float:
+        return max(p.busy for p in r._share_dram(r._gemm_parts(g, cs, "M", "", "", "", None, b)))
+
+    first, refit = balanced_cuts(1024, kinds, cycles, lambda k: chip.cores[cs[kinds.index(k)]].macs_per_cycle, 342)
+    even = even_bounds(1024, 3)
+    assert step(first) > 1.1 * step(even)  # the fit on two sizes missed
+    kept = r.share_bounds(g, cs, "M", "", "")
+    assert step(kept or even) == min(step(first), step(refit), step(even))
