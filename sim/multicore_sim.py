@@ -206,20 +206,21 @@ class _Run:
         self.hide = 0.0
         self.serial_one = len(march.mac_cores) == 1 and not march.simd_cores and self.ref.vector.overlap == "overlap"
 
-    def arch_for(self, core: int, active: int):  # -> Arch
+    def arch_for(self, core: int, active: int, mapped: str = ""):  # -> Arch
         """The core's arch with its share of the DRAM channels when ``active`` cores use them (kept per run), its
         shares mapped under the chip's objective when that is ``energy`` or ``edp`` (under ``latency`` the core keeps
         its own, as the loop-nest cores map under ``edp``: :func:`~npukit.sim._multicore_nest.nest_objective`).
         Before, always the core's own: on a chip whose objective is ``energy`` a share's mapping was picked for EDP
         at its share of the DRAM bandwidth, so the same work's energy changed with the bandwidth (2% on a
-        1526 x 154 x 145 GEMM over six npu128 cores)."""
-        hit = self._archs.get((core, active))
+        1526 x 154 x 145 GEMM over six npu128 cores). ``mapped``: another objective to map under, if given."""
+        hit = self._archs.get((core, active, mapped))
         if hit is None:
             a = self.m.cores[core].arch
-            if self.m.objective != "latency" and a.objective != self.m.objective:
-                a = a.with_(objective=self.m.objective)
+            want = mapped or (self.m.objective if self.m.objective != "latency" else a.objective)
+            if a.objective != want:
+                a = a.with_(objective=want)
             bw = self.m.dram.share(active, a.dram_bandwidth_bytes_per_cycle)
-            hit = self._archs[(core, active)] = a if bw == a.dram_bandwidth_bytes_per_cycle else \
+            hit = self._archs[(core, active, mapped)] = a if bw == a.dram_bandwidth_bytes_per_cycle else \
                 a.with_(dram_bandwidth_bytes_per_cycle=bw)
         return hit
 
@@ -243,26 +244,36 @@ class _Run:
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
                dim, fin, fout, ffil, halo, bounds)
         if key not in self.memo:
-            self.memo[key] = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
-                                                               prod if halo else None, bounds))
+            parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None,
+                                                      bounds))
+            if self.m.objective == "latency" and len(parts) > 1 and not any(self.m.cores[c].nest for c in cores):
+                # the mapper times a share's DRAM stalls alone, the split re-times them with the channels shared: of
+                # the latency-best and the energy-best mappings, the split keeps the faster so re-timed (before
+                # 2026-12-07 the first always: tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency,
+                # 3,552 under energy)
+                alt = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None,
+                                                        bounds, "energy"))
+                parts = min((parts, alt), key=lambda ps: (max(p.busy for p in ps), sum(map(self._energy, ps))))
+            self.memo[key] = parts
         return self.memo[key]
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
-                    prod: Layer | None, bounds: tuple[int, ...] | None) -> list[Part]:
+                    prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "") -> list[Part]:
         ways = len(cores)
         bounds = bounds or self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
-        parts = []
-        for i, core in enumerate(cores):
-            sub = sub_layer(layer, dim, ways, i, bounds)
-            if sub is not None:
-                parts.append(self._part(sub, core, i, ways, dim, fin, fout, ffil,
-                                        halo_elements(prod, layer, ways, i) if prod is not None else 0))
-        return parts
+        subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
+        active = sum(sub is not None for sub in subs)  # a core given nothing takes no DRAM channel
+        return [self._part(sub, core, i, ways, dim, fin, fout, ffil,
+                           halo_elements(prod, layer, ways, i) if prod is not None else 0, active, mapped)
+                for i, (core, sub) in enumerate(zip(cores, subs, strict=True)) if sub is not None]
 
     def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
-              halo: int) -> Part:
-        """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``."""
-        return gemm_part(sub, core, self.arch_for(core, ways), self.tab, self.memo, dim=dim, ways=ways,
+              halo: int, active: int = 0, mapped: str = "") -> Part:
+        """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``, mapped at its share
+        of the DRAM channels among ``active`` cores with work (default ``ways``; before 2026-12-07 always ``ways``, so
+        one 128 x 128 core given a whole GEMM beside two idle 32 x 32 ones ran at a third of the channels);
+        ``mapped``: the objective its mapping is searched under, if not :meth:`arch_for`'s."""
+        return gemm_part(sub, core, self.arch_for(core, active or ways, mapped), self.tab, self.memo, dim=dim, ways=ways,
                          reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil,
                          link_hops=self.ic.hops(len(self.m.cores)), link_bw=self.ic.bandwidth_bytes_per_cycle,
                          link_latency=self.ic.latency_cycles,
@@ -439,6 +450,7 @@ class _Run:
         self.ledger.merge(one)
         row = {"name": op.name, "kind": op.kind, "start_cycle": start, "cycles": crit.busy * scale,
                "compute_cycles": crit.compute * scale, "stall_cycles": crit.stall * scale,
+               "vector_cycles": crit.compute * scale if kind == "vector" else 0.0,  # as one core's: in compute too
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),
