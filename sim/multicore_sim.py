@@ -246,14 +246,18 @@ class _Run:
         if key not in self.memo:
             parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None,
                                                       bounds))
-            if self.m.objective == "latency" and len(parts) > 1 and not any(self.m.cores[c].nest for c in cores):
+            if self.m.objective != "energy" and len(parts) > 1 and not any(self.m.cores[c].nest for c in cores):
                 # the mapper times a share's DRAM stalls alone, the split re-times them with the channels shared: of
-                # the latency-best and the energy-best mappings, the split keeps the faster so re-timed (before
-                # 2026-12-07 the first always: tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency,
-                # 3,552 under energy)
-                alt = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None,
-                                                        bounds, "energy"))
-                parts = min((parts, alt), key=lambda ps: (max(p.busy for p in ps), sum(map(self._energy, ps))))
+                # the shares' latency-, energy- and EDP-best mappings the split keeps the set that ranks first so
+                # re-timed (before 2026-12-07 the chip's own always: tpu_v4's 1024 x 256 x 768 GEMM took 4,894
+                # cycles under latency, 3,552 under energy; under energy a share's energy does not move with its
+                # stalls, so its energy-best mapping stays best)
+                used = self.arch_for(cores[0], len(cores)).objective
+                cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
+                                                                      prod if halo else None, bounds, alt))
+                                   for alt in ("latency", "energy", "edp") if alt != used]
+                parts = min(cands, key=lambda ps: split_rank(sum(map(self._energy, ps)), max(p.busy for p in ps),
+                                                             self.m.objective))
             self.memo[key] = parts
         return self.memo[key]
 
