@@ -36,8 +36,9 @@ A multi-core arch (quad128, hetero4, tpu_v4 or a TOML with [[core]] tables) also
 
 search instead of the whole grid: --search nsga2|tpe --budget N --seed S [--objectives energy,latency,area]
 
-Points already in the database (same arch, workload and npukit version) are not recomputed, so a
-killed sweep resumes where it stopped.
+Points already in the database (same arch, workload and npukit version; files such as an energy table
+by their bytes) are not recomputed, so a killed sweep resumes where it stopped. A point the simulator
+refuses stops the sweep with one line naming it, and none of that run's points is kept.
 
 backends (same spec, same results, same database; the database stays on this machine):
   --workers N                local process pool (default: CPU count; 1 = in-process; at most 256)
@@ -94,7 +95,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes (default: CPU count; 1 = in-process; 1 to 256, no more than the points)")
     r.add_argument("--overwrite", action="store_true",
-                   help="replace a CSV that holds another sweep's points (default: refuse, exit 2)")
+                   help="replace a CSV that holds other points: another sweep's, or this spec's before a file it "
+                   "names changed (default: refuse, exit 2)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="refuse grids with more points than N (default 1,000,000)")
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     _not_the_database(csv_path, db)
     check_store(db, spec.multicore)  # a database not ours (or of the other kind) is refused read-only, before any folder
     if not args.overwrite:
-        _refuse_foreign_csv(csv_path, {p.key for p in points})
+        _refuse_foreign_csv(csv_path, points)
     if args.workers is not None and args.search is None:  # no more processes than points
         args.workers = min(args.workers, max(1, len(points)))
     executor = executor_from_args(args)  # Dask: scheduler reached and versions checked before anything is written
@@ -212,23 +214,32 @@ def _refuse_other_file(csv_path: Path) -> None:
         raise ConfigError(f"refusing to overwrite '{csv_path}': it is not a sweep CSV; pass another --csv or --overwrite")
 
 
-def _refuse_foreign_csv(csv_path: Path, keys: set[str]) -> None:
-    """ConfigError when ``csv_path`` exists and holds a point of another sweep (a key not in ``keys``): rerunning
-    a spec rewrites its own CSV, another spec into the same --out never replaces it silently."""
+def _refuse_foreign_csv(csv_path: Path, points: list[SweepPoint]) -> None:
+    """ConfigError when ``csv_path`` exists and holds a point the spec does not give now (a key not among the
+    ``points``'): rerunning a spec rewrites its own CSV, another spec into the same --out never replaces it silently.
+    A CSV of as many rows over the same workloads is taken for this spec's before a file it names changed (an arch or
+    energy table file, a workload file; or the npukit version), and the message says so."""
     import csv
+    from collections import Counter
 
     from npukit.sim.errors import ConfigError
 
     if not csv_path.is_file():
         return
+    keys = {p.key for p in points}
     try:
         with csv_path.open(newline="", encoding="utf-8") as f:
-            foreign = any(row.get("key") not in keys for row in csv.DictReader(f))
+            rows = [(row.get("key"), row.get("workload")) for row in csv.DictReader(f)]
     except (OSError, UnicodeDecodeError, csv.Error):
-        foreign = True
-    if foreign:
-        raise ConfigError(f"refusing to overwrite '{csv_path}': it holds another sweep's points; pass --csv PATH, "
-                          "another --out, or --overwrite")
+        rows = [(None, None)]
+    if all(k in keys for k, _ in rows):
+        return
+    if Counter(w for _, w in rows) == Counter(p.workload for p in points):
+        raise ConfigError(f"refusing to overwrite '{csv_path}': its points changed since it was written (a file the "
+                          "spec names, such as an arch, energy table or workload file, or the grid or the npukit "
+                          "version changed); pass --overwrite to replace it, or --csv PATH or another --out to keep it")
+    raise ConfigError(f"refusing to overwrite '{csv_path}': it holds another sweep's points (or this spec's before its "
+                      "grid or a file it names changed); pass --csv PATH, another --out, or --overwrite")
 
 
 def _run(

@@ -9,6 +9,7 @@ from typing import Any
 from .multicore_sim import MultiCoreResult
 from .output import format_table
 from .palette import cycle_colors
+from .report_render import no_surrogates
 from .result_text import arch_header, ppa_line
 from .terminal import escape_controls
 
@@ -29,7 +30,7 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
     for (arch, kind, _, vector), (first, *names) in groups.items():
         nest = first.nest
         lines.append(f"  cores {', '.join(names)}: {nest.name if nest is not None else arch.name}")
-        lines += [f"    {x}" for x in _core_header(arch, kind, nest, vector, m.energy_table)]
+        lines += [f"    {x}" for x in _core_header(arch, kind, nest, vector, m.energy_table, m.objective)]
     lines.append("")
     if not quiet:
         headers = ["layer", "step", "split", "cores", "start", "cycles", "interconnect cyc", "DRAM MB", "link MB", "uJ"]
@@ -59,16 +60,18 @@ def render_multicore(result: MultiCoreResult, quiet: bool = False) -> str:
     return escape_controls("\n".join(lines))
 
 
-def _core_header(arch: Any, kind: str, nest: Any, vector: bool, table: str) -> list[str]:
+def _core_header(arch: Any, kind: str, nest: Any, vector: bool, table: str, chip_objective: str | None = None
+                 ) -> list[str]:
     """A core as printed above a multi-core result: a simd core's vector unit; a loop-nest core's array and memory
-    levels (its YAML's, with their sizes, operands and costs); else the 2-D core's :func:`arch_header`."""
+    levels (its YAML's, with their sizes, operands and costs); else the 2-D core's :func:`arch_header`, naming the
+    objective its shares are mapped under (the chip's, ``chip_objective``)."""
     v = arch.vector
     vec = f"vector unit {v.lanes} lanes {v.number}{v.bits} at {arch.clock_ghz:g} GHz, energy table {table}"
     if kind == "simd":  # its buffers price the vector unit's reads and writes
-        return [vec, arch_header(arch, table, dram=False)[2]]
+        return [vec, arch_header(arch, table, dram=False, chip_objective=chip_objective)[2]]
     if nest is None:
-        return arch_header(arch, table, dram=False) if vector else \
-            arch_header(arch, table, dram=False)[:1] + ["no vector unit (vector ops run on the simd core)"]
+        head = arch_header(arch, table, dram=False, chip_objective=chip_objective)
+        return head if vector else head[:1] + ["no vector unit (vector ops run on the simd core)"]
     dims = " x ".join(f"{d} {n}" for d, n in nest.array.dims.items())
     mems = "; ".join(f"{mem.name} {mem.size_bits / 8:,.0f} B ({', '.join(mem.operands)}; {mem.r_cost_pj:g}/"
                      f"{mem.w_cost_pj:g} pJ per access)" for mem in nest.memories)
@@ -121,23 +124,28 @@ def timeline_from_meta(meta: dict[str, Any], workload: str, total_cycles: float,
         ax.barh(core, end - start, left=start, height=0.7, color=colors[keys[str(name)]], edgecolor="white",
                 linewidth=0.3)
         if (end - start) / span >= 0.06:  # wide enough to carry its name
-            ax.text((start + end) / 2, core, escape_controls(name).replace("$", r"\$")[:24], ha="center", va="center",
-                    fontsize=6, clip_on=True)
-    ax.set_yticks(range(len(cores)), [escape_controls(f"{c} ({k})") for c, k in zip(cores, kinds, strict=True)])
+            ax.text((start + end) / 2, core, _drawn(name)[:24], ha="center", va="center", fontsize=6, clip_on=True)
+    ax.set_yticks(range(len(cores)), [no_surrogates(escape_controls(f"{c} ({k})")) for c, k in zip(cores, kinds,
+                                                                                                    strict=True)])
     ax.invert_yaxis()
     ax.set_xlabel("cycle")
     cut = f", first {max_bars} bars" if len(timeline) > max_bars else ""
-    ax.set_title(escape_controls(f"{workload} on {meta['arch_name']}: schedule {meta['schedule']}{cut}")
-                 .replace("$", r"\$"))
+    ax.set_title(_drawn(f"{workload} on {meta['arch_name']}: schedule {meta['schedule']}{cut}"))
     ax.set_xlim(0, span)
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
     shown = series[:DISTINCT]
-    handles = [Patch(color=colors[k], label=escape_controls(k).replace("$", r"\$")) for k in shown]
+    handles = [Patch(color=colors[k], label=_drawn(k)) for k in shown]
     if len(series) > len(shown):  # colours repeat from here on: say so rather than mislabel
         handles.append(Patch(color="none", label=f"+ {len(series) - len(shown)} more (colours repeat)"))
     ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
               ncol=1 + len(handles) // 16)
     fig.tight_layout()
     return fig
+
+
+def _drawn(text: str) -> str:
+    """A name as timeline text: control characters and non-UTF-8 bytes (unpaired surrogates, from a file name that is
+    not UTF-8, which matplotlib cannot draw) escaped, ``$`` not mathtext."""
+    return no_surrogates(escape_controls(text)).replace("$", r"\$")

@@ -51,16 +51,26 @@ def decode_tokens(meta: Mapping[str, Any]) -> int | None:
     return batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
 
 
-def arch_header(a: Arch, table_name: str, source: ArchSource | None = None, dram: bool = True) -> list[str]:
+def mapping_objective(core_objective: str, chip_objective: str | None = None) -> str:
+    """The objective a core's layers (or shares) are mapped under: on a multi-core chip (``chip_objective``) the
+    chip's (its splits keep, of their shares' latency-, energy- and EDP-best mappings, the set that ranks first under
+    it: :meth:`npukit.sim.multicore_sim._Run.gemm_parts`), else the core's own."""
+    return chip_objective if chip_objective is not None else core_objective
+
+
+def arch_header(a: Arch, table_name: str, source: ArchSource | None = None, dram: bool = True,
+                chip_objective: str | None = None) -> list[str]:
     """The arch as printed above a result: array and modes; widths and number formats; memories and
     bandwidth (``dram=False``: without the DRAM, as for a core of a multi-core arch, whose DRAM channels the
     multi-core header gives); and, for an arch file that left keys out, the line naming them and where they
-    came from."""
+    came from. ``chip_objective``: the objective of the multi-core chip ``a`` is a core of; the mapping search's
+    objective printed is then the one its shares are mapped under (:func:`mapping_objective`), not the core's own."""
     b, s = a.bits, a.sram_kib
     vec = f"{a.vector.number}{a.vector.bits}" if a.vector.number == "fp" else f"int{a.vector.bits}"
     lines = [
         f"array {a.rows}x{a.cols} PEs, dataflow {a.dataflow}, timing {a.timing}, clock {a.clock_ghz:g} GHz, "
-        f"mapping {a.mapping}" + (f" (objective {a.objective})" if a.mapping == "search" else "")
+        f"mapping {a.mapping}"
+        + (f" (objective {mapping_objective(a.objective, chip_objective)})" if a.mapping == "search" else "")
         + f", memory accounting {a.memory}, energy table {table_name}",
         f"numbers: integer input {b.input} b, weight {b.weight} b, pe_psum {b.pe_psum} b (in-array accumulator), "
         f"psum_buffer {b.psum_buffer} b (running psums between K-folds), output {b.output} b; "

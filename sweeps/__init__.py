@@ -19,14 +19,17 @@ only (:func:`multicore_point_metrics`).
 :func:`run_sweep` validates every point first (nothing is written for a bad grid), skips points
 whose key is already in the database, runs the rest on an :class:`Executor` in chunks (workers
 compute, this process alone writes SQLite) and commits each finished chunk in its own transaction.
-The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the same point.
+The numbers of a row are those of :func:`~npukit.sim.simulator.simulate` on the same point. A point whose
+simulation refuses its input (a :class:`ConfigError` such as a cycle count that overflows) stops the run with one
+:class:`ConfigError` line naming its grid values and workload, and the rows this run had stored are removed again, so
+the database holds what it held before (an interrupted run, or lost Dask workers, keep theirs: rerun to resume).
 
 Backends (:func:`make_executor`): in-process, the local process pool (default), or Dask
 distributed (an existing scheduler ``tcp://HOST:PORT`` or a LocalCluster of N processes); the
 same spec gives the same rows on each. A point's key hashes its full arch, its workload (the bytes of its
 topology/ONNX/config file, and a traced model's layers) and the npukit version, so rows of another npukit version
-(or of another trace) are never reused. Each workload is loaded once per distinct spec; workers receive the loaded
-workload with their chunk, never a spec to load again.
+(or of another trace) are never reused; an energy table file is keyed by its bytes, not its path. Each workload and
+energy table file is loaded once per distinct spec; workers receive them with their chunk, never a path to load again.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 
 from ..sim.arch import Arch
 from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
-from ..sim.errors import ConfigError
+from ..sim.errors import ConfigError, NpukitError
 from ..sim.multicore import MultiCoreArch
 from ..sim.multicore_sim import MultiCoreResult, simulate_multicore
 from ..sim.simulator import COMPONENTS, TRAFFIC_COLUMNS, SimResult, simulate
@@ -56,6 +59,7 @@ from ._spec import (
     grid_keys,
     load_sweep_spec,
     parse_sweep_spec,
+    point_label,
 )
 from ._store import SweepStore, base_columns, check_store, export_csv, point_columns, read_rows
 from .executor_flags import add_executor_arguments, check_scheduler_address, executor_from_args
@@ -148,26 +152,38 @@ def multicore_point_metrics(result: MultiCoreResult) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ worker side
-_TABLES: dict[str, EnergyTable] = {}
-Chunk = tuple[dict[str, Workload], list[tuple[str, Arch | MultiCoreArch, str]]]
+#: traced workloads (id -> Workload), the (key, arch, workload id) items, energy table files (path -> EnergyTable)
+Chunk = tuple[dict[str, Workload], list[tuple[str, Arch | MultiCoreArch, str]], dict[str, EnergyTable]]
+
+
+class _PointFailed(ConfigError):
+    """A point's simulation refused its input (worker side): ``key`` is the point's, the message the simulator's.
+    :func:`run_points` turns it into a :class:`ConfigError` naming the point's grid values."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles across processes with its key
+        return type(self), (self.key, str(self))
 
 
 def _compute_chunk(chunk: Chunk) -> list[tuple[str, dict[str, Any]]]:
-    """Simulate the (key, arch, workload id) items of a chunk on the traced workloads it carries (id -> Workload);
-    runs inside a worker, which never loads or traces a workload itself (energy table files are cached)."""
-    workloads, items = chunk
+    """Simulate the (key, arch, workload id) items of a chunk on the traced workloads and energy tables it carries;
+    runs inside a worker, which never loads or traces a workload or reads a table file itself. A point the simulator
+    refuses (:class:`NpukitError`) raises :class:`_PointFailed` with its key."""
+    workloads, items, tables = chunk
     out = []
     for key, arch, wl in items:
         t0 = time.perf_counter()
-        table = None
-        if arch.energy_table not in BUILTIN_TABLES:
-            table = _TABLES.get(arch.energy_table)
-            if table is None:
-                table = _TABLES[arch.energy_table] = load_table(arch.energy_table)
-        if isinstance(arch, MultiCoreArch):
-            row = multicore_point_metrics(simulate_multicore(workloads[wl], arch, table=table))
-        else:
-            row = point_metrics(simulate(workloads[wl], arch, table=table))
+        table = None if arch.energy_table in BUILTIN_TABLES else tables[arch.energy_table]
+        try:
+            if isinstance(arch, MultiCoreArch):
+                row = multicore_point_metrics(simulate_multicore(workloads[wl], arch, table=table))
+            else:
+                row = point_metrics(simulate(workloads[wl], arch, table=table))
+        except NpukitError as exc:
+            raise _PointFailed(key, str(exc)) from None
         row["wall_s"] = time.perf_counter() - t0
         out.append((key, row))
     return out
@@ -176,23 +192,29 @@ def _compute_chunk(chunk: Chunk) -> list[tuple[str, dict[str, Any]]]:
 # ------------------------------------------------------------------------------ parent side
 def _chunks(points: Sequence[SweepPoint], workers: int) -> Iterator[Chunk]:
     """Chunks of about ``total layers / (8 x workers)`` layers (20..2000), so IPC stays small next
-    to compute while every worker gets several chunks. Each chunk carries the traced workloads its points
-    use (a point without one, built by hand, is loaded here once), so workers receive workloads, not specs."""
+    to compute while every worker gets several chunks. Each chunk carries the traced workloads and energy table files
+    its points use (a point without them, built by hand, has them loaded here once), so workers receive workloads
+    and tables, not specs or paths."""
     total = sum(p.layers for p in points)
     target = min(2000, max(20, -(-total // (8 * workers))))
     loaded: dict[str, Workload] = {}
-    chunk: Chunk = ({}, [])
+    tables: dict[str, EnergyTable] = {}
+    chunk: Chunk = ({}, [], {})
     layers = 0
     for p in points:
         wl = p.loaded if p.loaded is not None else loaded.get(p.workload_path)
         if wl is None:
             wl = loaded[p.workload_path] = load_workload(p.workload_path)
         chunk[0][p.workload_path] = wl
+        name = p.arch.energy_table
+        if name not in BUILTIN_TABLES:
+            table = p.table if p.table is not None else tables.get(name)
+            chunk[2][name] = tables[name] = table if table is not None else load_table(name)
         chunk[1].append((p.key, p.arch, p.workload_path))
         layers += p.layers
         if layers >= target:
             yield chunk
-            chunk, layers = ({}, []), 0
+            chunk, layers = ({}, [], {}), 0
     if chunk[1]:
         yield chunk
 
@@ -217,13 +239,21 @@ def run_points(
             by_key = {p.key: p for p in missing}
             if progress is not None:
                 progress(0, len(missing))
-            if missing:
-                for results in ex.map_unordered(_compute_chunk, _chunks(missing, ex.workers)):
-                    rows = [point_columns(by_key[k]) | metrics for k, metrics in results]
-                    store.insert(rows)
-                    computed += len(rows)
-                    if progress is not None:
-                        progress(len(rows), len(missing))
+            stored: list[str] = []  # keys this run inserted (none of them was present before)
+            try:
+                if missing:
+                    for results in ex.map_unordered(_compute_chunk, _chunks(missing, ex.workers)):
+                        rows = [point_columns(by_key[k]) | metrics for k, metrics in results]
+                        store.insert(rows)
+                        stored += [r["key"] for r in rows]
+                        computed += len(rows)
+                        if progress is not None:
+                            progress(len(rows), len(missing))
+            except _PointFailed as exc:  # bad input: leave the database as it was (an interrupt keeps its rows)
+                store.delete(stored)
+                p = by_key.get(exc.key)
+                where = f"grid point ({point_label(p.grid)}), workload {p.workload!r}" if p is not None else "a point"
+                raise ConfigError(f"{where}: {exc}; no point of this run was stored") from None
     finally:
         if own:
             ex.close()

@@ -97,16 +97,28 @@ def version_problems(client: dict[str, str | None], workers: dict[str, dict[str,
     return out
 
 
-def _run_checked(fn: Callable[[T], R], expected_version: str, item: T) -> R:
-    """Worker side: refuse to compute under another npukit version than the client's (keys hold it)."""
+class _Refused:
+    """What a task returns instead of raising an :class:`NpukitError` (bad input, not a fault): the worker then logs
+    no "Compute Failed" traceback, and :meth:`DaskExecutor.map_unordered` raises ``error`` on the client."""
+
+    def __init__(self, error: NpukitError) -> None:
+        self.error = error
+
+
+def _run_checked(fn: Callable[[T], R], expected_version: str, item: T) -> R | _Refused:
+    """Worker side: refuse to compute under another npukit version than the client's (keys hold it); an
+    :class:`NpukitError` of ``fn`` comes back as a :class:`_Refused` value, not a worker error with its traceback."""
     import npukit
 
-    if npukit.__version__ != expected_version:
-        raise VersionMismatchError(
-            f"Dask worker runs npukit {npukit.__version__} but the client runs {expected_version}; "
-            f"install npukit=={expected_version} on every worker"
-        )
-    return fn(item)
+    try:
+        if npukit.__version__ != expected_version:
+            raise VersionMismatchError(
+                f"Dask worker runs npukit {npukit.__version__} but the client runs {expected_version}; "
+                f"install npukit=={expected_version} on every worker"
+            )
+        return fn(item)
+    except NpukitError as exc:
+        return _Refused(exc)
 
 
 class DaskExecutor(Executor):
@@ -249,6 +261,8 @@ class DaskExecutor(Executor):
                         f"lost the Dask scheduler at {self.address} mid-run ({why}); results stored so far are kept, "
                         "rerun the same command to compute the missing ones"
                     ) from None
+                if isinstance(result, _Refused):
+                    raise result.error
                 nxt = next(it, None)
                 if nxt is not None:
                     ac.add(submit(*nxt))

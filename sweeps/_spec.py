@@ -18,9 +18,9 @@ from typing import Any
 
 from .. import __version__
 from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
-from ..sim.bounded import check_depth, short
+from ..sim.bounded import MAX_INT, check_depth, short
 from ..sim.datapath import BITS_ALIASES, rename
-from ..sim.energy import BUILTIN_TABLES, load_table
+from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
 from ..sim.errors import ConfigError, NpukitError
 from ..sim.multicore import BUILTIN_MULTICORE, FABRIC_TABLES, MultiCoreArch, chip_keys, is_multicore_toml, load_multicore_arch
 from ..sim.simulator import check_buffers  # re-exported: the buffer check simulate() runs
@@ -62,8 +62,10 @@ def column_name(key: str) -> str:
 class SweepPoint:
     """One (arch, workload) pair of a sweep. ``key`` is the first 32 hex digits of the sha256 of
     ``config`` (canonical JSON of the full arch dict, workload spec and npukit version, the bytes of the files the
-    workload is read from, and for a model a library traces (real, ``hf:``/``diffusers:``, ``torch:``) the traced
-    layers, so a new torch or transformers that traces otherwise never reuses old rows)."""
+    workload is read from, the bytes of an energy table file (``energy_table_sha256``), and for a model a library
+    traces (real, ``hf:``/``diffusers:``, ``torch:``) the traced layers, so a new torch or transformers that traces
+    otherwise never reuses old rows), in which the energy table file's path is left out: an edited table gives new
+    keys, and the same table named from another folder (another working directory) the same ones."""
 
     key: str
     arch: Arch | MultiCoreArch
@@ -74,6 +76,8 @@ class SweepPoint:
     layers: int
     # the traced workload, loaded once per distinct spec in this process; workers get it, never the spec
     loaded: Workload | None = field(default=None, compare=False, repr=False)
+    # the energy table file (not a built-in) as read when the key was made; workers get it, never the path
+    table: EnergyTable | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -266,6 +270,69 @@ def _resolve(spec: SweepSpec, value: str) -> str:
 
 MAX_POINTS = 1_000_000  # default limit on a sweep's points (each point is one whole simulation)
 
+#: The smallest rate (bandwidth in bytes per cycle, clock in GHz) a grid may give: 1 / MAX_INT, so that the
+#: reciprocal of a rate is bounded as every other number is (by MAX_INT), and cycles (bytes / bandwidth), seconds and
+#: energy x delay stay finite. Before, 1e-300 passed as "a positive number" and the sweep stopped mid-way.
+MIN_RATE = 1.0 / MAX_INT
+
+
+def _is_rate(key: str) -> bool:
+    """Whether grid key ``key`` is a rate that amounts are divided by (a bandwidth or the clock)."""
+    return key == "clock_ghz" or key.endswith("bandwidth_bytes_per_cycle")
+
+
+def _check_rate(key: str, v: Any) -> None:
+    """ConfigError when rate ``key`` (:func:`_is_rate`) is a number below :data:`MIN_RATE`."""
+    if _is_rate(key) and isinstance(v, int | float) and not isinstance(v, bool) and v < MIN_RATE:
+        raise ConfigError(f"key '{key}' = {short(v)} is too small: a rate must be at least {MIN_RATE:.4g} "
+                          f"(1 / {MAX_INT:,}), or the cycles and seconds divided by it overflow")
+
+
+def _check_rates(obj: Any, where: str = "") -> None:
+    """:func:`_check_rate` on every rate of an arch's ``to_dict()`` (a multi-core chip's: every core's and the
+    fabric's), named by its dotted path (``interconnect.bandwidth_bytes_per_cycle``, ``cores.2.arch.clock_ghz``)."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        if isinstance(k, str) and _is_rate(k):
+            _check_rate(f"{where}{k}", v)
+        else:
+            _check_rates(v, f"{where}{k}.")
+
+
+def _check_core_objective(arch: Arch | MultiCoreArch, overrides: dict[str, Any]) -> None:
+    """ConfigError when a point of a multi-core chip sets its MAC cores' ``objective`` but the chip's objective is not
+    latency: the shares are then mapped under the chip's (:meth:`npukit.sim.multicore_sim._Run.arch_for`), so the key
+    would change nothing but the point's key."""
+    if isinstance(arch, MultiCoreArch) and "objective" in overrides and arch.objective != "latency":
+        raise ConfigError(f"grid key 'objective' sets the MAC cores' own objective, which a chip uses only when its "
+                          f"objective is latency, and this chip's is {arch.objective!r}; vary \"chip.objective\" "
+                          "instead (or add \"chip.objective\" = [\"latency\"])")
+
+
+def _without_path(obj: Any, path: str, suffix: str) -> Any:
+    """``obj`` (a canonical arch dict) with every ``energy_table`` equal to ``path`` replaced by ``file`` + ``suffix``."""
+    if isinstance(obj, dict):
+        return {k: f"file{suffix}" if k == "energy_table" and v == path else _without_path(v, path, suffix)
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_without_path(v, path, suffix) for v in obj]
+    return obj
+
+
+def _read_table(path: str) -> tuple[str | None, EnergyTable | None]:
+    """(sha256 of its bytes, the table) of an energy table file; (None, None) for a built-in table, checked."""
+    if path in BUILTIN_TABLES:
+        load_table(path)
+        return None, None
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # first: the table read next is no older
+    except OSError:
+        digest = None  # load_table names the problem
+    table = load_table(path)
+    if digest is None:
+        raise ConfigError(f"cannot read energy table file '{path}'")
+    return digest, table
+
 
 def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPoint]:
     """All points (grid combinations outer, workloads inner), each validated; raises ConfigError
@@ -287,6 +354,10 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
                 base.with_(**{key: v})
             except NpukitError as exc:
                 raise ConfigError(f"{o}: grid key '{key}' = {v!r}: {exc}") from None
+            try:
+                _check_rate(key, v)
+            except ConfigError as exc:
+                raise ConfigError(f"{o}: grid {exc}") from None
     workloads: list[tuple[str, str, Workload, str | None]] = []
     for i, w in enumerate(spec.workloads):
         try:  # every form but those that run code; relative files are read beside the spec file
@@ -306,7 +377,7 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
             raise ConfigError(f"{o}: 'sweep.workloads[{i}]' ({w}): {exc}") from None
         workloads.append((w, path, loaded, digest))
     keys = list(grid)
-    tables_ok: set[str] = set()
+    tables: dict[str, tuple[str | None, EnergyTable | None]] = {}  # path -> (sha256 of a file's bytes, its table)
     points: list[SweepPoint] = []
     base_env = _flat_arch(base) if spec.derived else {}
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -315,23 +386,36 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
             overrides = apply_derived(spec.derived, overrides, base_env, o)
         try:
             arch = base.with_(**overrides) if overrides else base
+            arch_dict = _canon(arch.to_dict())
+            _check_rates(arch_dict)  # the base arch's, a derived value's
+            _check_core_objective(arch, overrides)
             for core in {c.arch for c in arch.cores if c.kind == "mac"} if isinstance(arch, MultiCoreArch) else (arch,):
                 check_buffers(core)
-            if arch.energy_table not in tables_ok:
-                load_table(arch.energy_table)
-                tables_ok.add(arch.energy_table)
+            if arch.energy_table not in tables:
+                tables[arch.energy_table] = _read_table(arch.energy_table)
         except NpukitError as exc:
-            where = ", ".join(f"{k}={v!r}" for k, v in overrides.items()) or "base arch"
-            raise ConfigError(f"{o}: grid point ({where}): {exc}") from None
-        arch_dict = _canon(arch.to_dict())
+            raise ConfigError(f"{o}: grid point ({point_label(overrides)}): {exc}") from None
+        table_sha, table = tables[arch.energy_table]
+        # the key leaves out the table file's path (its bytes are in): another working directory gives the same key
+        key_arch = arch_dict if table_sha is None else \
+            _without_path(arch_dict, arch.energy_table, Path(arch.energy_table).suffix.lower())
         for w, path, loaded, digest in workloads:
             cfg: dict[str, Any] = {"arch": arch_dict, "workload": w, "npukit": __version__}
             if digest is not None:
                 cfg["workload_sha256"] = digest
+            if table_sha is not None:
+                cfg["energy_table_sha256"] = table_sha
             config = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
-            key = hashlib.sha256(config.encode()).hexdigest()[:32]
-            points.append(SweepPoint(key, arch, w, path, overrides, config, len(loaded.layers), loaded))
+            key_config = config if table_sha is None else json.dumps(cfg | {"arch": key_arch}, sort_keys=True,
+                                                                     separators=(",", ":"))
+            key = hashlib.sha256(key_config.encode()).hexdigest()[:32]
+            points.append(SweepPoint(key, arch, w, path, overrides, config, len(loaded.layers), loaded, table))
     return points
+
+
+def point_label(grid: dict[str, Any]) -> str:
+    """A point's grid values as error messages name it: ``k=v, k2=v2`` (``base arch`` for none)."""
+    return ", ".join(f"{k}={v!r}" for k, v in grid.items()) or "base arch"
 
 
 _TRACED = ("real", "config", "torch")  # forms whose workload a library builds: keyed by the traced content

@@ -249,6 +249,23 @@ class SweepStore:
             raise
         return self.con.total_changes - before
 
+    def delete(self, keys: Sequence[str]) -> int:
+        """Remove the rows of ``keys`` in one transaction (a run that stopped on bad input takes back the rows it
+        stored); returns rows removed."""
+        if not keys:
+            return 0
+        before = self.con.total_changes
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            for i in range(0, len(keys), 500):  # below SQLite's limit on bound parameters
+                part = list(keys[i:i + 500])
+                self.con.execute(f"DELETE FROM points WHERE key IN ({', '.join('?' * len(part))})", part)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return self.con.total_changes - before
+
 
 def _sqlite_value(v: Any) -> Any:
     """``v`` as SQLite stores it: an integer beyond SQLite's 64 bits (the MACs of a 2^21-cubed GEMM) as a REAL,
