@@ -30,8 +30,10 @@ def add_parser(subparsers: Any) -> None:
         "(default: the ledger's own, else horowitz45)",
     )
     p.add_argument("--out", default="out/report", help="output folder (default: out/report); one that already holds a "
-                   "report is refused unless --overwrite")
-    p.add_argument("--overwrite", action="store_true", help="replace the report an earlier run wrote in --out")
+                   "report, or any file the report would write, is refused unless --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files in --out that the report writes, and remove the ones an earlier report "
+                   "wrote there (listed in its report.manifest.json) that this one does not")
     p.add_argument("--depth", type=int, default=2, help="ledgers: scope path components per layer (default: 2 = per layer)")
     p.add_argument("--group", choices=("layer", "block", "op"), default="layer",
                    help="ledgers: one row and bar per layer (default), per block (model.layers.3, layer2.0: from the "
@@ -51,10 +53,12 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from npukit.sim.errors import ConfigError
+    from npukit.sim.report_render import MANIFEST, no_surrogates
     from npukit.sweeps.report import is_sweep_file
 
     out = Path(args.out)
-    if not args.overwrite and any((out / n).exists() or (out / n).is_symlink() for n in ("report.md", "report.html")):
+    if not args.overwrite and any((out / n).exists() or (out / n).is_symlink()
+                                  for n in ("report.md", "report.html", MANIFEST)):
         raise ConfigError(f"--out '{out}' already holds a report (an earlier run wrote it); pass another --out, or "
                           "--overwrite to replace it")
     sweeps = [is_sweep_file(f) for f in args.ledgers]
@@ -71,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{flag} applies to ledger reports, not to a sweep database; drop it")
         from npukit.sweeps.report import write_sweep_report
 
-        written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=args.title)
+        title = None if args.title is None else no_surrogates(args.title)  # a non-UTF-8 byte: its \udcNN escape
+        written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=title)
     else:
         for flag, value in (("--x", args.x), ("--y", args.y), ("--color", args.color)):
             if value is not None:
@@ -79,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         written = _ledger_report(args)
     for path in written.values():
         print(f"wrote {path}")
+    if not any(sweeps):  # a ledger report lists its files for a later --overwrite (report_render.write_document)
+        print(f"wrote {written['md'].parent / MANIFEST}")
     return 0
 
 
@@ -99,5 +106,5 @@ def _ledger_report(args: argparse.Namespace) -> dict:
     labels = [s.strip() for s in args.labels.split(",")] if args.labels is not None else None
     return write_report(
         ledgers, args.out, labels=labels, table=args.table, depth=args.depth, title=args.title, sources=args.ledgers,
-        group=args.group, top=args.top, block_depth=args.block_depth,
+        group=args.group, top=args.top, block_depth=args.block_depth, overwrite=args.overwrite,
     )

@@ -146,12 +146,13 @@ def run_multicore(args: argparse.Namespace) -> int:
     for line in warnings:
         print(escape_controls(line), file=sys.stderr)
     text = render_multicore(result, quiet=args.quiet)
+    _check_ledger(result.ledger, multicore=True)
+    fig = timeline_figure(result)  # drawn before the output folder is made (a failure leaves nothing behind)
     out = prepare_out_dir(args.out)
     targets = check_targets(out, names)
     refuse_existing(targets, args.overwrite)
     _record(result.ledger.meta, args, workload, None, given, stem)
     print(text)
-    fig = timeline_figure(result)  # drawn before the first file is written
     paths = [result.ledger.save(path_inside(out, f"{stem}.ledger.json")),
              write_csv(path_inside(out, f"{stem}.csv"), result.rows()),
              write_csv(path_inside(out, f"{stem}_cores.csv"), core_rows(result))]
@@ -159,6 +160,24 @@ def run_multicore(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+def _check_ledger(ledger, multicore: bool) -> None:  # noqa: ANN001 (a Ledger)
+    """:class:`WorkloadError` (one line, before the output folder is made) when the run's ledger holds a count, a
+    cycle number or a multi-core field that ``npukit report`` (:meth:`Ledger.load`) would refuse: a workload so
+    large that a count passes :data:`npukit.sim.bounded.MAX_INT` (e.g. ``gemm:M=N=K=4194304``, 2^66 MACs).
+    Before, sim wrote the ledger and report then called it malformed."""
+    from npukit.sim import WorkloadError
+    from npukit.sim.errors import LedgerError
+    from npukit.sim.multicore_meta import check_multicore_meta
+
+    try:
+        ledger.check_amounts()
+        if multicore:
+            check_multicore_meta(ledger.meta.get("multicore"), ledger.total_cycles(), "the run's ledger")
+    except LedgerError as exc:
+        raise WorkloadError(f"the run is too large for a ledger that npukit report reads ({exc}); simulate smaller "
+                            "layers") from None
 
 
 _FLAGS = {"dataflow": "--dataflow", "bits.psum_buffer": "--psum-buffer-bits", "bits.pe_psum": "--pe-psum-bits",
@@ -288,6 +307,7 @@ def run(args: argparse.Namespace) -> int:
     source = load_arch_source(args.arch)[1]  # the keys a partial arch file inherited, printed in the header
     text = render_result(result, table.name, quiet=args.quiet, source=source,  # totals checked finite before
                          tokens=decode_tokens(workload.meta))  # anything is written
+    _check_ledger(result.ledger, multicore=False)
     out = prepare_out_dir(args.out)
     targets = check_targets(out, names)  # every output target (symlinks, folders, length) before the first byte
     refuse_existing(targets, args.overwrite)  # another run's files (same name, or fixed report names) are kept

@@ -254,6 +254,17 @@ class Ledger:
             raise LedgerError(f"{origin} is a malformed ledger ({exc!r}); regenerate it with npukit sim") from None
         return led
 
+    def check_amounts(self) -> None:
+        """:class:`LedgerError` naming the first count or cycle number above :data:`~npukit.sim.bounded.MAX_INT`:
+        a ledger file may not hold it (:meth:`load` refuses it), so a producer checks before it saves."""
+        for (sc, comp, act, _), n in self.counts.items():
+            if n > MAX_INT:
+                raise LedgerError(f"the count of {comp}.{act} in '{sc}' is {_big(n)}, above the ledger's limit of "
+                                  f"{MAX_INT:,}")
+        for (sc, kind), c in self.cycles.items():
+            if c > MAX_INT:
+                raise LedgerError(f"the {kind} cycles of '{sc}' are {_big(c)}, above the ledger's limit of {MAX_INT:,}")
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
@@ -304,6 +315,11 @@ def _amount(v: Any) -> float:
     if v > MAX_INT:
         raise ValueError(f"count {short(v)} is out of range (at most {MAX_INT:,})")
     return v
+
+
+def _big(v: float) -> str:
+    """A number above :data:`MAX_INT` as text: digits grouped up to 10^30, else 3 significant digits."""
+    return f"{v:,.0f}" if v < 1e30 else f"{v:.3g}"
 
 
 def _finite_total(parts: dict[str, float], what: str) -> float:

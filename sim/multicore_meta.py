@@ -3,8 +3,9 @@
 
 A ledger file is user input: :func:`check_multicore_meta` refuses, with one :class:`LedgerError` line, any field of
 the wrong type, any number that is negative, not finite or beyond :data:`npukit.sim.bounded.MAX_INT`, a timeline bar
-on a core that is not there or outside ``[0, total cycles]``, lists whose lengths disagree, names longer than
-:data:`MAX_NAME` characters or with unpaired surrogates, and keys it does not know. Units: cycles and bytes.
+on a core that is not there or outside ``[0, total cycles]``, a core busy for more than the total cycles, lists
+whose lengths disagree, names longer than :data:`MAX_NAME` characters or with unpaired surrogates, and keys it does
+not know. Units: cycles and bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def _number(v: Any, what: str) -> float:
             or not math.isfinite(v) or not 0 <= v <= MAX_INT:
         raise LedgerError(f"{what} must be a finite number from 0 to {MAX_INT:,}, got {short(v)}")
     return float(v)
+
+
+def _rounded(v: Any, total: float) -> Any:
+    """``v`` with a float rounding error below 0 (a pipelined step's bar at -3.6e-12 cycles) read as 0."""
+    return 0.0 if isinstance(v, float) and -1e-9 * max(total, 1.0) <= v < 0 else v
 
 
 def _name(v: Any, what: str) -> str:
@@ -80,6 +86,9 @@ def check_multicore_meta(meta: Any, total_cycles: float, where: str) -> dict[str
         raise LedgerError(f"{at}: {len(names)} core names, {len(busy)} busy cycles and {len(kinds)} cores in arch; "
                           "they must agree")
     total = _number(total_cycles, f"{where}: total cycles")
+    for i, b in enumerate(busy):  # a core works at most the whole run (rounding allowed, as for the bars below)
+        if b > total * (1 + 1e-9) + 1:
+            raise LedgerError(f"{at}.core_busy_cycles[{i}] is {b:g} cycles, more than the run's {total:g} cycles")
     timeline = []
     for i, bar in enumerate(_list(meta["timeline"], f"{at}.timeline", MAX_TIMELINE)):
         if not isinstance(bar, list) or len(bar) != 4:
@@ -87,7 +96,7 @@ def check_multicore_meta(meta: Any, total_cycles: float, where: str) -> dict[str
         core, start, end, name = bar
         if isinstance(core, bool) or not isinstance(core, int) or not 0 <= core < len(names):
             raise LedgerError(f"{at}.timeline[{i}]: core {short(core)} is not one of the {len(names)} cores")
-        s, e = _number(start, f"{at}.timeline[{i}] start"), _number(end, f"{at}.timeline[{i}] end")
+        s, e = (_number(_rounded(v, total), f"{at}.timeline[{i}] {what}") for v, what in ((start, "start"), (end, "end")))
         if not s <= e <= total * (1 + 1e-9) + 1:
             raise LedgerError(f"{at}.timeline[{i}]: the bar {s:g}..{e:g} is not within the {total:g} cycles")
         timeline.append((core, s, e, _name(name, f"{at}.timeline[{i}] name")))

@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .bounded import short
 from .energy import EnergyTable
 from .errors import ConfigError, LedgerError
 from .ledger import Ledger
@@ -66,6 +67,7 @@ def write_report(
     group: str = "layer",
     top: int = DEFAULT_TOP,
     block_depth: int | None = None,
+    overwrite: bool = True,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.html`` (figures embedded as base64 PNG) and the PNGs into ``out_dir``.
 
@@ -77,10 +79,14 @@ def write_report(
     ledgers came from (file names), shown as provenance. ``group``: ``layer``, ``block`` or ``op``
     (operator type), see :mod:`npukit.sim.report_groups`; ``top``: groups shown in tables and figures
     before one "other" (1..60); ``block_depth``: name parts per block (default: up to the block index).
+    ``overwrite``: False refuses (:class:`ConfigError`, nothing written) when any file the report would write
+    already exists in ``out_dir`` (``npukit report`` without ``--overwrite``); True replaces them and removes the
+    files an earlier report wrote there (its ``report.manifest.json``) that this one does not.
 
-    Returns ``{'md': path, 'html': path, '<figure>.png': path, 'per_<group>_<i>.csv': path, ...}``.
+    Returns ``{'md': path, 'html': path, '<figure>.png': path, 'per_<group>_<i>.csv': path, ...}``; beside them
+    ``report.manifest.json`` lists the files written.
     Raises :class:`ConfigError` (labels, depth, group, top, block_depth, out_dir), :class:`EnergyTableError`
-    (table) or :class:`LedgerError` (ledger).
+    (table) or :class:`LedgerError` (ledger, its ``meta.ppa``).
     """
     ledgers = list(ledgers)
     if not ledgers:
@@ -102,11 +108,30 @@ def write_report(
         for led, name, src in zip(ledgers, names, srcs, strict=True)
     ]
     for run in runs:
+        _check_ppa(run)
+    for run in runs:
         run.group, run.groups = group, group_layers(run.layers, group, block_depth)
     figures = render_figures(runs, top)  # name -> (png bytes, caption)
     doc = _document(runs, figures, depth, title, top)
-    tables = {f"per_{group}_{i}.csv": _group_csv(run).encode() for i, run in enumerate(runs, 1)}
-    return write_document(out, doc, figures, tables)
+    tables = {f"per_{group}_{i}.csv": _group_csv(run).encode("utf-8", "backslashreplace")
+              for i, run in enumerate(runs, 1)}
+    return write_document(out, doc, figures, tables, overwrite=overwrite, manifest=True)
+
+
+PPA_FIELDS = ("area_mm2", "leakage_mw", "energy_dynamic_pj", "energy_static_pj", "power_avg_w", "power_peak_w",
+              "gops_per_mm2", "tops_per_w")  # the Power and area table's columns
+
+
+def _check_ppa(run: Run) -> None:
+    """:class:`LedgerError` when a field of the ledger's ``meta.ppa`` that the report shows is present but not a
+    finite number >= 0 (an edited ledger: ``"491"``, ``null``); a missing one shows as 0, as before."""
+    ppa = run.ledger.meta.get("ppa")
+    if not isinstance(ppa, dict):
+        return
+    for key in PPA_FIELDS:
+        if key in ppa and (_float(ppa[key]) is None or ppa[key] < 0):
+            raise LedgerError(f"ledger '{run.label}': meta.ppa.{key} must be a finite number >= 0, got "
+                              f"{short(ppa[key])}; regenerate the ledger with npukit sim")
 
 
 def _repriced_ppa(run: Run, ppa: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 from .palette import KIND_COLORS, component_colors
 from .report_groups import is_other, top_groups
 from .report_model import LayerView, Run
+from .report_render import no_surrogates
 
 PJ_PER_UJ = 1e6
 FIG_WIDTH_IN = 10.0  # 1,000 px at 100 dpi
@@ -27,8 +28,21 @@ MAX_LABEL = 44  # characters of a name on an axis; longer ones lose their middle
 
 
 def fig_text(s: str) -> str:
-    """A name as figure text: control characters (newlines, CR, tabs) as spaces."""
-    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(s))
+    """A name as figure text: control characters (newlines, CR, tabs) as spaces, a non-UTF-8 byte (an unpaired
+    surrogate, which matplotlib cannot draw) as its ``\\udcNN`` escape."""
+    return no_surrogates(re.sub(r"[\x00-\x1f\x7f]+", " ", str(s)))
+
+
+def drawable(fig: Any) -> Any:
+    """``fig`` with every text on it (titles, ticks, legends, annotations) free of unpaired surrogates
+    (:func:`no_surrogates`): a name from a hostile ledger that reached a figure by another way still draws."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        s = t.get_text()
+        if isinstance(s, str) and s != (clean := no_surrogates(s)):
+            t.set_text(clean)
+    return fig
 
 
 def axis_label(s: str, limit: int = MAX_LABEL) -> str:
@@ -44,7 +58,7 @@ def png(fig: Any) -> bytes:
     """A matplotlib Figure as PNG bytes (100 dpi, no software tag: the same figure gives the same bytes)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    FigureCanvasAgg(fig)
+    FigureCanvasAgg(drawable(fig))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()

@@ -266,9 +266,11 @@ def _check_numbers(led: Ledger, label: str) -> None:
 
 
 def summarise(led: Ledger, label: str, source: str, table: EnergyTable, depth: int) -> Run:
-    """Price ``led`` with ``table`` and group it into layers (scopes truncated to ``depth`` components)."""
+    """Price ``led`` with ``table`` and group it into layers (scopes truncated to ``depth`` components; a multi-core
+    ledger's per-core scopes folded into their layer first, :func:`fold_core_scopes`)."""
     _check_numbers(led, label)
     run = Run(label=label, source=source, ledger=led, table=table, arch=_arch_of(led))
+    led = fold_core_scopes(led)
     matrix = led.energy_matrix(table, depth)  # scope -> component -> pJ
     kinds: dict[str, None] = {"compute": None, "stall": None}
     by_kind: dict[str, dict[str, float]] = {}
@@ -299,6 +301,40 @@ def summarise(led: Ledger, label: str, source: str, table: EnergyTable, depth: i
     run.components = comps
     run.multicore = check_multicore_meta(led.meta.get("multicore"), run.cycles, label)
     return run
+
+
+def fold_core_scopes(led: Ledger) -> Ledger:
+    """``led`` with the counts a multi-core simulation recorded per core (``<workload>/<layer>/<core>``, a layer
+    split over cores) moved to their layer's scope (``<workload>/<layer>``, where its cycles and facts are), so a
+    layer's cycles, energy, MACs and DRAM bytes group together at every depth; ``led`` itself when it is not a
+    multi-core ledger or records nothing per core. A scope is folded only when its last part(s) name one of the
+    ledger's cores (``meta.multicore.core_names``) and the rest is a scope with cycles or facts. Before, ``--depth 3``
+    showed each layer's cycles in one row and its energy in per-core rows with no cycles."""
+    mc = led.meta.get("multicore") if isinstance(led.meta, dict) else None
+    names = mc.get("core_names") if isinstance(mc, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip("/") for n in names):
+        return led
+    layers = {sc for sc, _ in led.cycles} | set(led.layers)
+    cores = set(names)
+    nested = [n for n in cores if "/" in n]  # a core name with a slash spans several scope parts
+
+    def layer_of(scope: str) -> str | None:
+        parent, _, last = scope.rpartition("/")
+        if last in cores and parent in layers:
+            return parent
+        for n in nested:
+            if scope.endswith("/" + n) and scope[: -len(n) - 1] in layers:
+                return scope[: -len(n) - 1]
+        return None
+
+    moved = {sc: layer for sc in {k[0] for k in led.counts} if (layer := layer_of(sc)) is not None}
+    if not moved:
+        return led
+    out = Ledger(meta=led.meta)
+    out.components, out.cycles, out.layers = led.components, led.cycles, led.layers
+    for (sc, comp, act, bits), n in led.counts.items():
+        out.counts[(moved.get(sc, sc), comp, act, bits)] += n
+    return out
 
 
 def _truncate(scope: str, depth: int) -> str:

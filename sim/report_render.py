@@ -11,16 +11,33 @@ The HTML has no script, no stylesheet or image by reference and no link: one fil
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
+import json
 import re
 from pathlib import Path
 from typing import Any
 
-from .output import markdown_table, md_cell, md_line_start, write_files_atomically
+from .output import check_targets, markdown_table, md_cell, md_line_start, write_files_atomically
 
 Block = tuple[Any, ...]
 Text = str | list[Any]
 PJ_PER_UJ = 1e6
+MANIFEST = "report.manifest.json"  # the files a report wrote (name -> SHA-256), so --overwrite can drop the stale ones
+MANIFEST_FORMAT = "npukit-report-files/1"
+_MANIFEST_LIMIT = 1 << 20  # bytes of a manifest read back (a report writes a few hundred)
+_REPORT_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\.(?:png|csv|md|html)")  # names a report writes
+
+
+def no_surrogates(text: str) -> str:
+    """``text`` with every unpaired surrogate written as ``\\udcNN``: a byte of a non-UTF-8 file name, argument or
+    path (how Python decodes it) becomes the escape a terminal shows (:func:`npukit.sim.terminal.tolerant_streams`),
+    text that UTF-8 files and matplotlib accept; other text is returned as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def bold(s: Any) -> tuple[str, str]:
@@ -187,20 +204,69 @@ def to_html(doc: list[Block], figures: dict[str, tuple[bytes, str]]) -> str:
 
 
 def write_document(out: Path, doc: list[Block], figures: dict[str, tuple[bytes, str]],
-                   extra: dict[str, bytes] | None = None) -> dict[str, Path]:
+                   extra: dict[str, bytes] | None = None, *, overwrite: bool = True,
+                   manifest: bool = False) -> dict[str, Path]:
     """Write ``doc`` as ``out/report.md`` and ``out/report.html``, every figure as ``out/NAME`` (PNG) and each
     ``extra`` file (name -> bytes), all or none (:func:`~npukit.sim.output.write_files_atomically`); returns
-    {'md', 'html', figure or extra name: path}."""
+    {'md', 'html', figure or extra name: path}. Text that is not UTF-8 (unpaired surrogates from non-UTF-8 names) is
+    written as ``\\udcNN`` escapes. Every target is checked first (:func:`~npukit.sim.output.check_targets`).
+
+    ``overwrite``: False refuses (:class:`ConfigError`, nothing written) a target that exists, as ``npukit sim``
+    refuses another run's files. ``manifest``: also write :data:`MANIFEST` (each file's name and SHA-256, not in
+    the returned dict) and, after the files, remove those an earlier report's manifest listed and this one does not
+    write, each only while it still holds the bytes that report wrote: no file another run wrote is deleted."""
     files: dict[str, tuple[Path, bytes]] = {
-        "md": (out / "report.md", to_markdown(doc).encode()),
-        "html": (out / "report.html", to_html(doc, figures).encode()),
+        "md": (out / "report.md", to_markdown(doc).encode("utf-8", "backslashreplace")),
+        "html": (out / "report.html", to_html(doc, figures).encode("utf-8", "backslashreplace")),
     }
     for name, (data, _) in figures.items():
         files[name] = (out / name, data)
     for name, data in (extra or {}).items():
         files[name] = (out / name, data)
+    written = {key: path for key, (path, _) in files.items()}
+    listing = {path.name: hashlib.sha256(data).hexdigest() for path, data in files.values()}
+    if manifest:
+        text = json.dumps({"format": MANIFEST_FORMAT, "files": listing}, indent=1) + "\n"
+        files[MANIFEST] = (out / MANIFEST, text.encode())
+    targets = check_targets(out, [path.name for path, _ in files.values()])  # links, folders, length: before a byte
+    if not overwrite:
+        from .run_name import refuse_existing
+
+        refuse_existing(targets, overwrite)
+    earlier = _earlier_files(out) if manifest else {}
     write_files_atomically(list(files.values()))
-    return {key: path for key, (path, _) in files.items()}
+    _remove_stale(out, {n: h for n, h in earlier.items() if n not in listing})
+    return written
+
+
+def _earlier_files(out: Path) -> dict[str, str]:
+    """The files (name -> SHA-256) the manifest in ``out`` lists, if it is one a report wrote; {} otherwise (none,
+    unreadable or not a manifest: then nothing is removed)."""
+    path = out / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
+            return {}
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT else None
+    if not isinstance(files, dict):
+        return {}
+    return {n: h for n, h in files.items() if isinstance(n, str) and _REPORT_FILE.fullmatch(n) and n != MANIFEST
+            and isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h)}
+
+
+def _remove_stale(out: Path, stale: dict[str, str]) -> None:
+    """Remove each ``out/name`` that is a regular file (not a link) still holding the bytes of SHA-256 ``digest``;
+    one that changed since (another run wrote it) or cannot be read is kept."""
+    for name, digest in stale.items():
+        path = out / name
+        try:
+            if path.is_symlink() or not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                continue
+            path.unlink()
+        except OSError:
+            continue
 
 
 def fmt_rel(new: float, base: float) -> str:
