@@ -75,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
     print("PsumQuant on real data: a digits CNN at 32-bit vs 8-bit psumquant psums (trained once, cached) ...")
     print(digits_demo_summary(out))
+    from npukit.sim.report_render import MANIFEST
+
     for path in paths.values():  # report.md, report.html, the figures
         print(f"wrote {path}")
+    print(f"wrote {Path(out) / 'report' / MANIFEST}")  # the files the report wrote, for a later --overwrite
     print(f"report: {paths['html']}")
     return 0
