@@ -87,6 +87,14 @@ def multicast(dim: str, i: int) -> str:
     return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
 
 
+def lead_ranks(dim: str, live: list[int]) -> dict[int, int]:
+    """Each working share's position for :func:`multicast` and the K split's reducer (the first fetches and reduces):
+    on a 1-D split its rank among the shares ``live`` (their indices) that have work, so a split whose first core gets
+    nothing (a balanced cut over unequal cores) still has one core fetch each multicast operand and one reduce; on a
+    grid its own index (a grid's shares are even)."""
+    return {i: (n if grid(dim) is None else i) for n, i in enumerate(live)}
+
+
 def split_extent(layer: Layer, dim: str, c: int) -> tuple[str, int] | None:
     """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``M`` when ``c`` divides the
     batch), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``), else ``dim``

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._multicore_cost import gemm_floor, multicast, sub_layer
+from ._multicore_cost import gemm_floor, lead_ranks, multicast, sub_layer
 from .errors import ConfigError
 from .workload import Layer
 
@@ -70,13 +70,14 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
     ways = len(cores)
     shares = []
     bounds = r.share_bounds(layer, cores, dim, fin, fout, ffil)  # the shares gemm_parts gives them
-    for i, core in enumerate(cores):
-        sub = sub_layer(layer, dim, ways, i, bounds)
-        if sub is not None:
-            c = r.m.cores[core]
-            shares.append((c.arch, *gemm_floor(sub, c.arch, r.memo, dim=dim, ways=ways, reducer=i == 0, fused_in=fin,
-                                               fused_out=fout, fused_filter=ffil, nest=c.nest,
-                                               multicast=multicast(dim, i) if r.ic.multicast else "")))
+    subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
+    live = [i for i, sub in enumerate(subs) if sub is not None]
+    lead = lead_ranks(dim, live)  # as gemm_parts: the first working core fetches and reduces
+    for i in live:
+        c = r.m.cores[cores[i]]
+        shares.append((c.arch, *gemm_floor(subs[i], c.arch, r.memo, dim=dim, ways=ways, reducer=lead[i] == 0,
+                                           fused_in=fin, fused_out=fout, fused_filter=ffil, nest=c.nest,
+                                           multicast=multicast(dim, lead[i]) if r.ic.multicast else "")))
     dram = r.m.dram
     pooled = len(shares) >= 2 and r.ref.bandwidth_mode != "calc" and r.ref.memory != "scalesim"
     moved = sum(s[2] for s in shares)
@@ -85,7 +86,7 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
         stall = 0.0
         if byts > 0 and arch.bandwidth_mode != "calc":
             port = arch.dram_bandwidth_bytes_per_cycle
-            stall = max(byts / port, moved / dram.total_bandwidth if pooled else byts / dram.share(ways, port))
+            stall = max(byts / port, moved / dram.total_bandwidth if pooled else byts / dram.share(len(shares), port))
         hit = max(hit, (cycles + stall) * (1 - 1e-9))
     r.memo[key] = hit
     return hit

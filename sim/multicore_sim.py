@@ -29,6 +29,7 @@ from ._multicore_cost import (  # noqa: I001
     even_bounds,
     gemm_part,
     halo_elements,
+    lead_ranks,
     multicast,
     split_extent,
     sub_layer,
@@ -244,32 +245,39 @@ class _Run:
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
                dim, fin, fout, ffil, halo, bounds)
         if key not in self.memo:
-            parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None,
-                                                      bounds))
-            if self.m.objective != "energy" and len(parts) > 1 and not any(self.m.cores[c].nest for c in cores):
-                # the mapper times a share's DRAM stalls alone, the split re-times them with the channels shared: of
-                # the shares' latency-, energy- and EDP-best mappings the split keeps the set that ranks first so
-                # re-timed (before 2026-12-07 the chip's own always: tpu_v4's 1024 x 256 x 768 GEMM took 4,894
-                # cycles under latency, 3,552 under energy; under energy a share's energy does not move with its
-                # stalls, so its energy-best mapping stays best)
-                used = self.arch_for(cores[0], len(cores)).objective
-                cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil,
-                                                                      prod if halo else None, bounds, alt))
-                                   for alt in ("latency", "energy", "edp") if alt != used]
-                parts = min(cands, key=lambda ps: split_rank(sum(map(self._energy, ps)), max(p.busy for p in ps),
-                                                             self.m.objective))
-            self.memo[key] = parts
+            self.memo[key] = self._ranked_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None, bounds)
         return self.memo[key]
+
+    def _ranked_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
+                      prod: Layer | None, bounds: tuple[int, ...] | None) -> list[Part]:
+        """The split's parts, the DRAM channels shared (:meth:`_share_dram`). The mapper times a share's DRAM stalls
+        as a layer alone on its share of the channels, the split re-times them with the channels shared (and a fused
+        share moves other bytes than the layer the mapper saw), so on a chip of several MAC cores whose objective is
+        ``latency`` or ``edp`` the shares are mapped under each of latency, energy and EDP and the set that ranks
+        first under the chip's objective so re-timed is kept (2026-12-07; before, the chip's own mapping always:
+        tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency, 3,552 under energy). Under ``energy`` a
+        share's energy does not move with its stalls, so its energy-best mapping stays best; a one-core chip stays
+        the single-core simulator; loop-nest cores map by their own search."""
+        parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds))
+        if self.m.objective == "energy" or len(self.m.mac_cores) < 2 or not parts or \
+                any(self.m.cores[c].nest for c in cores):
+            return parts
+        used = self.arch_for(cores[0], len(cores)).objective
+        cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt))
+                           for alt in ("latency", "energy", "edp") if alt != used]
+        return min(cands, key=lambda ps: split_rank(sum(map(self._energy, ps)), max(p.busy for p in ps),
+                                                    self.m.objective))
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
                     prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "") -> list[Part]:
         ways = len(cores)
         bounds = bounds or self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
         subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
-        active = sum(sub is not None for sub in subs)  # a core given nothing takes no DRAM channel
-        return [self._part(sub, core, i, ways, dim, fin, fout, ffil,
-                           halo_elements(prod, layer, ways, i) if prod is not None else 0, active, mapped)
-                for i, (core, sub) in enumerate(zip(cores, subs, strict=True)) if sub is not None]
+        live = [i for i, sub in enumerate(subs) if sub is not None]  # a core given nothing takes no DRAM channel
+        lead = lead_ranks(dim, live)  # and the first working core fetches the multicast operands and reduces
+        return [self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
+                           halo_elements(prod, layer, ways, i) if prod is not None else 0, len(live), mapped)
+                for i in live]
 
     def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
               halo: int, active: int = 0, mapped: str = "") -> Part:
@@ -314,7 +322,7 @@ class _Run:
                 return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
 
             def rank(bounds: tuple[int, ...]) -> tuple[float, float]:  # the split under the objective, as best_dim
-                parts = self._share_dram(self._gemm_parts(layer, cores, dim, "", "", "", None, bounds))
+                parts = self._ranked_parts(layer, cores, dim, "", "", "", None, bounds)
                 return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective)
 
             cuts: list[tuple[int, ...]] = []
@@ -454,7 +462,7 @@ class _Run:
         self.ledger.merge(one)
         row = {"name": op.name, "kind": op.kind, "start_cycle": start, "cycles": crit.busy * scale,
                "compute_cycles": crit.compute * scale, "stall_cycles": crit.stall * scale,
-               "vector_cycles": crit.compute * scale if kind == "vector" else 0.0,  # as one core's: in compute too
+               "vector_cycles": crit.vector_busy * scale,  # the vector unit's busy cycles, as one core's rows
                "interconnect_cycles": crit.link_exposed * scale, "cores": len(parts),
                "core_ids": " ".join(str(p.core) for p in parts), "macs": op.macs,
                "dram_bytes": sum(p.dram_bytes for p in parts), "interconnect_bytes": sum(p.link_bytes for p in parts),

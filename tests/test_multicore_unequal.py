@@ -333,3 +333,20 @@ def test_a_single_layer_keeps_the_balanced_cut_only_when_it_ranks_better(tmp_pat
     assert step(first) > 1.1 * step(even)  # the fit on two sizes missed
     kept = r.share_bounds(g, cs, "M", "", "")
     assert step(kept or even) == min(step(first), step(refit), step(even))
+
+
+def test_a_split_whose_first_core_gets_nothing_still_fetches_and_reduces(tmp_path: Path) -> None:
+    """A balanced cut may give the fastest core (the first) nothing: the first core with work then fetches the
+    multicast operand from DRAM and reduces a K split. Before, the others were costed as receiving a fetch nobody made
+    (a 4096 x 7 x 1024 GEMM's N split read 35.8 KB from DRAM, not its 4 MB input) and the search picked that cut."""
+    chip = _chip(tmp_path, "mixed", SMALL + BIG, objective="edp")  # npu128 listed last: mac_cores[0] is it
+    g = Layer("g", 4096, 7, 1024)
+    r = _Run(Workload("w", [g]), chip, load_table("horowitz45"), {})
+    cs = chip.mac_cores
+    idle_first = r.gemm_parts(g, cs, "N", "", "", bounds=(0, 0, 4, 7))
+    assert [p.core for p in idle_first] == cs[1:]
+    assert sum(p.dram_bytes for p in idle_first) >= 4096 * 1024  # the input, once
+    k = Layer("k", 64, 64, 4096)
+    parts = r.gemm_parts(k, cs, "K", "", "", bounds=(0, 0, 2048, 4096))
+    whole = r.gemm_parts(k, cs, "K", "", "", bounds=(0, 4096, 4096, 4096))
+    assert sum(p.write_bytes for p in parts) == pytest.approx(sum(p.write_bytes for p in whole))  # one core writes C
