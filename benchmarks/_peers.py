@@ -25,8 +25,9 @@ def newer_python(major: int, minor: int) -> str | None:
 def peer_python(explicit: str | None, env_var: str, venv: Path, pin: tuple[str, ...], probe: str,
                 install: bool, base: str | None = None) -> str | None:
     """The python of the peer's virtualenv: ``explicit``, else ``$env_var``, else ``venv`` (created with ``pin``
-    on ``base``, default this interpreter, when ``install``); None when it is absent, cannot be installed (one line
-    says why) or cannot run ``probe`` (an import statement)."""
+    on ``base``, default this interpreter, when ``install``); None when it is absent, cannot be installed or cannot
+    be run at all (a folder, a file without execute permission: one line says why each time) or cannot run
+    ``probe`` (an import statement)."""
     exe = explicit or os.environ.get(env_var) or str(venv / "bin" / "python")
     if install and not Path(exe).exists():
         print(f"installing {' '.join(pin)} into {venv}")
@@ -43,5 +44,9 @@ def peer_python(explicit: str | None, env_var: str, venv: Path, pin: tuple[str, 
         exe = str(venv / "bin" / "python")
     if not Path(exe).exists():
         return None
-    ok = subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0
+    try:
+        ok = subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0
+    except OSError as e:  # a folder or a file this user cannot run: absent, as far as the caller goes
+        print(f"cannot run {exe!r}: {e.strerror or e}")
+        return None
     return exe if ok else None

@@ -16,13 +16,19 @@ not counted).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from npukit.benchmarks._args import Parser, int_list, out_folder
 from npukit.benchmarks._timing import spread, wide_warnings
+from npukit.sim import ConfigError
 
 MODELS = {
     "llama-3.1-70b prefill 2048": "llama-3.1-70b:seq=2048",
@@ -33,6 +39,30 @@ MODELS = {
 
 MOST_CORES = 64  # the search's time grows with the cores: 10-20 s a simulation at 64 on this 2-core machine (1,024,
 # which a chip may have, ran past 90 s on one model)
+
+
+def publish(out_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
+    """``out_dir / name`` written by ``write`` (given the path to write) without ever replacing a file there: ``write``
+    makes it in a hidden folder beside it, and a hard link puts it in place, which fails when the name is taken (two
+    runs into one ``--out``: the later one is refused with ConfigError, the earlier one's file kept)."""
+    final = out_dir / name
+    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}."))
+    try:
+        made = write(stage / name)
+        try:
+            try:
+                os.link(made, final)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this file system: claim the name, then move the file onto the claim
+                os.close(os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                os.replace(made, final)
+        except FileExistsError:
+            raise ConfigError(f"'{final}' was written by another run while this one worked; it is kept (use a new "
+                              "--out)") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return final
 
 
 def main() -> int:
@@ -65,6 +95,7 @@ def main() -> int:
         if len(set(names)) < len(names):
             raise ValueError("--models: a model is named twice")
         out_folder(args.out, ("multicore_scaling.csv", "multicore_scaling.png"))
+        out = prepare_out_dir(args.out)  # made now: a path that turns unusable later cannot lose the run's work
     except (ValueError, NpukitError) as exc:
         print(f"bench_multicore_scaling: error: {exc}", file=sys.stderr)
         return 2
@@ -102,8 +133,18 @@ def main() -> int:
     print(format_table(headers, table))
     for ln in wide_warnings(rows, lambda r: f"{r['model']} on {r['cores']} cores, simulation wall time"):
         print(ln)
-    out = prepare_out_dir(args.out)
-    print(f"wrote {write_csv(Path(out) / 'multicore_scaling.csv', rows)}")
+    try:
+        print(f"wrote {publish(Path(out), 'multicore_scaling.csv', lambda p: write_csv(p, rows))}")
+        fig = figure(rows, names, cores)
+        print(f"wrote {publish(Path(out), 'multicore_scaling.png', lambda p: write_figure(p, fig, dpi=110))}")
+    except (NpukitError, OSError) as exc:
+        print(f"bench_multicore_scaling: error: could not write the results: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def figure(rows: list[dict], names: list[str], cores: tuple[int, ...]) -> Any:  # a matplotlib Figure
+    """The four scaling panels (speedup, energy, MAC utilization, interconnect share) of ``rows`` against cores."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 3.6))
@@ -125,8 +166,7 @@ def main() -> int:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    print(f"wrote {write_figure(Path(out) / 'multicore_scaling.png', fig, dpi=110)}")
-    return 0
+    return fig
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ Stream is absent. See docs/multicore.md for what differs and why.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import subprocess
 import sys
@@ -80,8 +82,15 @@ def core_yaml(path: str) -> Path:
     for site in sorted(VENV.glob("lib/python3*/site-packages")):
         if (site / tail).exists():
             return site / tail
-    raise SystemExit(f"bench_vs_stream: Stream's core file {path} is not here and {tail} is not under {VENV}; "
-                     "install Stream (--install) or rerun Stream")
+    raise SystemExit(f"bench_vs_stream: Stream's core file {_shown(path)} is not here and {_shown(tail)} is not under "
+                     f"{VENV}; install Stream (--install) or rerun Stream")
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` for an error line: control characters escaped (a NUL or an escape sequence never reaches the
+    terminal raw), cut to ``limit`` characters."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 # ONNX operator types of the workloads' GEMMs and convs, and of their elementwise ops (Stream sends a core only the
@@ -177,6 +186,16 @@ def _positive(run: dict, key: str, where: str) -> None:
         raise ValueError(f"{where}: {key} must be a positive finite number, got {str(v)[:40]!r}")
 
 
+def _link_energy(link: dict, where: str) -> None:
+    """A link's ``unit_energy_cost`` (pJ/bit): null (none given) or a finite number >= 0; ValueError otherwise."""
+    if "unit_energy_cost" not in link:
+        raise ValueError(f"{where} lacks unit_energy_cost (pJ/bit; null when none is given)")
+    v = link["unit_energy_cost"]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e300):
+        raise ValueError(f"{where}: unit_energy_cost must be a finite number >= 0 (pJ/bit) or null, got "
+                         f"{_shown(str(v), 40)!r}")
+
+
 def load_runs(path: str, cases: tuple[str, ...] | None, hardware: tuple[str, ...] | None) -> dict:
     """A ``stream_runs.json`` of this benchmark, checked whole before anything is written and kept to ``cases`` and
     ``hardware`` (None: all); ValueError (one line) when it is not one: each hardware a summary naming its chip file
@@ -205,7 +224,9 @@ def load_runs(path: str, cases: tuple[str, ...] | None, hardware: tuple[str, ...
             chip = chip_yaml(hw)
             for link in hw["links"]:
                 _positive(link, "bandwidth_bits", f"{where}: a link of {hw['name']}")
-                str(link["type"])
+                if not isinstance(link["type"], str):
+                    raise TypeError(f"a link's type must be a string, got {_shown(str(link['type']), 40)!r}")
+                _link_energy(link, f"{where}: a link of {hw['name']}")
         except (KeyError, TypeError, AttributeError, SystemExit) as exc:
             raise ValueError(f"{where}: hardware {hw['name']}: {exc}") from None
         if not chip.is_file():
@@ -241,8 +262,9 @@ def load_runs(path: str, cases: tuple[str, ...] | None, hardware: tuple[str, ...
                 _positive(run, key, at)
             try:
                 stream_terms(run)
-            except (KeyError, TypeError, AttributeError, ZeroDivisionError, ValueError) as exc:
-                raise ValueError(f"{at}: Stream's slots are not readable ({type(exc).__name__}: {exc})") from None
+            except (KeyError, TypeError, AttributeError, ZeroDivisionError, ValueError, OverflowError) as exc:
+                raise ValueError(f"{at}: Stream's slots are not readable ({type(exc).__name__}: "
+                                 f"{_shown(str(exc))})") from None
         if (cases is None or case in cases) and (hardware is None or name in hardware):
             runs.append(run)
     if not runs:
@@ -254,20 +276,47 @@ def stream_terms(run: dict) -> dict:
     """Stream's latency of one run by its terms, summed over its fusion groups (``slots`` of ``_stream_driver``):
     each group's ``total = iterations x per_iteration - (iterations - 1) x overlap + fill``, a slot lasting as long
     as the slowest node or transfer in it. Returns the groups, iterations (the largest of any group), cycles of the
-    slots that hold a node (``node_slot_cycles``) and of those that hold only transfers, overlap and fill."""
+    slots that hold a node (``node_slot_cycles``) and of those that hold only transfers, overlap and fill.
+    ValueError when a latency term or a slot's cycles is not a finite number >= 0, or a sum overflows."""
     out = {"groups": 0, "iterations": 0, "node_slot_cycles": 0.0, "transfer_slot_cycles": 0.0, "overlap": 0.0,
            "fill": 0.0}
     for g in run.get("slots") or []:
-        lat = g["latency"]
+        lat = {k: _cycles(g["latency"][k], f"latency {k}") for k in ("total", "per_iteration", "overlap", "fill")}
         step = lat["per_iteration"] - lat["overlap"]
-        its = round((lat["total"] - lat["fill"] - lat["per_iteration"]) / step) + 1 if step > 0 else 1
+        q = (lat["total"] - lat["fill"] - lat["per_iteration"]) / step if step > 0 else 0.0
+        if not math.isfinite(q):
+            raise ValueError("the iterations of a group overflow (latency total / (per_iteration - overlap))")
+        its = round(q) + 1 if step > 0 else 1
         out["groups"] += 1
         out["iterations"] = max(out["iterations"], its)
         for sl in g["slots"]:
-            out["node_slot_cycles" if sl["nodes"] else "transfer_slot_cycles"] += sl["cycles"]
+            out["node_slot_cycles" if sl["nodes"] else "transfer_slot_cycles"] += _cycles(sl["cycles"], "slot cycles")
         out["overlap"] += lat["overlap"]
         out["fill"] += lat["fill"]
+    if not all(math.isfinite(v) for v in out.values()):
+        raise ValueError("the slots' cycles overflow when summed")
     return out
+
+
+def _cycles(v: object, what: str) -> float:
+    """A cycle count of Stream's slots: a finite number >= 0 (bool refused); ValueError otherwise."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e300:
+        raise ValueError(f"{what} must be a finite number >= 0, got {_shown(str(v), 40)!r}")
+    return v
+
+
+def check_stream_python(path: str) -> None:
+    """``--stream-python``: ValueError (one line) when it is empty, or names a folder or a file this user cannot
+    run. A path that does not exist is left to the caller (Stream absent: the benchmark skips)."""
+    if not path.strip():
+        raise ValueError("--stream-python is empty; pass the python of a virtualenv with stream-dse, or leave it out "
+                         "(default .peers/stream)")
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--stream-python '{_shown(path)}' is a folder; pass its bin/python")
+    if p.exists() and not os.access(p, os.X_OK):
+        raise ValueError(f"--stream-python '{_shown(path)}' is not an executable file; pass the python of a "
+                         "virtualenv with stream-dse")
 
 
 def main() -> int:
@@ -294,6 +343,8 @@ def main() -> int:
             raise ValueError("--cases is empty; name cases, default or held-out")
         if args.hardware is not None and not args.hardware.strip():
             raise ValueError("--hardware is empty; name Stream hardware YAMLs, e.g. tpu_like_quad_core")
+        if args.stream_python is not None:
+            check_stream_python(args.stream_python)
         cases = parse_cases(args.cases or "default")
         hardware = tuple(dict.fromkeys(h.strip() for h in (args.hardware or ",".join(SIDE_BY_SIDE)).split(",")))
         if bad := [h for h in hardware if not re.fullmatch(r"[A-Za-z0-9_]+", h)]:

@@ -18,13 +18,34 @@ shapes (more than one tile of XLA's loop) it prints predictions for the record a
 line parts from them on a 512..4096 grid. It also scores npukit's general multi-core simulator on the ``tpu_v4``
 preset under the same protocol (two parameters calibrated: ``benchmarks/_tpu_sim.py``). Writes
 ``tpu_predictions.csv`` and ``tpu_measured_vs_predicted.png`` under ``--out``.
+
+``tpu_predictions.csv`` has one row per shape (the shipped shapes, or the ``--measured`` ones); times in µs. Its
+columns do not all come from the same protocol:
+
+* ``measured_us``: the measurement;
+* ``predicted_us``, ``error_pct`` (100 x (predicted - measured) / measured): the model. Without ``--measured``
+  left out: each shape predicted by the fit on the other size classes (the plot's and the ten worst shapes'
+  numbers). With ``--measured``: the fit on all shipped shapes;
+* ``mxu_us_at_peak``, ``hbm_us_at_peak``: the mechanism's MXU and HBM terms at the peaks (no fit);
+* ``baseline_us``: the baseline line fitted on **all** shipped shapes, in-sample on the shipped shapes (the
+  tables' left-out baseline scores are not in the CSV);
+* ``simulated_us``: npukit's multi-core simulator on the preset, uncalibrated;
+* ``simulator_us``: that simulator with t0 and scale fitted on **all** shipped shapes (in-sample, like the
+  baseline).
+
+So on the default run ``predicted_us`` is left out and ``baseline_us`` and ``simulator_us`` are not: row by row they
+favour the baseline and the simulator; the tables compare the three under one protocol.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +57,7 @@ from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, 
 from npukit.sim.textfile import check_file, read_text
 from npukit.sim.tpu import (
     GENERATIONS,
-    MAX_DIM,
+    MAX_TPU_DIM,
     N_PARAMS,
     STEADY_ETA_MXU,
     TILE,
@@ -71,13 +92,16 @@ MIN_US, MAX_US = 1e-3, 1e9  # a measured time outside this (µs) is not a matmul
 def read_rows(path: str | Path) -> list[Row]:
     """(kernel_name, (M, N, K), measured µs) rows of a measurement CSV; :class:`ConfigError` (one line) if it is
     not a readable UTF-8 file of at most 64 MiB with the columns :data:`COLUMNS` (each once), sizes from 1 to
-    ``MAX_DIM``, times from 0.001 µs to 10^9 µs, kernel names without control characters and no shape twice."""
+    :data:`npukit.sim.tpu.MAX_TPU_DIM`, times from 0.001 µs to 10^9 µs, kernel names without control characters and
+    no shape twice. Errors name the file line a row ends on (blank lines and quoted line breaks counted)."""
     p = Path(path)
     hint = f"pass a CSV with columns {', '.join(COLUMNS)}"
     if not str(path).strip():
         raise ConfigError(f"the measured CSV path is empty; {hint}")
     text = read_text(check_file(p, "measured CSV", ConfigError, hint), "measured CSV", ConfigError)
-    reader = csv.DictReader(text.splitlines(), strict=True)  # strict: an unclosed quote is an error, not a field
+    # newline="": lines split on \n, \r\n and \r only, as the csv module expects (str.splitlines also splits on
+    # U+2028, \x0c, ..., which a field may hold); strict: an unclosed quote is an error, not a field
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     names = reader.fieldnames or []
     missing = [c for c in COLUMNS if c not in names]
     if missing:
@@ -87,7 +111,8 @@ def read_rows(path: str | Path) -> list[Row]:
     rows: list[Row] = []
     seen: dict[Shape, int] = {}
     try:
-        for i, r in enumerate(reader, start=2):
+        for r in reader:
+            i = reader.line_num  # the file line this record ends on
             dims = [str(r[c] or "").strip() for c in ("dim_m", "dim_n", "dim_k")]
             avg = str(r["fusion_avg"] or "").strip()
             try:  # no digit separators (float() reads 1_0 as 10), no 5,000-digit numbers
@@ -97,9 +122,9 @@ def read_rows(path: str | Path) -> list[Row]:
             if not all(d.isascii() and d.isdigit() for d in dims) or not math.isfinite(t):
                 raise ConfigError(f"measured CSV '{p}' line {i}: dim_m/dim_n/dim_k must be integers "
                                   "and fusion_avg a number")
-            shape = tuple(int(d) if len(d) <= 18 else MAX_DIM + 1 for d in dims)  # int() refuses 4,301 digits
-            if min(shape) < 1 or max(shape) > MAX_DIM or not MIN_US <= t <= MAX_US:
-                raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_DIM} and the time "
+            shape = tuple(int(d) if len(d) <= 18 else MAX_TPU_DIM + 1 for d in dims)  # int() refuses 4,301 digits
+            if min(shape) < 1 or max(shape) > MAX_TPU_DIM or not MIN_US <= t <= MAX_US:
+                raise ConfigError(f"measured CSV '{p}' line {i}: sizes must be from 1 to {MAX_TPU_DIM} and the time "
                                   f"from {MIN_US:g} to {MAX_US:g} µs")
             name = str(r["kernel_name"] or "")
             if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
@@ -115,6 +140,30 @@ def read_rows(path: str | Path) -> list[Row]:
     if not rows:
         raise ConfigError(f"measured CSV '{p}' has no rows")
     return rows
+
+
+def publish(out_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
+    """``out_dir / name`` written by ``write`` (given the path to write) without ever replacing a file there: ``write``
+    makes it in a hidden folder beside it, and a hard link puts it in place, which fails when the name is taken (two
+    runs into one ``--out``: the later one is refused with ConfigError, the earlier one's file kept)."""
+    final = out_dir / name
+    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}."))
+    try:
+        made = write(stage / name)
+        try:
+            try:
+                os.link(made, final)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this file system: claim the name, then move the file onto the claim
+                os.close(os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                os.replace(made, final)
+        except FileExistsError:
+            raise ConfigError(f"'{final}' was written by another run while this one worked; it is kept (use a new "
+                              "--out)") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return final
 
 
 def shipped_rows() -> list[Row]:
@@ -386,8 +435,8 @@ def run(measured: str | None, out: str) -> int:
                          "mxu_us_at_peak": round(t.mxu_us, 4), "hbm_us_at_peak": round(t.hbm_us, 4),
                          "baseline_us": round(base(r[1]), 4), "simulated_us": round(sim[r[1]], 4),
                          "simulator_us": round(sim_fit(r[1]), 4)})
-    print(f"\nwrote {write_csv(out_dir / OUTPUTS[0], csv_rows)}")
-    print(f"wrote {plot(out_dir / OUTPUTS[1], target, pred, label)}")
+    print(f"\nwrote {publish(out_dir, OUTPUTS[0], lambda p: write_csv(p, csv_rows))}")
+    print(f"wrote {publish(out_dir, OUTPUTS[1], lambda p: plot(p, target, pred, label))}")
     return 0
 
 

@@ -48,19 +48,24 @@ Every shipped shape (M, N, K <= 1024) is one tile, so there ``t`` is the sum of 
   does besides streaming, serialised within one tile) and ``eta_hbm`` (fraction of the HBM bandwidth
   reached). Within a tile the terms add: the data fit a sum better than a max (docs/tpu.md).
 
-Everything here is plain arithmetic on shapes; :func:`fit` needs numpy.
+Everything here is plain arithmetic on shapes; :func:`fit` needs numpy. Bad input (a shape, chip or fit that
+is not one, or a fit whose parameters are not physical) raises :class:`npukit.sim.ConfigError` with one line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import numbers
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ._mapping import n_folds, stationary_cycles
 from .arch import Arch
+from .bounded import short
 from .errors import ConfigError
 
-__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "MAX_DIM",
+__all__ = ["TpuChip", "TPU_V4", "GENERATIONS", "TpuFit", "N_PARAMS", "TILE", "STEADY_ETA_MXU", "MAX_TPU_DIM",
            "matmul_terms", "first_tile_us", "predict_us", "fit"]
 
 #: How many parameters :func:`fit` calibrates (t0_us, eta_mxu, eta_hbm).
@@ -75,6 +80,46 @@ TILE = (512, 1024, 1024)
 #: matmul of 4096^3 bf16 runs at 84.3% of the chip's peak in the guide above (TPU v5e, timed from Python with
 #: its dispatch, so a lower bound there); carried to v4 and float16 as an estimate.
 STEADY_ETA_MXU = 0.843
+
+
+#: The largest matmul dimension (M, N or K) the predictor takes, in elements: an int32 extent, far past any chip's
+#: memory and small enough that every term stays a finite float. Not :data:`npukit.sim.MAX_DIM` (2**40, the
+#: largest dimension of a workload layer): a TPU shape must pass this one.
+MAX_TPU_DIM = 2**31 - 1
+#: The same value under its former name, kept for existing callers; prefer :data:`MAX_TPU_DIM` (``npukit.sim.MAX_DIM``
+#: is another, larger limit). Not exported by ``from npukit.sim.tpu import *``, so it never shadows that one.
+MAX_DIM = MAX_TPU_DIM
+
+
+def _count(owner: str, field: str, v: object, most: int = MAX_TPU_DIM) -> int:
+    """``v`` as a Python int from 1 to ``most`` (numpy integers taken, bool refused); ConfigError otherwise."""
+    try:
+        n = operator.index(v) if not isinstance(v, bool) else None
+    except TypeError:
+        n = None
+    if n is None or not 1 <= n <= most:
+        raise ConfigError(f"{owner} {field} must be an integer from 1 to {most}, got {short(v)}")
+    return n
+
+
+def _as_float(v: object) -> float:
+    """A real number (numpy's included, bool not) as a Python float; NaN for anything else or an int too large."""
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        return math.nan
+    try:
+        return float(v)
+    except (OverflowError, ValueError, TypeError):
+        return math.nan
+
+
+def _real(owner: str, field: str, v: object, lo: float, hi: float = math.inf, lo_open: bool = True,
+          hint: str = "") -> float:
+    """``v`` as a finite Python float in (lo, hi] (or [lo, hi] when not ``lo_open``); bool refused; ConfigError."""
+    x = _as_float(v)
+    if not (math.isfinite(x) and (lo < x if lo_open else lo <= x) and x <= hi):
+        span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]" if hi != math.inf else f"{'>' if lo_open else '>='} {lo:g}"
+        raise ConfigError(f"{owner} {field} must be a finite number {span}, got {short(v)}{hint}")
+    return x
 
 
 @dataclass(frozen=True)
@@ -97,6 +142,22 @@ class TpuChip:
     sublanes: int = 8
     mxu_dtype: str = "bf16"
     vmem_mib: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Each count an integer from 1 to :data:`MAX_TPU_DIM`, the clock and HBM bandwidth finite and positive, the
+        capacities finite and >= 0 (0: not given); ConfigError (one line) otherwise. Numbers are stored as Python
+        ints and floats."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"TpuChip name must be a non-empty string, got {short(self.name)}")
+        owner = f"TpuChip {short(self.name)}"
+        if not isinstance(self.mxu_dtype, str):
+            raise ConfigError(f"{owner} mxu_dtype must be a string, got {short(self.mxu_dtype)}")
+        for f in ("cores", "mxus_per_core", "mxu_rows", "mxu_cols", "sublanes"):
+            object.__setattr__(self, f, _count(owner, f, getattr(self, f)))
+        for f in ("clock_ghz", "hbm_gbps"):
+            object.__setattr__(self, f, _real(owner, f, getattr(self, f), 0.0))
+        for f in ("hbm_gib", "cmem_mib", "vmem_mib"):
+            object.__setattr__(self, f, _real(owner, f, getattr(self, f), 0.0, lo_open=False))
 
     @property
     def mxus(self) -> int:
@@ -138,11 +199,23 @@ GENERATIONS: dict[str, TpuChip] = {
 
 @dataclass(frozen=True)
 class TpuFit:
-    """The calibrated parameters: ``t0_us`` (µs), ``eta_mxu`` and ``eta_hbm`` (fractions of peak)."""
+    """The calibrated parameters: ``t0_us`` (µs, finite and >= 0), ``eta_mxu`` and ``eta_hbm`` (fractions of the
+    MXU and HBM peaks, in (0, 1]: no part of a chip runs faster than its peak). Anything else raises ConfigError
+    (one line); the fields are stored as Python floats."""
 
     t0_us: float
     eta_mxu: float
     eta_hbm: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "t0_us", _real("TpuFit", "t0_us", self.t0_us, 0.0, lo_open=False,
+                                                hint=" (a fixed time in µs)"))
+        for f in ("eta_mxu", "eta_hbm"):
+            # 1 / eta must be finite too: a rate of 1e-320 of the peak is a time of inf
+            v = _real("TpuFit", f, getattr(self, f), 0.0, 1.0, hint=" (a fraction of the peak)")
+            if not math.isfinite(1.0 / v):
+                raise ConfigError(f"TpuFit {f} must be a finite number (0, 1], got {v!r} (its inverse overflows)")
+            object.__setattr__(self, f, v)
 
 
 @dataclass(frozen=True)
@@ -173,17 +246,14 @@ class MatmulTerms:
         return self.hbm_us - self.first_hbm_us
 
 
-#: The largest matmul dimension the predictor takes (an int32 extent: far past any chip's memory, and small
-#: enough that every term stays a finite float).
-MAX_DIM = 2**31 - 1
-
-
-def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> None:
-    for name, v in (("M", m), ("N", n), ("K", k)):
-        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
-            raise ConfigError(f"matmul {name} must be an integer from 1 to {MAX_DIM}, got {v!r}")
-    if not (isinstance(dtype_bytes, int | float) and 0 < dtype_bytes <= 64):
-        raise ConfigError(f"dtype_bytes must be a number of bytes in (0, 64], got {dtype_bytes!r}")
+def _check_shape(m: int, n: int, k: int, dtype_bytes: float) -> tuple[int, int, int, float]:
+    """(M, N, K) as Python ints from 1 to :data:`MAX_TPU_DIM` (numpy integers taken; bool, floats and strings
+    refused) and ``dtype_bytes`` as a float in (0, 64] bytes (any real number but bool); ConfigError otherwise."""
+    dims = tuple(_count("matmul", name, v) for name, v in (("M", m), ("N", n), ("K", k)))
+    width = _as_float(dtype_bytes)
+    if not 0 < width <= 64:
+        raise ConfigError(f"dtype_bytes must be a number of bytes in (0, 64], got {short(dtype_bytes)}")
+    return dims[0], dims[1], dims[2], width
 
 
 def _stream_cycles(m_pad: int, n: int, k: int, chip: TpuChip) -> float:
@@ -202,7 +272,9 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
     The loop over tiles of :data:`TILE` reads A once per column of tiles and B once per row of tiles; the
     first tile (the whole matmul when it fits one) is reported apart.
     """
-    _check_shape(m, n, k, dtype_bytes)
+    if not isinstance(chip, TpuChip):
+        raise ConfigError(f"chip must be a TpuChip, got {type(chip).__name__}")
+    m, n, k, dtype_bytes = _check_shape(m, n, k, dtype_bytes)
     arch = chip.mxu_arch()
     m_pad = n_folds(m, chip.sublanes) * chip.sublanes
     tile_rows, tile_n, tile_k = chip.cores * TILE[0], TILE[1], TILE[2]
@@ -214,16 +286,33 @@ def matmul_terms(m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: fl
     first = _stream_cycles(min(m_pad, tile_rows), n1, k1, chip)
     cyc_per_us = chip.clock_ghz * 1e3
     byte_us = dtype_bytes / (chip.hbm_gbps * 1e3)
-    return MatmulTerms(fill_us=fill / cyc_per_us, mxu_us=stream / cyc_per_us,
-                       hbm_us=(m * k * cols_t + k * n * rows_t + m * n) * byte_us, cycles=round(fill + stream),
-                       folds=n_folds(k, arch.rows) * n_folds(n, arch.cols), first_mxu_us=first / cyc_per_us,
-                       first_hbm_us=(m1 * k1 + k1 * n1 + m1 * n1) * byte_us, tiles=rows_t * cols_t * deep_t)
+    times = (fill / cyc_per_us, stream / cyc_per_us, (m * k * cols_t + k * n * rows_t + m * n) * byte_us,
+             first / cyc_per_us, (m1 * k1 + k1 * n1 + m1 * n1) * byte_us)
+    if not all(math.isfinite(v) for v in (*times, fill + stream)):
+        raise ConfigError(f"the terms of {m}x{n}x{k} on {chip.name} overflow a float (clock {chip.clock_ghz:g} GHz, "
+                          f"HBM {chip.hbm_gbps:g} GB/s); use a chip with realistic rates")
+    return MatmulTerms(fill_us=times[0], mxu_us=times[1], hbm_us=times[2], cycles=round(fill + stream),
+                       folds=n_folds(k, arch.rows) * n_folds(n, arch.cols), first_mxu_us=times[3],
+                       first_hbm_us=times[4], tiles=rows_t * cols_t * deep_t)
 
 
 def first_tile_us(t: MatmulTerms, params: TpuFit) -> float:
     """The first tile's share of :func:`predict_us` (the whole prediction when the matmul is one tile), in µs:
     t0, the fill and drain, and the first tile's MXU and HBM times at the calibrated rates, added."""
-    return _first_us(t, params.t0_us, 1.0 / params.eta_mxu, 1.0 / params.eta_hbm)
+    _check_fit(params)
+    return _finite_us(_first_us(t, params.t0_us, 1.0 / params.eta_mxu, 1.0 / params.eta_hbm), "the first tile")
+
+
+def _check_fit(params: object) -> None:
+    if not isinstance(params, TpuFit):
+        raise ConfigError(f"params must be a TpuFit, got {type(params).__name__}")
+
+
+def _finite_us(t: float, what: str) -> float:
+    if not (math.isfinite(t) and t > 0):
+        raise ConfigError(f"the predicted time of {what} is not a finite, positive number of µs ({t!r}); "
+                          "check the chip's rates and the fit")
+    return t
 
 
 def _first_us(t: MatmulTerms, t0_us: float, inv_mxu: float, inv_hbm: float) -> float:
@@ -235,43 +324,93 @@ def _time_us(t: MatmulTerms, t0_us: float, inv_mxu: float, inv_hbm: float) -> fl
 
 
 def predict_us(params: TpuFit, m: int, n: int, k: int, chip: TpuChip = TPU_V4, dtype_bytes: float = 2.0) -> float:
-    """Predicted device time of one matmul fusion, in µs."""
-    return _time_us(matmul_terms(m, n, k, chip, dtype_bytes), params.t0_us, 1.0 / params.eta_mxu,
-                    1.0 / params.eta_hbm)
+    """Predicted device time of one matmul fusion ``(m x k) @ (k x n)`` with operands ``dtype_bytes`` bytes wide, in
+    µs: finite and positive, or ConfigError (one line) for a shape, chip or fit that is not one."""
+    _check_fit(params)
+    return _finite_us(_time_us(matmul_terms(m, n, k, chip, dtype_bytes), params.t0_us, 1.0 / params.eta_mxu,
+                               1.0 / params.eta_hbm), f"{m}x{n}x{k}")
 
 
-def fit(shapes: Sequence[tuple[int, int, int]], times_us: Sequence[float], chip: TpuChip = TPU_V4,
+#: Round-off a fit may show on exact data: a t0 this far below 0 µs, or an eta this far above 1, is read as 0 or 1.
+FIT_ROUNDOFF = 1e-9
+
+
+def fit(shapes: Iterable[tuple[int, int, int]], times_us: Iterable[float], chip: TpuChip = TPU_V4,
         dtype_bytes: float = 2.0) -> TpuFit:
     """Calibrate the :data:`N_PARAMS` parameters on measured times (µs) by least squares on the
     relative error (every shape counts alike, 1 µs or 40 µs). On one-tile shapes the model is linear in
-    (t0, 1/eta_mxu, 1/eta_hbm): one weighted linear solve. Shapes of several tiles add a max of two terms;
-    the solve is repeated with each such shape's larger term fixed by the previous solution until none changes."""
+    (t0, 1/eta_mxu, 1/eta_hbm): one weighted linear solve. Shapes of several tiles add a max of two terms, and
+    which term a shape takes depends on 1/eta_hbm alone: the fit solves each interval of 1/eta_hbm between those
+    switch points (and each switch point) and keeps the least squared error, the exact least-squares optimum.
+
+    ConfigError (one line) when the input is not shapes (M, N, K) with one finite, positive time each (at least
+    :data:`N_PARAMS`), when the shapes do not determine the three parameters (e.g. one shape repeated), or when
+    the best fit is not physical: t0 < 0 µs, or eta_mxu or eta_hbm outside (0, 1] (faster than the peak) or not
+    finite. (Within :data:`FIT_ROUNDOFF` of a bound, the bound is returned.)"""
     import numpy as np
 
-    if len(shapes) != len(times_us) or len(shapes) < N_PARAMS:
-        raise ConfigError(f"fit needs at least {N_PARAMS} shapes with one time each, got {len(shapes)} shapes "
-                          f"and {len(times_us)} times")
-    y = np.asarray(times_us, dtype=float)
+    try:
+        if isinstance(shapes, str | bytes) or isinstance(times_us, str | bytes):
+            raise TypeError
+        shape_list = [tuple(s) for s in shapes]
+        y = np.asarray(list(times_us), dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError("fit needs a sequence of (M, N, K) shapes and a sequence of times in µs, one number per "
+                          "shape") from None
+    if y.ndim != 1 or len(shape_list) != len(y) or len(shape_list) < N_PARAMS:
+        raise ConfigError(f"fit needs at least {N_PARAMS} shapes with one time each, got {len(shape_list)} shapes "
+                          f"and {y.size} times")
+    bad = next((s for s in shape_list if len(s) != 3), None)
+    if bad is not None:
+        raise ConfigError(f"fit: each shape is (M, N, K), got {short(bad)}")
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("fit needs finite, positive times")
-    terms = [matmul_terms(m, n, k, chip, dtype_bytes) for m, n, k in shapes]
+    terms = [matmul_terms(m, n, k, chip, dtype_bytes) for m, n, k in shape_list]
+    fill, fm, fh, rm, rh = (np.array([getattr(t, a) for t in terms]) for a in
+                            ("fill_us", "first_mxu_us", "first_hbm_us", "rest_mxu_us", "rest_hbm_us"))
     w = 1.0 / y
-    mxu_side = np.zeros(len(terms), dtype=bool)  # the rest of the loop bound by the MXUs (else by HBM)
-    for _ in range(50):
-        x = np.array([[1.0, t.first_mxu_us, t.first_hbm_us + (0.0 if b else t.rest_hbm_us)]
-                      for t, b in zip(terms, mxu_side, strict=True)])
-        rhs = y - np.array([t.fill_us + (t.rest_mxu_us / STEADY_ETA_MXU if b else 0.0)
-                            for t, b in zip(terms, mxu_side, strict=True)])
-        coef, *_ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
-        side = np.array([t.rest_mxu_us / STEADY_ETA_MXU > t.rest_hbm_us * coef[2] for t in terms])
-        if np.array_equal(side, mxu_side):
-            break
-        mxu_side = side
-    else:
-        raise ConfigError("fit did not settle which multi-tile shapes are MXU-bound in 50 solves; fit on fewer "
-                          "multi-tile shapes")
+    rest_mxu = rm / STEADY_ETA_MXU  # the later tiles' MXU time; their HBM time is rh * (1 / eta_hbm)
+    multi = np.array([t.tiles > 1 for t in terms])
+    # a multi-tile shape is MXU-bound while 1/eta_hbm < its switch point rest_mxu / rh
+    with np.errstate(divide="ignore"):
+        switch = np.where(multi & (rh > 0), rest_mxu / np.where(rh > 0, rh, 1.0), np.inf)
+
+    def loss(c: np.ndarray) -> float:
+        pred = c[0] + fill + fm * c[1] + fh * c[2] + np.maximum(rest_mxu, rh * c[2])
+        return float(np.sum(((pred - y) * w) ** 2))
+
+    def piece(below: float) -> tuple[np.ndarray, bool]:
+        """The linear solve with the shapes whose switch point lies above ``below`` on the MXU side."""
+        side = multi & (switch > below)
+        x = np.column_stack([np.ones(len(y)), fm, fh + np.where(side, 0.0, rh)])
+        rhs = y - (fill + np.where(side, rest_mxu, 0.0))
+        coef, _, rank, _ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
+        return coef, rank == N_PARAMS
+
+    def edge(inv_hbm: float) -> tuple[np.ndarray, bool]:
+        """The best fit with 1/eta_hbm fixed at a switch point (both sides agree there)."""
+        x = np.column_stack([np.ones(len(y)), fm])
+        rhs = y - (fill + fh * inv_hbm + np.maximum(rest_mxu, rh * inv_hbm))
+        coef, _, rank, _ = np.linalg.lstsq(x * w[:, None], rhs * w, rcond=None)
+        return np.array([coef[0], coef[1], inv_hbm]), rank == N_PARAMS - 1
+
+    points = np.unique(switch[np.isfinite(switch)])
+    cands = [piece(-np.inf)] + [piece(p) for p in points] + [edge(p) for p in points]
+    coef, full_rank = cands[0] if len(cands) == 1 else min(cands, key=lambda c: loss(c[0]))
+    if not full_rank:
+        raise ConfigError("fit: the shapes do not determine the three parameters (their terms are proportional: "
+                          "e.g. one shape repeated, or only shapes of several tiles, whose first tiles are all "
+                          "alike); add one-tile shapes (M, N, K <= 1024) that vary M, N and K")
     t0, inv_mxu, inv_hbm = (float(v) for v in coef)
-    if inv_mxu <= 0 or inv_hbm <= 0:
-        raise ConfigError("fit gave a non-positive MXU or HBM time: the shapes do not constrain the model "
-                          "(use shapes that vary M, N and K)")
-    return TpuFit(t0_us=t0, eta_mxu=1.0 / inv_mxu, eta_hbm=1.0 / inv_hbm)
+    if -FIT_ROUNDOFF <= t0 < 0:
+        t0 = 0.0
+    inv_mxu, inv_hbm = (1.0 if 1 - FIT_ROUNDOFF <= v < 1 else v for v in (inv_mxu, inv_hbm))
+    with np.errstate(all="ignore"):
+        eta_mxu, eta_hbm = (1.0 / v if v != 0 else math.inf for v in (inv_mxu, inv_hbm))
+    if not (math.isfinite(t0) and t0 >= 0 and 0 < eta_mxu <= 1 and 0 < eta_hbm <= 1 and inv_mxu < math.inf
+            and inv_hbm < math.inf):
+        raise ConfigError(f"fit gave t0 = {t0:.4g} µs, eta_mxu = {eta_mxu:.4g}, eta_hbm = {eta_hbm:.4g}: not "
+                          "physical (t0 >= 0 µs, each eta in (0, 1], no faster than the peak), so the times do not "
+                          "follow the model on these shapes; fit on more shapes, small and large (e.g. the shipped "
+                          "ones)")
+    return TpuFit(t0_us=t0, eta_mxu=eta_mxu, eta_hbm=eta_hbm)
