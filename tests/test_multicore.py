@@ -187,6 +187,7 @@ def test_cli_multicore(tmp_path, capsys) -> None:
     assert not (tmp_path / "o2").exists()
 
 
+@pytest.mark.slow
 def test_report_of_a_multicore_ledger_has_the_timeline(tmp_path) -> None:
     from npukit.sim import Ledger, write_report
 

@@ -117,6 +117,7 @@ def test_control_characters_in_names_are_escaped_on_the_terminal(tmp_path, capsy
     assert "\x1b" not in text and "a\\x1b[31mred" in text
 
 
+@pytest.mark.slow
 def test_a_long_arch_name_runs_and_its_ledger_reports(tmp_path) -> None:
     """A 5,000-character arch name: the run writes all four files (the timeline of a fresh result is not put through
     the ledger check, which once refused it after three files were written), and its ledger reports."""

@@ -86,6 +86,7 @@ def test_a_multicore_ledger_that_is_not_a_table_is_refused(ledger_json) -> None:
     assert check_multicore_meta(None, 10.0, "x") is None  # a single-core ledger
 
 
+@pytest.mark.slow
 def test_the_valid_ledger_reports_with_finite_numbers_and_refuses_a_second_run(tmp_path, capsys, ledger_json) -> None:
     p = tmp_path / "x.ledger.json"
     p.write_text(json.dumps(ledger_json))

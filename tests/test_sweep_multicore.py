@@ -39,6 +39,7 @@ def spec(folder: Path, text: str, name: str = "spec.toml") -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_each_row_is_simulate_multicore_on_its_chip(tmp_path) -> None:
     s = load_sweep_spec(spec(tmp_path, CHIP))
     assert s.multicore
