@@ -4,7 +4,10 @@ strictly, and ``--out`` is checked before any work (a folder that holds another 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from npukit.sim import ConfigError, short
@@ -40,3 +43,27 @@ def out_folder(out: str, names: Sequence[str]) -> Path:
         if p.exists() or p.is_symlink():
             raise ConfigError(f"--out '{out}' already holds {p.name} from another run; pass a new or empty folder")
     return folder
+
+
+def publish(out_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
+    """``out_dir / name`` written by ``write`` (given the path to write) without ever replacing a file there: ``write``
+    makes it in a hidden folder beside it, and a hard link puts it in place, which fails when the name is taken (two
+    runs into one ``--out``: the later one is refused with ConfigError, the earlier one's file kept)."""
+    final = out_dir / name
+    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}."))
+    try:
+        made = write(stage / name)
+        try:
+            try:
+                os.link(made, final)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this file system: claim the name, then move the file onto the claim
+                os.close(os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                os.replace(made, final)
+        except FileExistsError:
+            raise ConfigError(f"'{final}' was written by another run while this one worked; it is kept (use a new "
+                              "--out)") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return final

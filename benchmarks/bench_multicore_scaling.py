@@ -16,19 +16,14 @@ not counted).
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from npukit.benchmarks._args import Parser, int_list, out_folder
+from npukit.benchmarks._args import Parser, int_list, out_folder, publish
 from npukit.benchmarks._timing import spread, wide_warnings
-from npukit.sim import ConfigError
 
 MODELS = {
     "llama-3.1-70b prefill 2048": "llama-3.1-70b:seq=2048",
@@ -39,30 +34,6 @@ MODELS = {
 
 MOST_CORES = 64  # the search's time grows with the cores: 10-20 s a simulation at 64 on this 2-core machine (1,024,
 # which a chip may have, ran past 90 s on one model)
-
-
-def publish(out_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
-    """``out_dir / name`` written by ``write`` (given the path to write) without ever replacing a file there: ``write``
-    makes it in a hidden folder beside it, and a hard link puts it in place, which fails when the name is taken (two
-    runs into one ``--out``: the later one is refused with ConfigError, the earlier one's file kept)."""
-    final = out_dir / name
-    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}."))
-    try:
-        made = write(stage / name)
-        try:
-            try:
-                os.link(made, final)
-            except FileExistsError:
-                raise
-            except OSError:  # no hard links on this file system: claim the name, then move the file onto the claim
-                os.close(os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-                os.replace(made, final)
-        except FileExistsError:
-            raise ConfigError(f"'{final}' was written by another run while this one worked; it is kept (use a new "
-                              "--out)") from None
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return final
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402 - run as a script from the checkout
 
-from npukit.benchmarks._args import Parser, out_folder  # noqa: E402
+from npukit.benchmarks._args import Parser, out_folder, publish  # noqa: E402
 from npukit.sim import ConfigError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -372,7 +372,15 @@ def main() -> int:
             print(proc.stderr[-2000:], file=sys.stderr)
             return 1
         data = json.loads(proc.stdout)
-        (Path(out) / "stream_runs.json").write_text(proc.stdout)  # Stream's per-node numbers, for comparing by layer
+
+        def dump(p: Path) -> Path:  # Stream's per-node numbers, for comparing by layer
+            p.write_text(proc.stdout, encoding="utf-8")
+            return p
+        try:
+            publish(Path(out), "stream_runs.json", dump)
+        except NpukitError as exc:
+            print(f"bench_vs_stream: error: {exc}", file=sys.stderr)
+            return 2
     print(f"Stream: {len(data['runs'])} solves, {sum(r.get('wall_s', 0) for r in data['runs']):.1f} s")
     hw_rows = []
     for hw in data["hardware"]:  # the MAC cores as npukit's Stream reader classifies them
@@ -440,8 +448,12 @@ def main() -> int:
                            [[r.get("hardware", ""), r["case"], r["fused"], t["groups"], t["iterations"],
                              t["node_slot_cycles"], t["transfer_slot_cycles"], t["overlap"], t["fill"]]
                             for r, t in terms]))
-    print(f"wrote {write_csv(Path(out) / 'bench_vs_stream.csv', rows)}")
-    print(f"wrote {write_csv(Path(out) / 'npukit_layers.csv', layer_rows)}")
+    try:  # never over another run's files (one started into the same --out while this one worked)
+        print(f"wrote {publish(Path(out), 'bench_vs_stream.csv', lambda p: write_csv(p, rows))}")
+        print(f"wrote {publish(Path(out), 'npukit_layers.csv', lambda p: write_csv(p, layer_rows))}")
+    except NpukitError as exc:
+        print(f"bench_vs_stream: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

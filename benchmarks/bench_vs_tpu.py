@@ -42,15 +42,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from npukit.benchmarks._args import Parser, out_folder
+from npukit.benchmarks._args import Parser, out_folder, publish
 from npukit.benchmarks._tpu_profiles import PROFILED, read_schedules, schedule_lines
 from npukit.benchmarks._tpu_sim import PRESET, fit_simulator, simulated_us
 from npukit.sim import ConfigError, NpukitError, format_table, prepare_out_dir, write_csv, write_figure
@@ -140,30 +137,6 @@ def read_rows(path: str | Path) -> list[Row]:
     if not rows:
         raise ConfigError(f"measured CSV '{p}' has no rows")
     return rows
-
-
-def publish(out_dir: Path, name: str, write: Callable[[Path], Path]) -> Path:
-    """``out_dir / name`` written by ``write`` (given the path to write) without ever replacing a file there: ``write``
-    makes it in a hidden folder beside it, and a hard link puts it in place, which fails when the name is taken (two
-    runs into one ``--out``: the later one is refused with ConfigError, the earlier one's file kept)."""
-    final = out_dir / name
-    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}."))
-    try:
-        made = write(stage / name)
-        try:
-            try:
-                os.link(made, final)
-            except FileExistsError:
-                raise
-            except OSError:  # no hard links on this file system: claim the name, then move the file onto the claim
-                os.close(os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-                os.replace(made, final)
-        except FileExistsError:
-            raise ConfigError(f"'{final}' was written by another run while this one worked; it is kept (use a new "
-                              "--out)") from None
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return final
 
 
 def shipped_rows() -> list[Row]:

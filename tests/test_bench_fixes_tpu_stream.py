@@ -177,10 +177,13 @@ def test_the_csv_columns_protocols_are_documented() -> None:
 
 def test_publish_never_replaces_a_file(tmp_path) -> None:
     from npukit.benchmarks import bench_multicore_scaling as scaling
+    from npukit.benchmarks import bench_vs_stream as stream
     from npukit.benchmarks import bench_vs_tpu as bench
+    from npukit.benchmarks._args import publish
 
-    for publish in (bench.publish, scaling.publish):
-        out = tmp_path / publish.__module__.rsplit(".", 1)[-1]
+    assert bench.publish is scaling.publish is stream.publish is publish  # one home, every bench's writes
+    for name in ("tpu", "scaling"):
+        out = tmp_path / name
         out.mkdir()
 
         def write(p: Path) -> Path:
