@@ -135,6 +135,8 @@ def main() -> int:
     modes = [m.strip() for m in args.modes.split(",")]
     if args.cases < 1 or any(m not in ("calc", "user") for m in modes):
         ap.error("--cases must be >= 1 and --modes a subset of calc,user")
+    if args.scalesim_python is not None and not args.scalesim_python.strip():  # not silently the default venv
+        ap.error("--scalesim-python is empty; pass the python of a virtualenv with scalesim==3.0.0, or leave it out")
     exe = scalesim_python(args)
     if exe is None:
         print("SCALE-Sim 3.0.0 is not installed: skipped (rerun with --install, or point --scalesim-python "

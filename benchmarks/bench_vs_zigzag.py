@@ -167,6 +167,9 @@ def main() -> int:
     ap.add_argument("--zigzag-dir", default=".peers/zzruns", help="with --all: ZigZag's per-pair results (reused)")
     ap.add_argument("--pairs", help="with --all: only ARCH[,ARCH..]:WORKLOAD[,..] (default: all)")
     args = ap.parse_args()
+    if args.zigzag_python is not None and not args.zigzag_python.strip():  # not silently the default venv
+        ap.error("--zigzag-python is empty; pass the python of a virtualenv with zigzag-dse==3.9.1 and six, or leave "
+                 "it out")
     if args.all:
         from _zigzag_all import ARCHS, WORKLOADS, run_all
 

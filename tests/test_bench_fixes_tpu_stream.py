@@ -326,3 +326,16 @@ def test_peer_python_that_cannot_run_is_absent(tmp_path, capsys) -> None:
     # a folder given through the environment variable: PermissionError traceback before
     assert peer_python(str(tmp_path), "NPUKIT_NO_SUCH_VAR", tmp_path / "venv", ("x",), "import x", False) is None
     assert "cannot run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bench, flag", [("bench_vs_zigzag", "--zigzag-python"), ("bench_vs_scalesim", "--scalesim-python")])
+def test_an_empty_peer_python_is_refused_not_the_default(bench: str, flag: str, tmp_path) -> None:
+    """An empty ``--zigzag-python`` / ``--scalesim-python`` exits 2 with its flag named, before any work; before, it
+    silently ran the default virtualenv (as ``--stream-python ""`` did)."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{bench}.py"
+    run = subprocess.run([sys.executable, str(script), flag, " ", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and f"{flag} is empty" in run.stderr
+    assert not (tmp_path / "o").exists()
