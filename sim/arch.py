@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .bounded import check_depth, check_number, short
+from .bounded import MIN_RATE, check_depth, check_number, short
 from .datapath import (
     BITS_ALIASES,
     DATAFLOWS,
@@ -164,8 +164,11 @@ def validate_arch(a: Arch) -> None:
                       ("bits.pe_psum", "bits.psum_buffer"))
     for k, v in asdict(a.sram_kib).items():
         _pos_num(f"sram_kib.{k}", v)
-    _pos_num("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle)
-    _pos_num("clock_ghz", a.clock_ghz)
+    for name, rate in (("dram_bandwidth_bytes_per_cycle", a.dram_bandwidth_bytes_per_cycle), ("clock_ghz", a.clock_ghz)):
+        _pos_num(name, rate)
+        if rate < MIN_RATE:
+            raise ConfigError(f"arch field '{name}' = {short(rate)} is too small: a rate must be at least "
+                              f"{MIN_RATE:.4g} (1 / (2^63 - 1)), or the cycles divided by it overflow")
     _pos_int("stationary_words", a.stationary_words)
     _pos_int("scalesim_ifmap_bank_bw", a.scalesim_ifmap_bank_bw)
     _pos_int("scalesim_filter_bank_bw", a.scalesim_filter_bank_bw)

@@ -25,6 +25,10 @@ from .errors import NpukitError
 MAX_DEPTH = 64  # nesting of arrays/tables/objects in any input file
 MAX_TEXT_BYTES = 64 * 1024 * 1024  # 64 MiB: any input text file
 MAX_INT = 2**63 - 1  # largest integer accepted in a numeric field (|v|); converts to a finite float exactly enough
+#: The smallest rate (a bandwidth in bytes per cycle, a clock in GHz) a field may give: 1 / MAX_INT, so that a rate's
+#: reciprocal is bounded as every other number is and cycles (bytes / bandwidth) stay finite (1e-300 gave 1e304 stall
+#: cycles, refused only after the simulation as a ledger too large).
+MIN_RATE = 1.0 / MAX_INT
 
 # strings (TOML multi-line, basic, literal; JSON basic) and TOML comments, whose brackets do not nest
 _SKIP = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')

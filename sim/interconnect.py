@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .bounded import check_number, short
+from .bounded import MIN_RATE, check_number, short
 from .errors import ConfigError
 
 TOPOLOGIES = ("mesh", "ring", "bus", "crossbar")
@@ -37,6 +37,9 @@ def _positive(where: str, v: object, allow_zero: bool = False) -> None:
     x = check_number(v, f"multicore field '{where}' (a {kind} number)", ConfigError)
     if not (x >= 0 if allow_zero else x > 0):
         raise ConfigError(f"multicore field '{where}' must be a {kind} number, got {short(v)}")
+    if where.endswith("bandwidth_bytes_per_cycle") and x < MIN_RATE:
+        raise ConfigError(f"multicore field '{where}' = {short(v)} is too small: a bandwidth must be at least "
+                          f"{MIN_RATE:.4g} bytes per cycle (1 / (2^63 - 1)), or the cycles divided by it overflow")
 
 
 def _text(where: str, v: object) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
-from ..sim.bounded import MAX_INT, check_depth, short
+from ..sim.bounded import MAX_INT, MIN_RATE, check_depth, short
 from ..sim.datapath import BITS_ALIASES, rename
 from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
 from ..sim.errors import ConfigError, NpukitError
@@ -270,10 +270,8 @@ def _resolve(spec: SweepSpec, value: str) -> str:
 
 MAX_POINTS = 1_000_000  # default limit on a sweep's points (each point is one whole simulation)
 
-#: The smallest rate (bandwidth in bytes per cycle, clock in GHz) a grid may give: 1 / MAX_INT, so that the
-#: reciprocal of a rate is bounded as every other number is (by MAX_INT), and cycles (bytes / bandwidth), seconds and
-#: energy x delay stay finite. Before, 1e-300 passed as "a positive number" and the sweep stopped mid-way.
-MIN_RATE = 1.0 / MAX_INT
+# A grid's rates (bandwidths in bytes per cycle, clocks in GHz) are at least npukit.sim.bounded.MIN_RATE, checked
+# per key so the error names it (before, 1e-300 passed as "a positive number" and the sweep stopped mid-way).
 
 
 def _is_rate(key: str) -> bool:

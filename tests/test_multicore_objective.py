@@ -96,3 +96,19 @@ def test_a_fused_pair_on_one_core_of_a_chip_is_ranked_as_a_split() -> None:
     assert res["latency"].total_cycles <= min(r.total_cycles for r in res.values())
     assert res["edp"].total_cycles * res["edp"].energy_pj <= \
         min(r.total_cycles * r.energy_pj for r in res.values()) * (1 + 1e-9)
+
+
+def test_a_rate_too_small_for_finite_cycles_is_refused_when_the_arch_loads() -> None:
+    """A DRAM bandwidth, clock or link bandwidth below 1 / (2^63 - 1) is refused as the arch is built (one line),
+    as a sweep's grid refuses it; before, 1e-300 ran and was refused only after the simulation, as a ledger whose stall
+    cycles (1.2e304) were too large."""
+    from npukit.sim import ConfigError, load_arch
+
+    with pytest.raises(ConfigError, match="dram_bandwidth_bytes_per_cycle' = 1e-300 is too small"):
+        load_arch("npu32").with_(dram_bandwidth_bytes_per_cycle=1e-300)
+    with pytest.raises(ConfigError, match="clock_ghz' = 1e-30 is too small"):
+        load_arch("npu32").with_(clock_ghz=1e-30)
+    load_arch("npu32").with_(dram_bandwidth_bytes_per_cycle=1e-18)  # above the floor: still a valid (slow) arch
+    with pytest.raises(ConfigError, match="interconnect.bandwidth_bytes_per_cycle' = 1e-300 is too small"):
+        multicore_from_dict({"name": "x", "core": [{"arch": "npu32", "count": 2, "kind": "mac"}],
+                             "interconnect": {"bandwidth_bytes_per_cycle": 1e-300}})

@@ -41,23 +41,24 @@ def count(db: Path) -> int:
 @pytest.mark.parametrize("key", ["interconnect.bandwidth_bytes_per_cycle", "dram.bandwidth_bytes_per_cycle",
                                  "shared_memory.bandwidth_bytes_per_cycle", "clock_ghz", "dram_bandwidth_bytes_per_cycle"])
 def test_a_rate_too_small_for_finite_cycles_is_refused_before_any_work(key) -> None:
-    with pytest.raises(ConfigError, match=rf"grid key '{key}' = 1e-300 is too small: .*at least 1\.084e-19.*overflow"):
+    with pytest.raises(ConfigError, match=rf"grid key '{key}' = 1e-300.*too small.*at least 1\.084e-19.*overflow"):
         expand_points(spec_of("quad128", {key: [32.0, 1e-300]}))
     assert len(expand_points(spec_of("quad128", {key: [32.0, MIN_RATE]}))) == 2  # the bound itself is accepted
 
 
 def test_a_derived_or_base_rate_too_small_names_its_point(tmp_path) -> None:
     spec = spec_of("npu32", {"rows": [8, 16]}, derived={"dram_bandwidth_bytes_per_cycle": "rows * 1e-301"})
-    with pytest.raises(ConfigError, match=r"grid point \(rows=8, dram_bandwidth_bytes_per_cycle=8e-301\): key "
+    with pytest.raises(ConfigError, match=r"grid point \(rows=8, dram_bandwidth_bytes_per_cycle=8e-301\): .*"
                                           r"'dram_bandwidth_bytes_per_cycle' = 8e-301 is too small"):
         expand_points(spec)
     chip = tmp_path / "chip.toml"
     chip.write_text('name = "c"\n[[core]]\narch = "npu32"\ncount = 2\n[interconnect]\nbandwidth_bytes_per_cycle = 1e-300\n')
-    with pytest.raises(ConfigError, match=r"grid point \(chip.mac_cores=1\): key 'interconnect.bandwidth_bytes_per_cycle' "
-                                          r"= 1e-300 is too small"):
+    with pytest.raises(ConfigError, match=r"'interconnect.bandwidth_bytes_per_cycle' = 1e-300 is too small"):
         expand_points(spec_of(str(chip), {"chip.mac_cores": [1, 2]}))
-    # a grid value replaces the base's tiny rate: accepted
-    assert len(expand_points(spec_of(str(chip), {"interconnect.bandwidth_bytes_per_cycle": [32.0]}))) == 1
+    # the base chip file is itself refused as it loads (npukit sim refuses it too), even where a grid value would
+    # replace its rate
+    with pytest.raises(ConfigError, match=r"'interconnect.bandwidth_bytes_per_cycle' = 1e-300 is too small"):
+        expand_points(spec_of(str(chip), {"interconnect.bandwidth_bytes_per_cycle": [32.0]}))
 
 
 def refuse_rows(bad_rows: int):
