@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         from npukit.sweeps.report import write_sweep_report
 
         title = None if args.title is None else no_surrogates(args.title)  # a non-UTF-8 byte: its \udcNN escape
-        written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=title)
+        written = write_sweep_report(args.ledgers[0], args.out, x=args.x, y=args.y, color=args.color, title=title,
+                                     overwrite=args.overwrite)
     else:
         for flag, value in (("--x", args.x), ("--y", args.y), ("--color", args.color)):
             if value is not None:
@@ -84,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
         written = _ledger_report(args)
     for path in written.values():
         print(f"wrote {path}")
-    if not any(sweeps):  # a ledger report lists its files for a later --overwrite (report_render.write_document)
-        print(f"wrote {written['md'].parent / MANIFEST}")
+    print(f"wrote {written['md'].parent / MANIFEST}")  # the files it wrote, for a later --overwrite (write_document)
     return 0
 
 

@@ -172,11 +172,14 @@ def pareto(points: list[Point], key: Any) -> list[Point]:
 
 def write_sweep_report(
     path: str | Path, out_dir: str | Path, *, x: str | None = None, y: str | None = None, color: str | None = None,
-    title: str | None = None,
+    title: str | None = None, overwrite: bool = True,
 ) -> dict[str, Path]:
     """Write the sweep report of ``path`` (SQLite or CSV) into ``out_dir``; returns ``{'md': path, 'html':
     path, '<figure>.png': path, ...}``. ``x``/``y``: the heat map's parameters, ``color``: the Pareto
-    plots' colouring parameter. Every option is checked before anything is drawn or written."""
+    plots' colouring parameter. Every option is checked before anything is drawn or written. Like a ledger report
+    it also writes ``report.manifest.json`` (not in the returned dict); ``overwrite=False`` refuses any file it would
+    write that exists, and with ``overwrite`` the files an earlier report listed that this one does not write are
+    removed (:func:`~npukit.sim.report_render.write_document`)."""
     rows = read_sweep(path)
     swept = swept_parameters(rows)
     xs, ys, cs = (resolve_parameter(v, swept, f) for v, f in ((x, "--x"), (y, "--y"), (color, "--color")))
@@ -210,7 +213,7 @@ def write_sweep_report(
     with matplotlib.rc_context({"text.parse_math": False}):
         for i, (wl, pts) in enumerate(by_wl.items(), 1):
             _workload_section(doc, figures, i, wl, pts, swept, hx, hy, cpar)
-    return write_document(out, doc, figures)
+    return write_document(out, doc, figures, overwrite=overwrite, manifest=True)
 
 
 def _values(rows: list[dict[str, Any]], col: str) -> list[Any]:

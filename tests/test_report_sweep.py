@@ -4,7 +4,9 @@ parameter, Pareto fronts labelled by config, a heat map; ``--x``/``--y``/``--col
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import re
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def test_report_draws_every_view(sweep: dict) -> None:
     printed = [Path(ln.removeprefix("wrote ")) for ln in sweep["out"].splitlines()]
     names = {p.name for p in printed}
     assert names == {"report.md", "report.html", "sweep_1_vs_parameters.png", "sweep_1_pareto_latency.png",
-                     "sweep_1_pareto_area.png", "sweep_1_heatmap.png"}
+                     "sweep_1_pareto_area.png", "sweep_1_heatmap.png", "report.manifest.json"}
     for p in printed:
         assert p.is_file() and p.stat().st_size > 0
     md = sweep["md"]
@@ -160,3 +162,28 @@ def test_pareto_front_lists_equal_points_once() -> None:
     assert len(front) == 3  # both equal points are on the front; the dominated one is not
     rows = unique_front(front, key, ["rows", "bits"])
     assert len(rows) == 2 and rows[0][0].endswith("=8|16")  # one row for the two equal configs
+
+
+def test_a_sweep_report_refuses_another_runs_file_and_overwrites_only_its_own(sweep: dict, tmp_path) -> None:
+    """A sweep report checks every file it would write, as a ledger report does: without --overwrite one of them
+    already there (another run's) is refused and kept; with it, the earlier report's own files that the new one does
+    not write (another --x, another heat map) are removed by its manifest, and a file it never wrote stays."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "sweep_1_heatmap.png").write_bytes(b"another run's")
+    rc, _ = _run(["report", str(sweep["db"]), "--out", str(out)])
+    assert rc == 2 and (out / "sweep_1_heatmap.png").read_bytes() == b"another run's"
+    (out / "sweep_1_heatmap.png").unlink()
+    (out / "notes.txt").write_text("mine")
+    assert _run(["report", str(sweep["db"]), "--out", str(out)])[0] == 0
+    manifest = json.loads((out / "report.manifest.json").read_text())
+    assert {"report.md", "report.html", "sweep_1_heatmap.png"} <= set(manifest["files"])
+    # an earlier report of this run that wrote a figure this one does not: listed in its manifest with its hash
+    old = out / "sweep_2_heatmap.png"
+    old.write_bytes(b"an earlier report's figure")
+    manifest["files"][old.name] = hashlib.sha256(old.read_bytes()).hexdigest()
+    (out / "report.manifest.json").write_text(json.dumps(manifest))
+    rc, printed = _run(["report", str(sweep["db"]), "--out", str(out), "--overwrite"])
+    assert rc == 0 and "report.manifest.json" in printed
+    assert not old.exists() and (out / "sweep_1_heatmap.png").is_file()
+    assert (out / "notes.txt").read_text() == "mine"  # never written by a report: kept
