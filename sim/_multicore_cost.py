@@ -23,6 +23,7 @@ from ._multicore_nest import nest_floor, nest_share
 from .arch import Arch
 from .energy import EnergyTable
 from .hardware import Hardware
+from .mapper import choose_each
 from .schedule import grid
 from .simulator import map_layer
 from .workload import Layer, VectorOp
@@ -200,6 +201,12 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     if nest is None:
         key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
         c = memo.get(key)
+        if c is None and arch.mapping == "search" and arch.memory != "scalesim":
+            # one pass over the candidates maps the share under every objective: a split of a latency or EDP chip
+            # ranks all three (multicore_sim._Run._ranked_parts), so the other two are kept for it
+            for obj, counts in choose_each(layer, arch, tab).items():
+                memo[key[:-1] + (arch if obj == arch.objective else replace(arch, objective=obj),)] = counts
+            c = memo[key]
         if c is None:
             c = memo[key] = map_layer(layer, arch, tab)
         records = layer_records(layer, c, arch)

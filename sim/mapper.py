@@ -80,17 +80,26 @@ def evaluate(layer: Layer, arch: Arch, mapping: Mapping, table: EnergyTable,
     return c, energy, latency
 
 
+OBJECTIVES = ("latency", "energy", "edp")
+
+
 def choose(layer: Layer, arch: Arch, table: EnergyTable | None) -> LayerCounts:
     """The counts of ``layer`` under the arch's mapping mode (see the module docstring); the fixed
     mapping when ``table`` is None."""
     if arch.mapping == "fixed" or table is None:
         return _DATAFLOWS[arch.dataflow].map_layer(layer, arch)
-    best: tuple[float, LayerCounts] | None = None
+    return choose_each(layer, arch, table)[arch.objective]
+
+
+def choose_each(layer: Layer, arch: Arch, table: EnergyTable) -> dict[str, LayerCounts]:
+    """The searched counts of ``layer`` that :func:`choose` gives under each objective (latency, energy, EDP), from one
+    pass over the candidates (the arch's own ``objective`` is ignored; the same first-best rule for each)."""
+    best: dict[str, tuple[float, LayerCounts]] = {}
     memo: dict = {}
     for m in candidates(layer, arch):
         c, e, t = evaluate(layer, arch, m, table, memo)
-        score = e if arch.objective == "energy" else t if arch.objective == "latency" else e * t
-        if best is None or score < best[0] * (1 - 1e-12):
-            best = (score, c)
-    assert best is not None
-    return best[1]
+        for obj, score in (("latency", t), ("energy", e), ("edp", e * t)):
+            if obj not in best or score < best[obj][0] * (1 - 1e-12):
+                best[obj] = (score, c)
+    assert len(best) == len(OBJECTIVES)
+    return {obj: c for obj, (_, c) in best.items()}

@@ -265,6 +265,9 @@ class _Run:
         used = self.arch_for(cores[0], len(cores)).objective
         cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt))
                            for alt in ("latency", "energy", "edp") if alt != used]
+        if self.m.objective == "latency":  # ranked by cycles first: only the fastest need pricing (ties by energy)
+            fastest = min(max(p.busy for p in ps) for ps in cands)
+            cands = [ps for ps in cands if max(p.busy for p in ps) == fastest]
         return min(cands, key=lambda ps: split_rank(sum(map(self._energy, ps)), max(p.busy for p in ps),
                                                     self.m.objective))
 
@@ -415,7 +418,11 @@ class _Run:
     def _energy(self, p: Part) -> float:
         key = ("energy", id(p))
         if key not in self.memo:
-            self.memo[key] = (self._price(p), p)  # p kept alive so that its id stays unique
+            # priced once per core and records: the shares of a split mapped alike under two objectives are one
+            price_key = ("price", p.core, tuple(p.records))
+            if price_key not in self.memo:
+                self.memo[price_key] = self._price(p)
+            self.memo[key] = (self.memo[price_key], p)  # p kept alive so that its id stays unique
         return self.memo[key][0]
 
     def _price(self, p: Part) -> float:
