@@ -164,6 +164,7 @@ def test_pareto_front_lists_equal_points_once() -> None:
     assert len(rows) == 2 and rows[0][0].endswith("=8|16")  # one row for the two equal configs
 
 
+@pytest.mark.slow
 def test_a_sweep_report_refuses_another_runs_file_and_overwrites_only_its_own(sweep: dict, tmp_path) -> None:
     """A sweep report checks every file it would write, as a ledger report does: without --overwrite one of them
     already there (another run's) is refused and kept; with it, the earlier report's own files that the new one does
