@@ -36,6 +36,7 @@ def test_the_chip_files_are_all_here() -> None:
     assert CHIPS == ["eyeriss_like_dual_core.yaml", "simba.yaml", "tpu_like_quad_core.yaml", "tpu_v7_ironwood.yaml"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chip", CHIPS)
 def test_the_floor_of_every_split_and_share_is_at_most_its_mapped_cycles(chip: str) -> None:
     """Every layer, every split (on all the cores or fewer) and fused-operand variant: each share's compute and DRAM

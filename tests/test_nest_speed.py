@@ -57,6 +57,7 @@ _SLOW = pytest.mark.slow
                                   pytest.param("tesla_npu_like", marks=_SLOW), pytest.param("gemm_l1_l3", marks=_SLOW),
                                   pytest.param("ascend_like", marks=_SLOW), pytest.param("edge_tpu_like", marks=_SLOW),
                                   pytest.param("meta_prototype", marks=_SLOW)])
+@pytest.mark.slow
 def test_pruned_search_equals_exhaustive(arch: str) -> None:
     """For every objective the pruned search (bounds, shared allocations, prefix and symmetry pruning) finds
     the exhaustive search's best score, on a 3x3 conv, a strided 1x1 conv, a depthwise conv and an FC layer
@@ -293,6 +294,7 @@ def test_cost_groups_equal_the_stationary_keys(arch: str) -> None:
     assert merged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
 def test_bound_keeps_only_a_better_mapping(objective: str) -> None:
     """``map_layer(..., bound=b)`` returns the unbounded search's mapping when it scores below ``b`` and None when
