@@ -23,9 +23,8 @@ from ._multicore_nest import nest_floor, nest_share
 from .arch import Arch
 from .energy import EnergyTable
 from .hardware import Hardware
-from .mapper import choose_each
 from .schedule import grid
-from .simulator import map_layer
+from .simulator import map_layer_each
 from .workload import Layer, VectorOp
 
 Record = tuple[str, str, tuple[int, ...], float]
@@ -201,14 +200,12 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     if nest is None:
         key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
         c = memo.get(key)
-        if c is None and arch.mapping == "search" and arch.memory != "scalesim":
+        if c is None:
             # one pass over the candidates maps the share under every objective: a split of a latency or EDP chip
             # ranks all three (multicore_sim._Run._ranked_parts), so the other two are kept for it
-            for obj, counts in choose_each(layer, arch, tab).items():
+            for obj, counts in map_layer_each(layer, arch, tab).items():
                 memo[key[:-1] + (arch if obj == arch.objective else replace(arch, objective=obj),)] = counts
             c = memo[key]
-        if c is None:
-            c = memo[key] = map_layer(layer, arch, tab)
         records = layer_records(layer, c, arch)
         traffic = traffic_bytes(layer, c, arch)
         ifmap, fills, final = n * c.ifmap_dram, n // layer.shared * c.filter_dram, n * _final_dram(c)

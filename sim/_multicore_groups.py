@@ -13,7 +13,7 @@ from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
 from .dataflow import Dataflow
 from .errors import ConfigError
-from .schedule import fewer_counts, flattens, group_edges, split_dims, split_label, split_rank
+from .schedule import fewer_counts, flattens, group_edges, split_dims, split_label
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -54,11 +54,9 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
             dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
                                      bool(flat), ahead)
         else:
-            dim, bounds = "M" if len(macs) > 1 else "-", cuts[sum(isinstance(g, Layer) for g in group[:k])]
-            src, dst = _ends(dim, prev_dim, bool(i_in), bool(i_out), bool(i_sib), bool(flat))
-            raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds)
-            parts = prefetched(raw, ahead)
-            sent = max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
+            dim = "M" if len(macs) > 1 else "-"
+            parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
+                                       bool(flat), ahead, cuts[sum(isinstance(g, Layer) for g in group[:k])])
         prev_dim, prev, dims[k] = dim, op, dim
         if ahead:  # the links carried the prefetched part first, from when its producer finished
             links_free = max(made[i_fil], links_free) + sent
@@ -86,7 +84,7 @@ def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple
             run_fused_split(trial, group, cs, len(macs), cut)
         except ConfigError:
             continue
-        ranks.append((split_rank(trial.energy, trial.t, r.m.objective), len(ranks), cs, cut))
+        ranks.append((trial.rank(), len(ranks), cs, cut))
     return min(ranks)[2:] if ranks else (cores, None)
 
 
@@ -121,7 +119,7 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     for k in counts:
         trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
         run_fused_split(trial, group, macs[:k])
-        val = split_rank(trial.energy, trial.t, r.m.objective)
+        val = trial.rank()
         if best is None or val < best[0]:  # a tie keeps more cores
             best = (val, macs[:k])
     assert best is not None
@@ -140,6 +138,17 @@ def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: b
     return src, "" if not i_out else "local" if rows else "shared"
 
 
+def _fused_parts(r: _Run, op: Layer, macs: list[int], dim: str, fil: str, prev: Layer | None, prev_dim: str,
+                 i_in: bool, i_out: bool, i_sib: bool, flat: bool, ahead: float,
+                 bounds: tuple[int, ...] | None = None) -> tuple[list[Part], float]:
+    """(The parts of fused GEMM ``op`` split on ``dim`` over ``macs``, at ``bounds`` if given, with the right operand
+    received up to ``ahead`` cycles early; the cycles of it received early.)"""
+    src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat)
+    raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds)
+    parts = prefetched(raw, ahead)
+    return parts, max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
+
+
 def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
           i_sib: bool, flat: bool, ahead: float) -> tuple[str, list[Part], float]:
     """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
@@ -147,11 +156,8 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     (:func:`~npukit.sim._multicore_prune.pick_split`)."""
 
     def evaluate(dim: str) -> tuple[tuple[float, float], tuple[list[Part], float]]:
-        src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat)
-        raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None)
-        parts = prefetched(raw, ahead)
-        val = split_rank(sum(r._energy(p) for p in parts), max(p.busy for p in parts), r.m.objective)
-        return val, (parts, max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True)))
+        parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, i_in, i_out, i_sib, flat, ahead)
+        return r.rank(parts), (parts, sent)
 
     def floor(dim: str) -> float:
         return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat), fil)

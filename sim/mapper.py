@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import dataflow_is, dataflow_os, dataflow_ws
 from ._accounting import component_attrs, dram_bits, layer_records
 from ._mapping import ORDERS, LayerCounts, Mapping, Operand, stall_cycles
-from .arch import Arch
+from .arch import OBJECTIVES, Arch
 from .energy import EnergyTable
 from .psum_path import held_bits
 from .workload import Layer
@@ -78,9 +78,6 @@ def evaluate(layer: Layer, arch: Arch, mapping: Mapping, table: EnergyTable,
     latency = layer.batch * (c.compute_cycles + stall_cycles(dram_bits(layer, c, arch) / layer.batch / 8, c.folds,
                                                                   c.compute_cycles, arch))
     return c, energy, latency
-
-
-OBJECTIVES = ("latency", "energy", "edp")
 
 
 def choose(layer: Layer, arch: Arch, table: EnergyTable | None) -> LayerCounts:

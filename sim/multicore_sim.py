@@ -268,8 +268,7 @@ class _Run:
         if self.m.objective == "latency":  # ranked by cycles first: only the fastest need pricing (ties by energy)
             fastest = min(max(p.busy for p in ps) for ps in cands)
             cands = [ps for ps in cands if max(p.busy for p in ps) == fastest]
-        return min(cands, key=lambda ps: split_rank(sum(map(self._energy, ps)), max(p.busy for p in ps),
-                                                    self.m.objective))
+        return min(cands, key=self.rank)
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
                     prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "") -> list[Part]:
@@ -324,10 +323,6 @@ class _Run:
                 assert sub is not None
                 return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
 
-            def rank(bounds: tuple[int, ...]) -> tuple[float, float]:  # the split under the objective, as best_dim
-                parts = self._ranked_parts(layer, cores, dim, "", "", "", None, bounds)
-                return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective)
-
             cuts: list[tuple[int, ...]] = []
             try:
                 cuts = balanced_cuts(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
@@ -337,7 +332,8 @@ class _Run:
             timed = []
             for i, cut in enumerate([*dict.fromkeys(cuts), None]):  # None, the even split, wins no tie
                 try:
-                    timed.append((rank(cut or even_bounds(size, ways)), i, cut))
+                    timed.append((self.rank(self._ranked_parts(layer, cores, dim, "", "", "", None,
+                                                               cut or even_bounds(size, ways))), i, cut))
                 except ConfigError:  # a cut whose share maps on no core of its kind
                     continue
             self.memo[key] = min(timed)[2] if timed else None
@@ -370,7 +366,7 @@ class _Run:
         def evaluate(label: str) -> tuple[tuple[float, float], list[Part]]:
             dim, used = ways[label]
             parts = self.gemm_parts(layer, used, dim, fin, fout)
-            return split_rank(sum(self._energy(p) for p in parts), max(p.busy for p in parts), self.m.objective), parts
+            return self.rank(parts), parts
 
         floor = (lambda label: split_floor(self, layer, ways[label][1], ways[label][0], fin, fout)) \
             if latency_bound(self) else None
@@ -414,6 +410,13 @@ class _Run:
         # its own (before, each read them with multicast too: Llama's input norm 32,768 DRAM bytes on 4 cores, not 8,192)
         return [vector_part(op, c, self.arch_for(c, ways), ways, 0.0, hide, bw, lat,
                             params_from_dram=i == 0 or not self.ic.multicast) for i, c in enumerate(cores)]
+
+    def rank(self, parts: list[Part] | None = None) -> tuple[float, float]:
+        """How a step's ``parts`` rank under the chip's objective (:func:`split_rank`: its slowest part's cycles, the
+        parts' energy); without ``parts``, how this run so far ranks (a scratch run's cycles and energy)."""
+        if parts is None:
+            return split_rank(self.energy, self.t, self.m.objective)
+        return split_rank(sum(map(self._energy, parts)), max(p.busy for p in parts), self.m.objective)
 
     def _energy(self, p: Part) -> float:
         key = ("energy", id(p))
@@ -565,7 +568,7 @@ def _parallel_choice(r: _Run, branches: Branches, serial: list[Step]) -> int | N
             _run_steps(trial, serial)
         else:
             run_branches(trial, groups, macs, fused, choice)
-        rank = split_rank(trial.energy, trial.t, r.m.objective)
+        rank = trial.rank()
         if best is None or rank < best[0]:
             best = (rank, choice)
     assert best is not None

@@ -37,7 +37,7 @@ from ._accounting import (
 )
 from ._mapping import LayerCounts, check_buffers, stall_cycles, utilization
 from ._old_call import OldCall
-from .arch import Arch
+from .arch import OBJECTIVES, Arch
 from .energy import EnergyTable, load_table
 from .ledger import Ledger
 from .psum_path import held_bits
@@ -214,6 +214,16 @@ def map_layer(layer: Layer, arch: Arch, table: EnergyTable | str | None = None) 
         return mapper.choose(layer, arch, None)
     tab = table if isinstance(table, EnergyTable) else load_table(table or arch.energy_table)
     return mapper.choose(layer, arch, tab)
+
+
+def map_layer_each(layer: Layer, arch: Arch, table: EnergyTable | str | None = None) -> dict[str, LayerCounts]:
+    """:func:`map_layer`'s counts of ``layer`` under each objective (latency, energy, EDP): the searched mapping's
+    from one pass over its candidates (:func:`npukit.sim.mapper.choose_each`), the same counts for all three where
+    the mapping does not search (fixed, or SCALE-Sim's memory model)."""
+    if arch.memory == "scalesim" or arch.mapping == "fixed":
+        return dict.fromkeys(OBJECTIVES, map_layer(layer, arch, table))
+    return mapper.choose_each(layer, arch, table if isinstance(table, EnergyTable) else
+                              load_table(table or arch.energy_table))
 
 
 def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: EnergyTable | None = None,

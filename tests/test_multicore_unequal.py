@@ -84,13 +84,9 @@ def test_cores_priced_by_different_energy_tables_are_refused(tmp_path: Path) -> 
 
 def test_a_split_over_unequal_cores_is_balanced(tmp_path: Path) -> None:
     # two 48 x 48 cores listed before a 64 x 64: shares by speed, the big core's the largest, finishing near together
-    _npu(tmp_path, 64)
-    _npu(tmp_path, 48)
     gemm = Workload("g", [Layer("gemm", 1024, 1024, 1024)])
-    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n'
-                                 '[[core]]\narch = "npu64.toml"\nkind = "mac"\n')
-    alone = simulate_multicore(gemm, _chip(tmp_path, "b64", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'),
-                               "none/split").total_cycles
+    chip = _mixed(tmp_path, cores=SMALL48 + BIG64)
+    alone = simulate_multicore(gemm, _mixed(tmp_path, "b64", BIG64), "none/split").total_cycles
     both = simulate_multicore(gemm, chip, "none/split")
     assert both.total_cycles <= 0.6 * alone
     row = both.rows()[0]
@@ -221,15 +217,23 @@ def _npu(tmp_path: Path, size: int) -> None:
                                               .replace("rows = 32", f"rows = {size}").replace("cols = 32", f"cols = {size}"))
 
 
+BIG64 = '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'  # one 64 x 64 core (an npu32 at that size, _npu)
+SMALL48 = '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n'  # two 48 x 48 cores
+
+
+def _mixed(tmp_path: Path, name: str = "mx", cores: str = BIG64 + SMALL48, objective: str = "latency"):
+    """A chip of the 64 x 64 and 48 x 48 cores ``cores`` names (by default one of each kind, the 64 x 64 first)."""
+    _npu(tmp_path, 64)
+    _npu(tmp_path, 48)
+    return _chip(tmp_path, name, cores, objective=objective)
+
+
 def test_a_pipeline_stage_over_unequal_cores_cuts_its_rows_alike_to_finish_together(tmp_path: Path) -> None:
     from npukit.sim._multicore_groups import stage_bounds
 
     # a 64 x 64 core and two 48 x 48: evenly split, a stage on all three beats the big core alone (the plan picks
     # it); cut to finish together, it is faster still (before, the stage was split evenly)
-    _npu(tmp_path, 64)
-    _npu(tmp_path, 48)
-    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
-                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    chip = _mixed(tmp_path)
     mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
     res = simulate_multicore(mlp, chip, "chain/pipeline")
     assert [(r["step"], r["cores"]) for r in res.rows()] == [("pipeline stage 0", 3)] * 2
@@ -246,8 +250,7 @@ def test_a_pipeline_stage_over_unequal_cores_cuts_its_rows_alike_to_finish_toget
                    for (g, fi, fo), b in zip(stage, bounds, strict=True))
 
     assert stage_cycles(cuts) < 0.92 * stage_cycles([None, None])
-    assert res.total_cycles < 0.92 * simulate_multicore(mlp, _chip(tmp_path, "mx64", '[[core]]\narch = "npu64.toml"\n'
-                                                                   'kind = "mac"\n'), "chain/pipeline").total_cycles
+    assert res.total_cycles < 0.92 * simulate_multicore(mlp, _mixed(tmp_path, "mx64", BIG64), "chain/pipeline").total_cycles
     # identical cores keep the even split
     quad = load_multicore_arch("quad128")
     assert stage_bounds(_Run(mlp, quad, load_table("horowitz45"), {}), stage, quad.mac_cores) == [None, None]
@@ -265,16 +268,12 @@ def test_cores_equal_in_peak_port_and_buffers_still_give_one_result_in_any_order
 def test_a_fused_split_group_over_unequal_cores_cuts_its_rows_alike(tmp_path: Path) -> None:
     # a 64 x 64 core and two 48 x 48: the fused pair on all three, each GEMM's rows cut alike (the one-stage pipeline's
     # cut), beats the 64 x 64 core alone; before, a fused split group ran on the cores of the fastest's peak only
-    _npu(tmp_path, 64)
-    _npu(tmp_path, 48)
-    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
-                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    chip = _mixed(tmp_path)
     mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
     res = simulate_multicore(mlp, chip, "chain/split")
     assert [(r["step"], r["split"], r["core_ids"]) for r in res.rows()] == [("fused", "M", "0 1 2")] * 2
     assert res.total_cycles == pytest.approx(simulate_multicore(mlp, chip, "chain/pipeline").total_cycles)
-    alone = simulate_multicore(mlp, _chip(tmp_path, "mx64", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'),
-                               "chain/split")
+    alone = simulate_multicore(mlp, _mixed(tmp_path, "mx64", BIG64), "chain/split")
     assert res.total_cycles < 0.8 * alone.total_cycles
 
 
@@ -285,10 +284,7 @@ def test_a_fused_group_keeps_the_cores_that_rank_best(tmp_path: Path, monkeypatc
     from npukit.sim import _multicore_groups as groups
     from npukit.sim.schedule import split_rank
 
-    _npu(tmp_path, 64)
-    _npu(tmp_path, 48)
-    chip = _chip(tmp_path, f"mx_{objective}", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
-                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n', objective=objective)
+    chip = _mixed(tmp_path, f"mx_{objective}", objective=objective)
     mlp = Workload("m", [Layer("a", 256, 512, 256), Layer("b", 256, 256, 512)])
     rank = lambda res: split_rank(res.energy_pj, res.total_cycles, objective)  # noqa: E731
     both = rank(simulate_multicore(mlp, chip, "chain/split"))
@@ -312,10 +308,7 @@ def test_a_single_layer_keeps_the_balanced_cut_only_when_it_ranks_better(tmp_pat
     from npukit.sim._multicore_balance import balanced_cuts
     from npukit.sim._multicore_cost import even_bounds, sub_layer
 
-    _npu(tmp_path, 64)
-    _npu(tmp_path, 48)
-    chip = _chip(tmp_path, "mx", '[[core]]\narch = "npu64.toml"\nkind = "mac"\n'
-                                 '[[core]]\narch = "npu48.toml"\ncount = 2\nkind = "mac"\n')
+    chip = _mixed(tmp_path)
     g = Layer("g", 1024, 4096, 2048)
     r = _Run(Workload("w", [g]), chip, load_table("horowitz45"), {})
     cs = chip.mac_cores
