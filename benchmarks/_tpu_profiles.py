@@ -17,6 +17,7 @@ from statistics import median
 
 import numpy as np
 
+from npukit.benchmarks._tpu_sim import fit_simulator
 from npukit.sim import ConfigError
 from npukit.sim.textfile import check_file, read_text
 from npukit.sim.tpu import TPU_V4
@@ -59,10 +60,10 @@ def peak_fraction(s: Schedule) -> float:
 def smooth_ceiling(rows: Sequence[Schedule]) -> tuple[float, float]:
     """(R^2, MAPE %) of the best in-sample fit of t = t0 + FLOPs / rate (least squares on the relative error):
     what a two-parameter smooth function of the shape can reach on ``rows`` at best."""
+    flops = {s.shape: 2.0 * math.prod(s.shape) for s in rows}
+    fitted, _ = fit_simulator([("", s.shape, s.us) for s in rows], flops)  # t0 + scale x FLOPs, as the simulator's
     y = np.array([s.us for s in rows])
-    x = np.c_[np.ones(len(rows)), [2.0 * math.prod(s.shape) for s in rows]]
-    coef, *_ = np.linalg.lstsq(x / y[:, None], np.ones(len(rows)), rcond=None)
-    pred = x @ coef
+    pred = np.array([fitted(s.shape) for s in rows])
     r2 = 1.0 - float(((pred - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     return r2, 100.0 * float(np.mean(np.abs(pred - y) / y))
 
