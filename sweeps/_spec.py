@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..sim.arch import BUILTIN_ARCHS, Arch, Bits, PsumQuantHW, SramKiB, VectorUnit, load_arch
-from ..sim.bounded import MAX_INT, MIN_RATE, check_depth, short
+from ..sim.bounded import check_depth, short
 from ..sim.datapath import BITS_ALIASES, rename
 from ..sim.energy import BUILTIN_TABLES, EnergyTable, load_table
 from ..sim.errors import ConfigError, NpukitError
@@ -270,33 +270,6 @@ def _resolve(spec: SweepSpec, value: str) -> str:
 
 MAX_POINTS = 1_000_000  # default limit on a sweep's points (each point is one whole simulation)
 
-# A grid's rates (bandwidths in bytes per cycle, clocks in GHz) are at least npukit.sim.bounded.MIN_RATE, checked
-# per key so the error names it (before, 1e-300 passed as "a positive number" and the sweep stopped mid-way).
-
-
-def _is_rate(key: str) -> bool:
-    """Whether grid key ``key`` is a rate that amounts are divided by (a bandwidth or the clock)."""
-    return key == "clock_ghz" or key.endswith("bandwidth_bytes_per_cycle")
-
-
-def _check_rate(key: str, v: Any) -> None:
-    """ConfigError when rate ``key`` (:func:`_is_rate`) is a number below :data:`MIN_RATE`."""
-    if _is_rate(key) and isinstance(v, int | float) and not isinstance(v, bool) and v < MIN_RATE:
-        raise ConfigError(f"key '{key}' = {short(v)} is too small: a rate must be at least {MIN_RATE:.4g} "
-                          f"(1 / {MAX_INT:,}), or the cycles and seconds divided by it overflow")
-
-
-def _check_rates(obj: Any, where: str = "") -> None:
-    """:func:`_check_rate` on every rate of an arch's ``to_dict()`` (a multi-core chip's: every core's and the
-    fabric's), named by its dotted path (``interconnect.bandwidth_bytes_per_cycle``, ``cores.2.arch.clock_ghz``)."""
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    for k, v in items:
-        if isinstance(k, str) and _is_rate(k):
-            _check_rate(f"{where}{k}", v)
-        else:
-            _check_rates(v, f"{where}{k}.")
-
-
 def _check_core_objective(arch: Arch | MultiCoreArch, overrides: dict[str, Any]) -> None:
     """ConfigError when a point of a multi-core chip sets its MAC cores' ``objective`` but the chip's objective is not
     latency: the shares are then mapped under the chip's (:meth:`npukit.sim.multicore_sim._Run.arch_for`), so the key
@@ -348,14 +321,10 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
                 for v in vals] for k, vals in spec.grid.items()}
     for key, vals in grid.items():  # each value alone first, so the error names the value
         for v in vals:
-            try:
+            try:  # the arch's own checks, a rate's floor (npukit.sim.bounded.MIN_RATE) among them
                 base.with_(**{key: v})
             except NpukitError as exc:
                 raise ConfigError(f"{o}: grid key '{key}' = {v!r}: {exc}") from None
-            try:
-                _check_rate(key, v)
-            except ConfigError as exc:
-                raise ConfigError(f"{o}: grid {exc}") from None
     workloads: list[tuple[str, str, Workload, str | None]] = []
     for i, w in enumerate(spec.workloads):
         try:  # every form but those that run code; relative files are read beside the spec file
@@ -385,7 +354,6 @@ def expand_points(spec: SweepSpec, max_points: int = MAX_POINTS) -> list[SweepPo
         try:
             arch = base.with_(**overrides) if overrides else base
             arch_dict = _canon(arch.to_dict())
-            _check_rates(arch_dict)  # the base arch's, a derived value's
             _check_core_objective(arch, overrides)
             for core in {c.arch for c in arch.cores if c.kind == "mac"} if isinstance(arch, MultiCoreArch) else (arch,):
                 check_buffers(core)

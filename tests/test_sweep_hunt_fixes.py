@@ -16,8 +16,8 @@ from _cli_util import refused
 import npukit.sweeps
 from npukit.cli import main
 from npukit.sim import ConfigError, load_arch
+from npukit.sim.bounded import MIN_RATE
 from npukit.sweeps import expand_points, load_sweep_spec, parse_sweep_spec, read_rows, run_points, run_sweep
-from npukit.sweeps._spec import MIN_RATE
 
 HOROWITZ = Path(npukit.sweeps.__file__).parent.parent / "sim" / "tables" / "horowitz45.toml"
 
