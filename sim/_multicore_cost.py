@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from . import vector_unit
 from ._accounting import _final_dram, layer_records, traffic_bytes
 from ._mapping import stall_cycles
+from ._multicore_balance import whole_bounds
 from ._multicore_nest import nest_floor, nest_share
 from .arch import Arch
 from .energy import EnergyTable
@@ -158,23 +159,26 @@ def _conv_channels(layer: Layer, lo: int, hi: int) -> Layer:
     return replace(layer, K=fh * fw * (hi - lo), conv=layer.conv[:4] + (hi - lo,) + tuple(layer.conv[5:]))
 
 
-def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:
+def halo_elements(prod: Layer, cons: Layer, c: int, i: int, bounds: tuple[int, ...] | None = None,
+                  prod_bounds: tuple[int, ...] | None = None) -> int:
     """Elements of fused conv ``cons``'s input that core ``i`` of a ``c``-way row-band split (both convs split on
     their output image rows, :func:`_conv_band`) needs but a neighbour computed: the rows of its band's input that
     lie outside the producer's band on this core and inside the producer's output, each as wide as that output (the
-    rest is the consumer's zero padding, made on chip). 0 for a split on the batch or when either is not a conv."""
+    rest is the consumer's zero padding, made on chip). 0 for a split on the batch or when either is not a conv.
+    ``bounds`` / ``prod_bounds``: where the consumer's / producer's output rows are cut, if not evenly (a row cut
+    over cores that differ)."""
     if prod.conv is None or cons.conv is None or c < 2 or cons.batch % c == 0:
         return 0
     h, _, fh, _, cin, _, s = cons.conv[:7]
     ph, pw, pfh, pfw, _, _, ps = prod.conv[:7]
     oh, poh, pow_ = (h - fh) // s + 1, (ph - pfh) // ps + 1, (pw - pfw) // ps + 1
     pad = max(0, (h - poh) // 2)  # the producer's output sits inside the consumer's padded input
-    step, pstep = math.ceil(oh / c), math.ceil(poh / c)
-    lo, hi = i * step, min(oh, (i + 1) * step)
+    lo, hi = (bounds or even_bounds(oh, c))[i:i + 2]
     if hi <= lo:
         return 0
+    plo, phi = (prod_bounds or even_bounds(poh, c))[i:i + 2]
     need = range(lo * s, (hi - 1) * s + fh)
-    own = range(pad + i * pstep, pad + min(poh, (i + 1) * pstep))
+    own = range(pad + plo, pad + phi)
     rows = sum(1 for r in need if pad <= r < pad + poh and r not in own)
     return rows * pow_ * cin
 
@@ -182,13 +186,15 @@ def halo_elements(prod: Layer, cons: Layer, c: int, i: int) -> int:
 def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict, *, dim: str = "-", ways: int = 1,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
               link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
-              halo: int = 0, nest: Hardware | None = None, nest_objective: str = "latency") -> Part:
+              halo: int = 0, nest: Hardware | None = None, nest_objective: str = "latency",
+              own_band: float | None = None) -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
     that holds on-chip intermediates (``ofmap_sram``, the other cores' buffers, on a chip without shared memory);
     ``fused_filter`` may also be ``"bands"``: the operand lies in row bands over the ``ways`` cores of the split (its
-    producer split on rows kept them), so this core reads the ``ways - 1`` bands it lacks over the interconnect;
+    producer split on rows kept them), so this core reads the ``ways - 1`` bands it lacks over the interconnect
+    (``own_band``: the fraction of the rows its own band holds, if not ``1 / ways``: a row cut over cores that differ);
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
     split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
     elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
@@ -237,7 +243,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
         traffic["dram_filter_read_bytes"] = 0.0
         if fused_filter in ("shared", "bands"):  # bands: 1 / ways of it is this core's own
             _add(recs, (shared, "sram_read", (b.weight,)), fills)
-            fil_bits = fills * b.weight * ((ways - 1) / ways if fused_filter == "bands" else 1)
+            lack = 1.0 if fused_filter != "bands" else (ways - 1) / ways if own_band is None else 1 - own_band
+            fil_bits = fills * b.weight * lack
             link_bits += fil_bits
     shared_ops = multicast.split("+")
     if "ifmap" in shared_ops and ifmap and not fused_in:
@@ -339,18 +346,38 @@ def write_epilogue(parts: list[Part], bandwidth: float) -> None:
             p.stall = max(p.stall, math.ceil(first + max(0.0, last - t_fold)))
 
 
+def vector_shares(op: VectorOp, cut: tuple[str, tuple[int, ...]], multicast: bool = True) -> list[VectorOp | None]:
+    """Each core's share of vector op ``op`` at ``cut``, the row cut of the GEMM whose rows it works on
+    (:func:`split_extent`'s ``what`` and the cut's bounds): the batch at those bounds when the cut is on the batch
+    and the op has that batch, else each instance's rows (of ``reduce`` elements) in the same proportions. A share of
+    rows reads all the op's parameters (a norm's weights) from DRAM on the first core with work, and on every one
+    without ``multicast``; None for a core given nothing. (:func:`vector_part` without a share splits evenly.)"""
+    what, bounds = cut
+    widths = [hi - lo for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    if what == "batch" and op.batch == bounds[-1]:
+        return [replace(op, batch=w) if w else None for w in widths]
+    unit = max(1, op.reduce)
+    b = [min(op.elements, x * unit) for x in whole_bounds(math.ceil(op.elements / unit), widths)]
+    sizes = [hi - lo for lo, hi in zip(b, b[1:], strict=False)]
+    first = next(i for i, n in enumerate(sizes) if n)
+    return [replace(op, elements=n, params=op.params if i == first or not multicast else 0) if n else None
+            for i, n in enumerate(sizes)]
+
+
 def vector_part(op: VectorOp, core: int, arch: Arch, ways: int = 1, moved_bits: float = 0.0, hide: float = 0.0,
                 link_bw: float = 32.0, link_latency: float = 0.0, link: str = LINK, hops: float = 1.0,
-                params_from_dram: bool = True) -> Part:
-    """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit); ``moved_bits``: bits it must receive and
+                params_from_dram: bool = True, share: VectorOp | None = None) -> Part:
+    """Cost ``1/ways`` of vector op ``op`` on ``core`` (its vector unit), or ``share`` of it if given
+    (:func:`vector_shares`); ``moved_bits``: bits it must receive and
     send over the interconnect component ``link`` (an op on a SIMD core away from the MAC cores: ``LINK``, or
     ``BUS``), each bit priced once per hop of ``hops`` and timed once (bits / bandwidth + latency, as a GEMM share's
     transfer: the hops of a route carry it at once); ``hide``: GEMM cycles a pipelined vector unit overlaps it
     with; ``params_from_dram``: a share of its elements reads all the op's parameters (a norm's weights) from DRAM,
     False when another core's read of them is multicast to this one (as a GEMM share's operand)."""
-    share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
-        replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
-                params=op.params if params_from_dram else 0)
+    if share is None:
+        share = op if ways == 1 else replace(op, batch=op.batch // ways) if op.batch % ways == 0 else \
+            replace(op, elements=max(op.reduce or 1, math.ceil(op.elements / ways / max(1, op.reduce)) * max(1, op.reduce)),
+                    params=op.params if params_from_dram else 0)
     recs: list[Record] = [tuple(r) for r in vector_unit.vector_records(share, arch)]  # type: ignore[misc]
     busy = vector_unit.busy_cycles(share, arch)
     exposed = busy - min(busy, max(0.0, hide))

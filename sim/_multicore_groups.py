@@ -17,7 +17,7 @@ from .schedule import fewer_counts, flattens, group_edges, split_dims, split_lab
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
-    from .multicore_sim import _Run
+    from .multicore_sim import Near, _Run
 
 
 Cuts = list[tuple[int, ...] | None]
@@ -33,8 +33,12 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     are free (:func:`~npukit.sim._multicore_cost.prefetched`; the links serve one transfer at a time, in order).
     ``of``: the chip's MAC cores when ``macs`` is only the first of them (the rows' splits read ``M@2``). ``cuts``
     (one per GEMM of the group, in order; :func:`fused_rows`): every GEMM split on its rows at those bounds instead
-    of the split the objective picks (cores that differ: a producer's row shares are its consumer's)."""
+    of the split the objective picks (cores that differ: a producer's row shares are its consumer's); where then
+    every core's rows stay its own from the group's first operator to its last (:func:`own_rows`), each core runs its
+    rows of the operators one after another without waiting for the others (:func:`run_chains`)."""
     fin, fout, sib, ffil = fused_edges(group, r.flow)
+    chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
+        [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -42,8 +46,12 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     links_free = r.t  # the cycle from which the links are idle
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
-            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1)
+            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1,
+                                    None if cuts is None else row_cut(group, cuts, k, len(macs)))
             links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
+            if chains is not None:
+                chains.append((op, vparts, {"step": "fused", "split": "-"}))
+                continue
             r.t += r.commit(op, vparts, r.t, 1.0, {"step": "fused", "split": "-"})
             continue
         ahead = max(0.0, r.t - max(made[i_fil], links_free)) if i_fil >= 0 else 0.0
@@ -55,14 +63,72 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
                                      bool(flat), ahead)
         else:
             dim = "M" if len(macs) > 1 else "-"
+            at = {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
+            near = (at.get(max((j for j in at if j < k), default=-1)), at.get(i_fil))
             parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                                       bool(flat), ahead, cuts[sum(isinstance(g, Layer) for g in group[:k])])
+                                       bool(flat), ahead, at[k], near)
         prev_dim, prev, dims[k] = dim, op, dim
         if ahead:  # the links carried the prefetched part first, from when its producer finished
             links_free = max(made[i_fil], links_free) + sent
         links_free = _links_after(links_free, r.t, max(p.link_cycles for p in parts))
-        r.t += r.commit(op, parts, r.t, 1.0, {"step": "fused", "split": split_label(dim, len(macs), of or len(macs))})
+        extra = {"step": "fused", "split": split_label(dim, len(macs), of or len(macs))}
+        if chains is not None:
+            chains.append((op, parts, extra))
+            continue
+        r.t += r.commit(op, parts, r.t, 1.0, extra)
         made[k] = r.t
+    if chains is not None:
+        run_chains(r, chains)
+
+
+def own_rows(r: _Run, group: list[Layer | VectorOp], fin: list[bool], fout: list[bool], sib: list[bool],
+             ffil: list[int]) -> bool:
+    """Whether every GEMM of a fused group split on its rows reads its input from DRAM or from its own core's rows
+    (no right operand made by the group, no flattened map read through the shared memory, no conv reading a
+    neighbour's halo rows) and its vector ops run on the MAC cores (a simd core gathers every core's rows): then no
+    core waits for another within the group."""
+    if r.m.simd_cores and any(isinstance(op, VectorOp) for op in group):
+        return False
+    prev: Layer | None = None
+    for k, op in enumerate(group):
+        if not isinstance(op, Layer):
+            continue
+        flat = fin[k] and prev is not None and flattens(prev, op)
+        src, _ = _ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))
+        if ffil[k] >= 0 or src == "shared" or (src == "local" and prev is not None and prev.conv is not None
+                                               and op.conv is not None):
+            return False
+        prev = op
+    return True
+
+
+def run_chains(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]]) -> None:
+    """Commit a fused group's ``planned`` operators (each with its parts) as one step in which each core runs its
+    parts one after another, no core waiting for another between operators (their rows are its own): the step takes
+    the longest core's sum, or all its DRAM bytes over all the channels if longer. Each operator's row is scaled to
+    share that latency (:func:`~npukit.sim._multicore_rows.step_scales`), as a pipelined group's are; the timeline
+    draws each part where its core runs it. Before 2026-12-07 every operator waited for its slowest core: a vector op
+    between two GEMMs cut to suit the cores' arrays took its largest share's time, not the cores' combined pace."""
+    t0 = r.t
+    chain: dict[int, float] = {}
+    for _, parts, _ in planned:
+        for p in parts:
+            chain[p.core] = chain.get(p.core, 0.0) + p.busy
+    bw = r.m.dram.total_bandwidth
+    every = [p for _, parts, _ in planned for p in parts]
+    latency = max(max(chain.values()), sum(p.dram_bytes for p in every) / bw if bw else 0.0)
+    scales = step_scales(r, [(op, parts) for op, parts, _ in planned], latency)
+    at = dict.fromkeys(chain, t0)
+    start = t0
+    bars: list[tuple[int, float, float, str]] = []
+    for (op, parts, extra), scale in zip(planned, scales, strict=True):
+        start += r.commit(op, parts, start, scale, extra, draw=False)
+        for p in parts:
+            bars.append((p.core, at[p.core], at[p.core] + p.busy, op.name))
+            at[p.core] += p.busy
+    if r.record:
+        r.timeline += bars
+    r.t = t0 + latency
 
 
 def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None]:
@@ -99,7 +165,36 @@ def fused_rows(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> Cuts:
             flat = fin[k] and prev is not None and flattens(prev, op)
             ends.append((op, *_ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))))
             prev = op
-    return stage_bounds(r, ends, macs)
+    return stage_bounds(r, ends, macs, tails(group, [k for k, op in enumerate(group) if isinstance(op, Layer)]))
+
+
+def _owner(group: list[Layer | VectorOp], k: int) -> int | None:
+    """The GEMM of ``group`` whose rows vector op ``group[k]`` works on: the nearest before it (its producer), else
+    the first after it (which reads it); None when the group has no GEMM."""
+    before = [j for j in range(k) if isinstance(group[j], Layer)]
+    after = [j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)]
+    return before[-1] if before else after[0] if after else None
+
+
+def tails(group: list[Layer | VectorOp], gemm_idx: list[int]) -> list[list[VectorOp]]:
+    """For each GEMM of ``group`` at ``gemm_idx``, the vector ops whose rows follow its cut (:func:`_owner`)."""
+    out: list[list[VectorOp]] = [[] for _ in gemm_idx]
+    for k, op in enumerate(group):
+        j = _owner(group, k) if isinstance(op, VectorOp) else None
+        if j in gemm_idx:
+            out[gemm_idx.index(j)].append(op)  # type: ignore[arg-type]
+    return out
+
+
+def row_cut(group: list[Layer | VectorOp], cuts: Cuts, k: int, ways: int) -> tuple[str, tuple[int, ...]] | None:
+    """The row cut vector op ``group[k]`` works at, given ``cuts`` (one per GEMM of the group, in order; None: even):
+    its owner GEMM's (:func:`_owner`; split_extent's ``what`` and the bounds), or None (even shares)."""
+    j = _owner(group, k)
+    gemms = [i for i, op in enumerate(group) if isinstance(op, Layer)]
+    if j is None or cuts[gemms.index(j)] is None:
+        return None
+    what = split_extent(group[j], "M", ways)  # type: ignore[arg-type]
+    return None if what is None else (what[0], cuts[gemms.index(j)])  # type: ignore[return-value]
 
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
@@ -140,11 +235,12 @@ def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: b
 
 def _fused_parts(r: _Run, op: Layer, macs: list[int], dim: str, fil: str, prev: Layer | None, prev_dim: str,
                  i_in: bool, i_out: bool, i_sib: bool, flat: bool, ahead: float,
-                 bounds: tuple[int, ...] | None = None) -> tuple[list[Part], float]:
-    """(The parts of fused GEMM ``op`` split on ``dim`` over ``macs``, at ``bounds`` if given, with the right operand
-    received up to ``ahead`` cycles early; the cycles of it received early.)"""
+                 bounds: tuple[int, ...] | None = None, near: Near = (None, None)) -> tuple[list[Part], float]:
+    """(The parts of fused GEMM ``op`` split on ``dim`` over ``macs``, at ``bounds`` if given (``near``: its
+    neighbours' cuts, :meth:`~npukit.sim.multicore_sim._Run.gemm_parts`), with the right operand received up to
+    ``ahead`` cycles early; the cycles of it received early.)"""
     src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat)
-    raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds)
+    raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds, near)
     parts = prefetched(raw, ahead)
     return parts, max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
 
@@ -207,47 +303,61 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
     return bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
 
 
-def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int]) -> list[tuple[int, ...] | None]:
+def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int],
+                 after: list[list[VectorOp]] | None = None) -> list[tuple[int, ...] | None]:
     """Row cuts of one pipeline stage's GEMMs (each with its fused input and output) over its cores ``cs``: None
     (the even split) on identical cores. On cores that differ, one fraction per core for all of them, so a GEMM's
     row shares are its consumer's, sized for the cores to finish the stage together
     (:func:`~npukit.sim._multicore_balance.common_fractions`, each kind's cycles fitted at the even share and the
     whole rows, then refitted at the even share and the share so found); the even split and the two cuts are
     timed (the stage's cycles: each GEMM's slowest share) and the fastest kept, the even split on a tie (a small
-    core that streams every weight matrix for a few rows can be slower than the fit says)."""
+    core that streams every weight matrix for a few rows can be slower than the fit says). ``after``: for each GEMM,
+    the vector ops on its rows (:func:`tails`), run on the same cores at the same cut (no simd core): their cycles
+    count with the GEMM's in the fit and the timing (before 2026-12-07 the cut saw the GEMMs alone, and the vector
+    ops were split evenly whatever the cut)."""
     kinds = r.core_kinds(cs)
     if all(k == kinds[0] for k in kinds):
         return [None] * len(gemms)
-    key = ("stage", tuple((g.M, g.N, g.K, g.batch, g.kind, g.conv, g.shared, fi, fo) for g, fi, fo in gemms), tuple(cs))
+    after = [[] for _ in gemms] if after is None or r.m.simd_cores else after
+    key = ("stage", tuple((g.M, g.N, g.K, g.batch, g.kind, g.conv, g.shared, fi, fo) for g, fi, fo in gemms), tuple(cs),
+           tuple(tuple(v) for v in after))
     if key not in r.memo:
         ways = len(cs)
 
-        def cycles_of(g: Layer, fi: str, fo: str, size: int) -> Callable[[object, int], float]:
+        def cycles_of(g: Layer, fi: str, fo: str, size: int, ops: list[VectorOp]) -> Callable[[object, int], float]:
+            what = split_extent(g, "M", ways)[0]  # type: ignore[index]
+
             def cycles(kind: object, share: int) -> float:
-                sub = sub_layer(g, "M", ways, 0, (0, share) + (size,) * (ways - 1))
+                cut = (0, share) + (size,) * (ways - 1)
+                sub = sub_layer(g, "M", ways, 0, cut)
                 assert sub is not None
                 # every kind as a core that receives the multicast weights (i = 1), as a split alone is fitted: the
                 # first core's own DRAM reads share the channels with the others' once the cut is timed; fitting it
                 # at i = 0 cut worse (the 64 + 2 x 48 MLP stage 137,861 cycles against 133,039)
-                return r._part(sub, cs[kind], 1, ways, "M", fi, fo, "", 0).busy  # type: ignore[index]
+                core = cs[kind]  # type: ignore[index]
+                return r._part(sub, core, 1, ways, "M", fi, fo, "", 0).busy + \
+                    sum(r.vector_parts(v, [core, *cs[1:]], cut=(what, cut))[0].busy for v in ops)
             return cycles
 
         def stage_cycles(cuts: list[tuple[int, ...] | None]) -> float:
-            return sum(max(p.busy for p in r.gemm_parts(g, cs, "M", fi, fo, bounds=b))
-                       for (g, fi, fo), b in zip(gemms, cuts, strict=True))
+            return sum(max(p.busy for p in r.gemm_parts(g, cs, "M", fi, fo, bounds=b)) +
+                       sum(max(p.busy for p in r.vector_parts(v, cs, cut=None if b is None else
+                                                              (split_extent(g, "M", ways)[0], b)))  # type: ignore[index]
+                           for v in ops)
+                       for (g, fi, fo), b, ops in zip(gemms, cuts, after, strict=True))
 
         speed = lambda k: r.m.cores[cs[k]].macs_per_cycle  # noqa: E731
         cands: list[list[tuple[int, ...] | None]] = [[None] * len(gemms)]
         try:
             sizes = [split_extent(g, "M", ways)[1] for g, _, _ in gemms]  # type: ignore[index]
             evens = [even_bounds(n, ways)[1] for n in sizes]
-            fits = [(n, fit_costs(n, kinds, cycles_of(g, fi, fo, n), speed, e))
-                    for (g, fi, fo), n, e in zip(gemms, sizes, evens, strict=True)]
+            fits = [(n, fit_costs(n, kinds, cycles_of(g, fi, fo, n, ops), speed, e))
+                    for (g, fi, fo), n, e, ops in zip(gemms, sizes, evens, after, strict=True)]
             frac = common_fractions(fits, kinds)
             cands.append([whole_bounds(n, frac) for n in sizes])
-            refit = [(n, refit_costs(f, cycles_of(g, fi, fo, n), e,  # through the even share and the share found
+            refit = [(n, refit_costs(f, cycles_of(g, fi, fo, n, ops), e,  # through the even share and the share found
                                      {k: max(1, min(n, round(frac[kinds.index(k)] * n))) for k in dict.fromkeys(kinds)}))
-                     for (g, fi, fo), n, e, (_, f) in zip(gemms, sizes, evens, fits, strict=True)]
+                     for (g, fi, fo), n, e, (_, f), ops in zip(gemms, sizes, evens, fits, after, strict=True)]
             cands.append([whole_bounds(n, common_fractions(refit, kinds)) for n in sizes])
         except ConfigError:  # a trial share maps on no core of its kind: what was found so far
             pass
@@ -287,13 +397,16 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     cuts: dict[int, tuple[int, ...] | None] = {}
     for st, cs in enumerate(cores_of):
         mine = [k for k in gemm_idx if stage_of[k] == st]
-        cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs), strict=True))
+        on = tails(group, gemm_idx)
+        cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs,
+                                           [on[gemm_idx.index(k)] for k in mine]), strict=True))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
     for k, op in enumerate(group):
         st = stage_of[k]
         cs = cores_of[st]
         if isinstance(op, VectorOp):
-            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1),
+            mine = [cuts[j] if stage_of[j] == st else None for j in gemm_idx]
+            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1, row_cut(group, mine, k, len(cs))),
                             {"step": f"pipeline stage {st}", "split": "-"}, st))
             continue
         dim = "M" if len(cs) > 1 else "-"
@@ -302,6 +415,14 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     stage_t = [0.0] * n_st
     for _, parts, _, st in planned:
         stage_t[st] += max(p.busy for p in parts)
+    for st in {stage_of[k] for k in gemm_idx if cuts[k] is not None and not (  # rows cut to suit cores that differ:
+            r.m.simd_cores and any(isinstance(op, VectorOp) and stage_of[j] == stage_of[k] for j, op in enumerate(group)))}:
+        chain: dict[int, float] = {}  # each core runs its rows of the stage's ops one after another (as run_chains)
+        for _, parts, _, s in planned:
+            for p in parts:
+                if s == st:
+                    chain[p.core] = chain.get(p.core, 0.0) + p.busy
+        stage_t[st] = max(chain.values())
     latency = pipeline_latency(stage_t, tiles)
     # the stages run at once, but each was timed with the DRAM channels (and the simd core) to itself: the group
     # takes at least all its bytes over all the channels, and all its vector ops on the simd core, as a parallel

@@ -34,6 +34,7 @@ from ._multicore_cost import (  # noqa: I001
     split_extent,
     sub_layer,
     vector_part,
+    vector_shares,
     with_dram,
     write_epilogue,
 )
@@ -63,6 +64,10 @@ from .schedule import (  # noqa: I001
 from .workload import Layer, VectorOp, Workload
 
 MAX_FUSED_TILES = 256
+# (where a fused GEMM's producer cut its rows, where the GEMM that made its ``bands`` right operand did): None, even
+Near = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
+
+
 @dataclass
 class MultiCoreResult:
     """A workload on a multi-core NPU: per-layer rows, the ledger, the timeline and totals (cycles, pJ, bytes)."""
@@ -237,19 +242,25 @@ class _Run:
         return led
 
     def gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
-                   prod: Layer | None = None, bounds: tuple[int, ...] | None = None) -> list[Part]:
+                   prod: Layer | None = None, bounds: tuple[int, ...] | None = None, near: Near = (None, None)
+                   ) -> list[Part]:
         """Each core's share of ``layer`` (cached by shape: a model's repeated blocks are costed once); ``prod``: the
         conv whose row bands this conv's row bands read on chip (their halo rows cross the interconnect); ``bounds``:
-        where the split cuts the extent, if not :meth:`share_bounds`'s (a pipeline stage's shares, cut alike)."""
+        where the split cuts the extent, if not :meth:`share_bounds`'s (a pipeline stage's shares, cut alike);
+        ``near``: where the row cuts of ``prod`` and of the GEMM that made a ``bands`` right operand cut their rows,
+        if not evenly (a fused group's rows cut alike over cores that differ: each core's halo and own band follow
+        them; before 2026-12-07 both were counted as if the rows were cut evenly)."""
         halo = prod.conv if prod is not None and fin == "local" and dim == "M" else None
+        near = (near[0] if halo else None, near[1] if ffil == "bands" else None)
         key = ("parts", layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, tuple(cores),
-               dim, fin, fout, ffil, halo, bounds)
+               dim, fin, fout, ffil, halo, bounds) + ((near,) if any(near) else ())
         if key not in self.memo:
-            self.memo[key] = self._ranked_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None, bounds)
+            self.memo[key] = self._ranked_parts(layer, cores, dim, fin, fout, ffil, prod if halo else None, bounds,
+                                                near)
         return self.memo[key]
 
     def _ranked_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
-                      prod: Layer | None, bounds: tuple[int, ...] | None) -> list[Part]:
+                      prod: Layer | None, bounds: tuple[int, ...] | None, near: Near = (None, None)) -> list[Part]:
         """The split's parts, the DRAM channels shared (:meth:`_share_dram`). The mapper times a share's DRAM stalls
         as a layer alone on its share of the channels, the split re-times them with the channels shared (and a fused
         share moves other bytes than the layer the mapper saw), so on a chip of several MAC cores whose objective is
@@ -258,12 +269,13 @@ class _Run:
         tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency, 3,552 under energy). Under ``energy`` a
         share's energy does not move with its stalls, so its energy-best mapping stays best; a one-core chip stays
         the single-core simulator; loop-nest cores map by their own search."""
-        parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds))
+        parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, near=near))
         if self.m.objective == "energy" or len(self.m.mac_cores) < 2 or not parts or \
                 any(self.m.cores[c].nest for c in cores):
             return parts
         used = self.arch_for(cores[0], len(cores)).objective
-        cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt))
+        cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt,
+                                                             near))
                            for alt in ("latency", "energy", "edp") if alt != used]
         if self.m.objective == "latency":  # ranked by cycles first: only the fastest need pricing (ties by energy)
             fastest = min(max(p.busy for p in ps) for ps in cands)
@@ -271,29 +283,35 @@ class _Run:
         return min(cands, key=self.rank)
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
-                    prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "") -> list[Part]:
+                    prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "",
+                    near: Near = (None, None)) -> list[Part]:
         ways = len(cores)
+        pb, fb = near
+        band = [None if fb is None else (hi - lo) / fb[-1] for lo, hi in zip(fb or (), (fb or ())[1:], strict=False)]
         bounds = bounds or self.share_bounds(layer, cores, dim, fin, fout, ffil, prod)
         subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
         live = [i for i, sub in enumerate(subs) if sub is not None]  # a core given nothing takes no DRAM channel
         lead = lead_ranks(dim, live)  # and the first working core fetches the multicast operands and reduces
         return [self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
-                           halo_elements(prod, layer, ways, i) if prod is not None else 0, len(live), mapped)
+                           halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live), mapped,
+                           band[i] if band else None)
                 for i in live]
 
     def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
-              halo: int, active: int = 0, mapped: str = "") -> Part:
+              halo: int, active: int = 0, mapped: str = "", own_band: float | None = None) -> Part:
         """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``, mapped at its share
         of the DRAM channels among ``active`` cores with work (default ``ways``; before 2026-12-07 always ``ways``, so
         one 128 x 128 core given a whole GEMM beside two idle 32 x 32 ones ran at a third of the channels);
-        ``mapped``: the objective its mapping is searched under, if not :meth:`arch_for`'s."""
+        ``mapped``: the objective its mapping is searched under, if not :meth:`arch_for`'s; ``own_band``: see
+        :func:`gemm_part`."""
         return gemm_part(sub, core, self.arch_for(core, active or ways, mapped), self.tab, self.memo, dim=dim, ways=ways,
                          reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil,
                          link_hops=self.ic.hops(len(self.m.cores)), link_bw=self.ic.bandwidth_bytes_per_cycle,
                          link_latency=self.ic.latency_cycles,
                          shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
                          multicast=multicast(dim, i) if self.ic.multicast else "", halo=halo,
-                         nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective))
+                         nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective),
+                         own_band=own_band)
 
     def core_kinds(self, cores: list[int]) -> list[int]:
         """Each of ``cores``' kind: the position in ``cores`` of the first core identical to it (its :attr:`Core.model`;
@@ -374,20 +392,22 @@ class _Run:
         return label, parts
 
     def vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
-                     dst_dram: bool = False) -> list[Part]:
+                     dst_dram: bool = False, cut: tuple[str, tuple[int, ...]] | None = None) -> list[Part]:
         """Each core's share of vector op ``op`` (cached by its sizes unless a pipelined vector unit hides it);
         ``src_dram`` / ``dst_dram``: on a simd core, its inputs come from / its result goes to DRAM (the op is not
-        fused with its producer / consumer), else they cross the bus or links from / to the MAC cores."""
+        fused with its producer / consumer), else they cross the bus or links from / to the MAC cores; ``cut``: on
+        the MAC cores, the row cut of the GEMM whose rows it works on (:func:`vector_shares`), else even shares."""
         if self.serial_one:
             return self._vector_parts(op, cores)
         key = ("vparts", op.op, op.elements, op.reduce, op.inputs, op.params, op.batch, tuple(cores),
-               src_dram and bool(self.m.simd_cores), dst_dram and bool(self.m.simd_cores))
+               src_dram and bool(self.m.simd_cores), dst_dram and bool(self.m.simd_cores),
+               None if self.m.simd_cores else cut)
         if key not in self.memo:
-            self.memo[key] = self._vector_parts(op, cores, src_dram, dst_dram)
+            self.memo[key] = self._vector_parts(op, cores, src_dram, dst_dram, cut)
         return self.memo[key]
 
     def _vector_parts(self, op: VectorOp, cores: list[int], src_dram: bool = False,
-                      dst_dram: bool = False) -> list[Part]:
+                      dst_dram: bool = False, cut: tuple[str, tuple[int, ...]] | None = None) -> list[Part]:
         bw, lat = self.ic.bandwidth_bytes_per_cycle, self.ic.latency_cycles
         if self.m.simd_cores:  # its inputs cross to the simd core and its result back (bus if any), or DRAM
             core = self.m.simd_cores[0]
@@ -406,6 +426,11 @@ class _Run:
             return [with_dram(part, from_dram, to_dram, arch.vector.bits, port)]
         ways = len(cores)
         hide = self.hide if self.serial_one else 0.0
+        if cut is not None and ways > 1:
+            shares = vector_shares(op, cut, self.ic.multicast)
+            live = [i for i, sh in enumerate(shares) if sh is not None]
+            return [vector_part(op, cores[i], self.arch_for(cores[i], len(live)), ways, 0.0, hide, bw, lat,
+                                share=shares[i]) for i in live]
         # split on its elements, every core needs all its parameters: one DRAM read multicast to all, else each reads
         # its own (before, each read them with multicast too: Llama's input norm 32,768 DRAM bytes on 4 cores, not 8,192)
         return [vector_part(op, c, self.arch_for(c, ways), ways, 0.0, hide, bw, lat,
