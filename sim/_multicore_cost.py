@@ -88,6 +88,31 @@ def multicast(dim: str, i: int) -> str:
     return "+".join(k for k, on in (("ifmap", i % g[1] > 0), ("filter", i // g[1] > 0)) if on)
 
 
+def received(layer: Layer, dim: str, c: int, live: list[int], bounds: tuple[int, ...] | None = None) -> dict[int, str]:
+    """What each working share (``live``: their indices) of a ``c``-way split of ``layer`` on ``dim`` (cut at
+    ``bounds``, default even) receives in another share's DRAM fetch: :func:`multicast` at its :func:`lead_ranks`
+    rank, except that where the split cuts the batch, a core's weights or keys (one right operand per ``shared``
+    batch elements) come by multicast only when earlier shares of its column part read all of the groups it needs;
+    else it reads its own. Before 2026-12-07 every core of a batch split took them from the first core's fetch: the
+    heads of an attention GEMM on four cores moved 589,824 DRAM bytes where their operands hold 786,432."""
+    lead = lead_ranks(dim, live)
+    g = grid(dim)
+    rows, ways = ("M", g[0]) if g is not None else (dim, c)
+    ext = split_extent(layer, rows, ways) if rows == "M" else None
+    read_to: dict[int, int] = {}  # per column part: the groups read so far, 0 up to (shares come in batch order)
+    out: dict[int, str] = {}
+    for i in live:
+        got = multicast(dim, lead[i])
+        if ext is not None and ext[0] == "batch":
+            band, col = (i // g[1], i % g[1]) if g is not None else (i, 0)
+            lo, hi = ((bounds if g is None else None) or even_bounds(ext[1], ways))[band:band + 2]
+            if "filter" in got and -(-hi // layer.shared) > read_to.get(col, 0):
+                got = "+".join(x for x in got.split("+") if x != "filter")
+            read_to[col] = max(read_to.get(col, 0), -(-hi // layer.shared))
+        out[i] = got
+    return out
+
+
 def lead_ranks(dim: str, live: list[int]) -> dict[int, int]:
     """Each working share's position for :func:`multicast` and the K split's reducer (the first fetches and reduces):
     on a 1-D split its rank among the shares ``live`` (their indices) that have work, so a split whose first core gets

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._multicore_cost import gemm_floor, lead_ranks, multicast, sub_layer
+from ._multicore_cost import gemm_floor, lead_ranks, received, sub_layer
 from .errors import ConfigError
 from .workload import Layer
 
@@ -73,11 +73,12 @@ def split_floor(r: _Run, layer: Layer, cores: list[int], dim: str, fin: str, fou
     subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
     live = [i for i, sub in enumerate(subs) if sub is not None]
     lead = lead_ranks(dim, live)  # as gemm_parts: the first working core fetches and reduces
+    got = received(layer, dim, ways, live, bounds)
     for i in live:
         c = r.m.cores[cores[i]]
         shares.append((c.arch, *gemm_floor(subs[i], c.arch, r.memo, dim=dim, ways=ways, reducer=lead[i] == 0,
                                            fused_in=fin, fused_out=fout, fused_filter=ffil, nest=c.nest,
-                                           multicast=multicast(dim, lead[i]) if r.ic.multicast else "")))
+                                           multicast=got[i] if r.ic.multicast else "")))
     dram = r.m.dram
     pooled = len(shares) >= 2 and r.ref.bandwidth_mode != "calc" and r.ref.memory != "scalesim"
     moved = sum(s[2] for s in shares)

@@ -31,6 +31,7 @@ from ._multicore_cost import (  # noqa: I001
     halo_elements,
     lead_ranks,
     multicast,
+    received,
     split_extent,
     sub_layer,
     vector_part,
@@ -292,24 +293,26 @@ class _Run:
         subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
         live = [i for i, sub in enumerate(subs) if sub is not None]  # a core given nothing takes no DRAM channel
         lead = lead_ranks(dim, live)  # and the first working core fetches the multicast operands and reduces
+        got = received(layer, dim, ways, live, bounds)
         return [self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
                            halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live), mapped,
-                           band[i] if band else None)
+                           band[i] if band else None, got[i])
                 for i in live]
 
     def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
-              halo: int, active: int = 0, mapped: str = "", own_band: float | None = None) -> Part:
+              halo: int, active: int = 0, mapped: str = "", own_band: float | None = None,
+              got: str | None = None) -> Part:
         """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``, mapped at its share
         of the DRAM channels among ``active`` cores with work (default ``ways``; before 2026-12-07 always ``ways``, so
         one 128 x 128 core given a whole GEMM beside two idle 32 x 32 ones ran at a third of the channels);
         ``mapped``: the objective its mapping is searched under, if not :meth:`arch_for`'s; ``own_band``: see
-        :func:`gemm_part`."""
+        :func:`gemm_part`; ``got``: what it receives by multicast (:func:`received`), if not :func:`multicast`'s."""
         return gemm_part(sub, core, self.arch_for(core, active or ways, mapped), self.tab, self.memo, dim=dim, ways=ways,
                          reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil,
                          link_hops=self.ic.hops(len(self.m.cores)), link_bw=self.ic.bandwidth_bytes_per_cycle,
                          link_latency=self.ic.latency_cycles,
                          shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
-                         multicast=multicast(dim, i) if self.ic.multicast else "", halo=halo,
+                         multicast=(multicast(dim, i) if got is None else got) if self.ic.multicast else "", halo=halo,
                          nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective),
                          own_band=own_band)
 

@@ -1,0 +1,42 @@
+"""A batched GEMM split over cores on its batch (attention heads): a core receives the right operand by multicast only
+where an earlier core reads the same one. Before 2026-12-07 every core but the first took "the" weights from the
+first core's fetch, so four heads on quad128 moved 589,824 DRAM bytes where their operands hold 786,432."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from npukit.sim import load_arch, load_multicore_arch, simulate, simulate_multicore
+from npukit.sim._multicore_cost import received
+from npukit.sim.workload import Layer, Workload
+
+
+def _dram(layer: Layer, multicast: bool) -> float:
+    m = load_multicore_arch("quad128")
+    m = replace(m, interconnect=replace(m.interconnect, multicast=multicast))
+    res = simulate_multicore(Workload("w", [layer]), m, "none/split")
+    assert res.layer_rows[0]["split"] == "M" and res.layer_rows[0]["cores"] == 4
+    return res.layer_rows[0]["dram_bytes"]
+
+
+@pytest.mark.parametrize("kind", ["attention", "gemm"])
+def test_heads_on_their_own_cores_read_their_own_operands(kind: str) -> None:
+    heads = Layer("att", 256, 256, 256, batch=4, kind=kind)  # each head its own right operand (int8: 1 B)
+    compulsory = 4 * 3 * 256 * 256
+    assert _dram(heads, True) == _dram(heads, False) == compulsory
+    assert simulate(Workload("w", [heads]), load_arch("npu128")).dram_bytes == compulsory
+
+
+def test_grouped_heads_share_one_fetch_per_group() -> None:
+    # two query heads per key/value head (shared = 2): cores 0 and 1 need group 0, cores 2 and 3 group 1; the second
+    # of each pair receives it, so each group crosses DRAM once
+    gqa = Layer("att", 256, 256, 256, batch=4, shared=2, kind="attention")
+    assert _dram(gqa, True) == 4 * 2 * 256 * 256 + 2 * 256 * 256
+    assert _dram(gqa, False) == 4 * 3 * 256 * 256
+    assert received(gqa, "M", 4, [0, 1, 2, 3]) == {0: "", 1: "filter", 2: "", 3: "filter"}
+    # a split on the rows of one weight matrix (no batch cut) still multicasts it to every core
+    assert received(Layer("g", 256, 256, 256), "M", 4, [0, 1, 2, 3]) == {0: "", 1: "filter", 2: "filter", 3: "filter"}
+    # a grid: each row band its own heads, so only the cores of a band share its input; none receives weights
+    assert received(Layer("att", 64, 256, 64, batch=2), "M2N2", 4, [0, 1, 2, 3]) == {0: "", 1: "ifmap", 2: "", 3: "ifmap"}
