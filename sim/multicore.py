@@ -121,6 +121,9 @@ class MultiCoreArch:
         if not self.simd_cores and not all(c.vector_unit for c in self.cores):
             raise ConfigError(f"multicore arch '{self.name}': a core without a vector unit needs a simd core "
                               "(add a [[core]] with kind = \"simd\")")
+        if len(self.simd_cores) > 1:  # before, accepted and all but the first listed left idle, silently
+            raise ConfigError(f"multicore arch '{self.name}' has {len(self.simd_cores)} simd cores; npukit runs every "
+                              "vector op on one: give one simd core (its vector unit as wide as theirs together)")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"multicore field 'objective' = {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.layer_cores not in LAYER_CORES:

@@ -41,6 +41,7 @@ TWO = 'name = "x"\n[[core]]\narch = "npu128"\ncount = 2\n'
      f"from 1 to {MAX_CORES} cores in all"),
     ("", "sets nothing"),
     ("# only a comment\n", "sets nothing"),
+    (TWO + '[[core]]\narch = "npu32"\nkind = "simd"\ncount = 2\n', "has 2 simd cores"),  # the second sat idle
 ])
 def test_a_hostile_arch_file_is_refused_with_one_line(tmp_path, capsys, text, needle) -> None:
     arch = tmp_path / "a.toml"
