@@ -6,8 +6,9 @@ and stores it as ``Workload.meta["dataflow"]``: ``{consumer name: [producer name
 model's N-th input and a ``~`` before a producer whose output the consumer reads through a gather of rows (the tokens
 of one expert): such a read orders the two (:meth:`Dataflow.ancestors`) but is no whole-tensor edge. Names not in
 the workload are external sources (its inputs, or operators cut away from a slice of it). An ONNX file records one
-too (:func:`npukit.workloads.onnx_workload`). A workload without that key (a topology CSV, a built-in) has no
-dataflow, and the schedule infers producer -> consumer edges from shapes alone (:mod:`npukit.sim.schedule`).
+too (:func:`npukit.workloads.onnx_workload`), and so do the built-in ``llama3-8b-layer`` and ``minilm-l6``. A
+workload without that key (a topology CSV, the built-in ``resnet18`` and ``gemm``) has no dataflow, and the schedule
+infers producer -> consumer edges from shapes alone (:mod:`npukit.sim.schedule`).
 
 Shapes alone chain operators that only look connected: the experts of a mixture-of-experts layer run one after
 another on tokens gathered from the same input, and expert ``i``'s output has the shape of expert ``i + 1``'s

@@ -197,17 +197,34 @@ def minilm_l6(seq: int = 128) -> Workload:
         raise WorkloadError(f"minilm-l6 seq must be 1..{1 << 20} tokens, not {seq!r}")
     hidden, heads, hd, ffn = 384, 12, 32, 1536
     layers: list[Layer] = []
+    reads: dict[str, list[str]] = {}
+    x = "<input 0>"
     for i in range(6):
         pre = f"encoder.layer.{i}"
-        layers += _encoder_layer(f"{pre}.attention", seq, hidden, heads, heads, hd)
+        a = f"{pre}.attention"
+        layers += _encoder_layer(a, seq, hidden, heads, heads, hd)
         layers += [
-            Layer(f"{pre}.attention.scores", seq, seq, hd, batch=heads, kind="attention"),
-            Layer(f"{pre}.attention.context", seq, hd, seq, batch=heads, kind="attention"),
-            Layer(f"{pre}.attention.output", seq, hidden, hidden, kind="linear"),
+            Layer(f"{a}.scores", seq, seq, hd, batch=heads, kind="attention"),
+            Layer(f"{a}.context", seq, hd, seq, batch=heads, kind="attention"),
+            Layer(f"{a}.output", seq, hidden, hidden, kind="linear"),
             Layer(f"{pre}.intermediate", seq, ffn, hidden, kind="linear"),
             Layer(f"{pre}.output", seq, hidden, ffn, kind="linear"),
         ]
-    return Workload("minilm-l6", layers, {"seq": seq})
+        reads |= {f"{a}.q_proj": [x], f"{a}.k_proj": [x], f"{a}.v_proj": [x],
+                  f"{a}.scores": [f"{a}.q_proj", f"{a}.k_proj"], f"{a}.context": [f"{a}.scores", f"{a}.v_proj"],
+                  f"{a}.output": [f"{a}.context"], f"{pre}.intermediate": [f"{a}.output"],
+                  f"{pre}.output": [f"{pre}.intermediate"]}
+        x = f"{pre}.output"
+    return Workload("minilm-l6", layers, {"seq": seq, _dataflow_key(): reads})
+
+
+def _dataflow_key() -> str:
+    """The meta key of a workload's recorded dataflow (:data:`npukit.sim.dataflow.KEY`): the built-ins below know
+    their own wiring, so they record it, as a traced model does (before 2026-12-07 they had none, and shapes alone
+    made ``k_proj`` read ``q_proj``'s output and the scores read their keys from ``v_proj`` in a fused group)."""
+    from .dataflow import KEY  # dataflow imports this module
+
+    return KEY
 
 
 def llama3_8b_layer(seq: int = 2048, phase: str = "prefill") -> Workload:
@@ -244,7 +261,17 @@ def llama3_8b_layer(seq: int = 2048, phase: str = "prefill") -> Workload:
         Layer("mlp.down_proj", m, hidden, ffn, kind="linear"),
         VectorOp("residual_mlp", "add", m * hidden, inputs=2),
     ]
-    return Workload("llama3-8b-layer", layers, {"seq": seq, "phase": phase})
+    a = "self_attn"
+    reads = {"input_layernorm": ["<input 0>"], f"{a}.q_proj": ["input_layernorm"], f"{a}.k_proj": ["input_layernorm"],
+             f"{a}.v_proj": ["input_layernorm"], f"{a}.rope_q": [f"{a}.q_proj"], f"{a}.rope_k": [f"{a}.k_proj"],
+             f"{a}.kv_append": [f"{a}.rope_k", f"{a}.v_proj"], f"{a}.scores": [f"{a}.rope_q", f"{a}.kv_append"],
+             f"{a}.softmax": [f"{a}.scores"], f"{a}.context": [f"{a}.softmax", f"{a}.kv_append"],
+             f"{a}.o_proj": [f"{a}.context"], "residual_attn": [f"{a}.o_proj", "<input 0>"],
+             "post_attention_layernorm": ["residual_attn"], "mlp.gate_proj": ["post_attention_layernorm"],
+             "mlp.up_proj": ["post_attention_layernorm"], "mlp.act_fn": ["mlp.gate_proj"],
+             "mlp.gate_mul": ["mlp.act_fn", "mlp.up_proj"], "mlp.down_proj": ["mlp.gate_mul"],
+             "residual_mlp": ["mlp.down_proj", "residual_attn"]}
+    return Workload("llama3-8b-layer", layers, {"seq": seq, "phase": phase, _dataflow_key(): reads})
 
 
 def gemm(M: int, N: int, K: int) -> Workload:
