@@ -82,50 +82,65 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
 
 
 def own_rows(r: _Run, group: list[Layer | VectorOp], fin: list[bool], fout: list[bool], sib: list[bool],
-             ffil: list[int]) -> bool:
-    """Whether every GEMM of a fused group split on its rows reads its input from DRAM or from its own core's rows
-    (no right operand made by the group, no flattened map read through the shared memory, no conv reading a
-    neighbour's halo rows) and its vector ops run on the MAC cores (a simd core gathers every core's rows): then no
-    core waits for another within the group."""
-    if r.m.simd_cores and any(isinstance(op, VectorOp) for op in group):
+             ffil: list[int], inside: list[int] | None = None) -> bool:
+    """Whether the operators of a fused group at positions ``inside`` (default: all; a pipeline stage's), every GEMM
+    split on its rows, keep each core's rows its own: no GEMM's right operand made among them, no input read through
+    the shared memory from among them (a flattened map; a stage's first GEMM reads the stage before it), no conv
+    reading a neighbour's halo rows, and no vector op among them on a simd core (it gathers every core's rows). Then
+    no core waits for another's results within them (:func:`chain_ends`)."""
+    inside = list(range(len(group))) if inside is None else inside
+    if r.m.simd_cores and any(isinstance(group[k], VectorOp) for k in inside):
         return False
     prev: Layer | None = None
-    for k, op in enumerate(group):
+    for k in inside:
+        op = group[k]
         if not isinstance(op, Layer):
             continue
         flat = fin[k] and prev is not None and flattens(prev, op)
         src, _ = _ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))
-        if ffil[k] >= 0 or src == "shared" or (src == "local" and prev is not None and prev.conv is not None
-                                               and op.conv is not None):
+        stage_in = prev is None and len(inside) < len(group)  # a later stage's first GEMM: made by the stage before
+        if ffil[k] in inside or (src == "shared" and not stage_in) or (src == "local" and prev is not None and
+                                                                      prev.conv is not None and op.conv is not None):
             return False
         prev = op
     return True
 
 
+def chain_ends(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part]]], t0: float
+               ) -> tuple[dict[int, float], list[tuple[int, float, float, str]]]:
+    """Each core's end cycle, and its timeline bars, when it runs its parts of ``planned`` (operators with their
+    parts, in order) one after another from ``t0`` without waiting for other cores' results (:func:`own_rows`),
+    except for a GEMM's weights where the interconnect multicasts them: they come with the first part's DRAM fetch,
+    so no other part of that GEMM starts before the first one does."""
+    at: dict[int, float] = {}
+    bars: list[tuple[int, float, float, str]] = []
+    for op, parts in planned:
+        lead = at.get(parts[0].core, t0)
+        for n, p in enumerate(parts):
+            start = at.get(p.core, t0)
+            if n and isinstance(op, Layer) and r.ic.multicast:
+                start = max(start, lead)
+            bars.append((p.core, start, start + p.busy, op.name))
+            at[p.core] = start + p.busy
+    return at, bars
+
+
 def run_chains(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]]) -> None:
     """Commit a fused group's ``planned`` operators (each with its parts) as one step in which each core runs its
-    parts one after another, no core waiting for another between operators (their rows are its own): the step takes
-    the longest core's sum, or all its DRAM bytes over all the channels if longer. Each operator's row is scaled to
-    share that latency (:func:`~npukit.sim._multicore_rows.step_scales`), as a pipelined group's are; the timeline
-    draws each part where its core runs it. Before 2026-12-07 every operator waited for its slowest core: a vector op
-    between two GEMMs cut to suit the cores' arrays took its largest share's time, not the cores' combined pace."""
+    parts one after another (:func:`chain_ends`: no core waits for another's results, only for multicast weights):
+    the step takes the last core's end, or all its DRAM bytes over all the channels if longer. Each operator's row is
+    scaled to share that latency (:func:`~npukit.sim._multicore_rows.step_scales`), as a pipelined group's are; the
+    timeline draws each part where its core runs it. Before 2026-12-07 every operator waited for its slowest core: a
+    vector op between two GEMMs cut to suit the cores' arrays took its largest share's time, not the cores' pace."""
     t0 = r.t
-    chain: dict[int, float] = {}
-    for _, parts, _ in planned:
-        for p in parts:
-            chain[p.core] = chain.get(p.core, 0.0) + p.busy
+    ends, bars = chain_ends(r, [(op, parts) for op, parts, _ in planned], t0)
     bw = r.m.dram.total_bandwidth
     every = [p for _, parts, _ in planned for p in parts]
-    latency = max(max(chain.values()), sum(p.dram_bytes for p in every) / bw if bw else 0.0)
+    latency = max(max(ends.values()) - t0, sum(p.dram_bytes for p in every) / bw if bw else 0.0)
     scales = step_scales(r, [(op, parts) for op, parts, _ in planned], latency)
-    at = dict.fromkeys(chain, t0)
     start = t0
-    bars: list[tuple[int, float, float, str]] = []
     for (op, parts, extra), scale in zip(planned, scales, strict=True):
         start += r.commit(op, parts, start, scale, extra, draw=False)
-        for p in parts:
-            bars.append((p.core, at[p.core], at[p.core] + p.busy, op.name))
-            at[p.core] += p.busy
     if r.record:
         r.timeline += bars
     r.t = t0 + latency
@@ -133,18 +148,23 @@ def run_chains(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part], dict[s
 
 def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None]:
     """The MAC cores a fused split group runs on and, on cores that differ, its row cuts: :func:`fused_cores`' cores
-    (those of the fastest's peak, even shares), or every MAC core with each GEMM's rows cut alike
-    (:func:`fused_rows`) where that ranks strictly better under the objective (each simulated on a scratch run).
-    Before 2026-12-07 a fused group always left the slower cores idle."""
+    (those of the fastest's peak, even shares), every MAC core with each GEMM's rows cut alike (:func:`fused_rows`),
+    or every MAC core with even shares and the split the objective picks per GEMM (as identical cores run it),
+    whichever ranks best under the objective (each simulated on a scratch run; ties keep that order). Before
+    2026-12-07 a fused group always left the slower cores idle; then, until the third plan was added the same day,
+    a 64 x 64 core beside two 48 x 48 made a chip slower than three 48 x 48 cores on a Llama layer (6,904,167 against
+    6,714,737 cycles), since only rows could be cut over all three."""
     cores = fused_cores(r, group, macs)
     if len(cores) == len(macs) or len({r.m.cores[c].macs_per_cycle for c in macs}) < 2:
         return cores, None
+    plans: list[tuple[list[int], Cuts | None]] = [(cores, None)]
     try:
-        cuts = fused_rows(r, group, macs)
-    except ConfigError:  # a share of some cut maps on no core of its kind: the fastest cores alone
-        return cores, None
+        plans.append((macs, fused_rows(r, group, macs)))
+    except ConfigError:  # a share of some cut maps on no core of its kind
+        pass
+    plans.append((macs, None))
     ranks = []
-    for cs, cut in ((cores, None), (macs, cuts)):
+    for cs, cut in plans:
         trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
         try:
             run_fused_split(trial, group, cs, len(macs), cut)
@@ -385,7 +405,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         if isinstance(op, Layer):
             cur = bounds[gemm_idx.index(k)]
         stage_of[k] = cur
-    fin, fout, _, _ = fused_edges(group, r.flow)
+    fin, fout, sib, ffil = fused_edges(group, r.flow)
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     ends: dict[int, tuple[str, str]] = {}  # each GEMM's fused input and output: on its stage's cores or shared
     for k in gemm_idx:
@@ -415,14 +435,11 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     stage_t = [0.0] * n_st
     for _, parts, _, st in planned:
         stage_t[st] += max(p.busy for p in parts)
-    for st in {stage_of[k] for k in gemm_idx if cuts[k] is not None and not (  # rows cut to suit cores that differ:
-            r.m.simd_cores and any(isinstance(op, VectorOp) and stage_of[j] == stage_of[k] for j, op in enumerate(group)))}:
-        chain: dict[int, float] = {}  # each core runs its rows of the stage's ops one after another (as run_chains)
-        for _, parts, _, s in planned:
-            for p in parts:
-                if s == st:
-                    chain[p.core] = chain.get(p.core, 0.0) + p.busy
-        stage_t[st] = max(chain.values())
+    for st in {stage_of[k] for k in gemm_idx if cuts[k] is not None}:  # rows cut to suit cores that differ: each
+        inside = [k for k in range(len(group)) if stage_of[k] == st]  # core at its own pace where none waits
+        if own_rows(r, group, fin, fout, sib, ffil, inside):  # for another's results (as run_chains)
+            ends, _ = chain_ends(r, [(op, parts) for op, parts, _, s in planned if s == st], 0.0)
+            stage_t[st] = max(ends.values())
     latency = pipeline_latency(stage_t, tiles)
     # the stages run at once, but each was timed with the DRAM channels (and the simd core) to itself: the group
     # takes at least all its bytes over all the channels, and all its vector ops on the simd core, as a parallel

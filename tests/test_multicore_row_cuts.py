@@ -6,6 +6,7 @@ SiLU over the idle 48 x 48 cores)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,12 @@ def test_a_vector_op_takes_its_share_of_the_rows_on_each_core(tmp_path: Path) ->
     assert [p.core for p in alone] == [cs[0]] and alone[0].vector_busy == pytest.approx(sum(p.vector_busy for p in cut))
 
 
+def _no_multicast(chip):  # noqa: ANN001, ANN202
+    return replace(chip, interconnect=replace(chip.interconnect, multicast=False))
+
+
 def test_each_core_runs_its_rows_of_the_group_without_waiting(tmp_path: Path) -> None:
-    chip = _mixed(tmp_path)
+    chip = _no_multicast(_mixed(tmp_path))  # each core fetches its own weights
     res = simulate_multicore(MLP, chip, "chain/split")
     rows = res.rows()
     assert [r["core_ids"] for r in rows] == ["0 1 2"] * 3 and rows[0]["split"] == "M"
@@ -111,3 +116,46 @@ def test_a_simd_core_gathers_the_rows_so_the_cores_wait_for_it(tmp_path: Path) -
     assert min(s for k, s, e, n in res.timeline if n == "silu") >= max(e for _, e in first) - 1e-9
     assert res.total_cycles == pytest.approx(sum(r["cycles"] for r in rows))
     assert res.total_cycles > max(res.core_busy[:3])
+
+
+def test_a_fused_group_may_split_over_every_core_as_identical_cores_do(tmp_path: Path) -> None:
+    # a few rows and wide weights: the free split (N, then K) over all three cores beats the rows cut alike and the
+    # 64 x 64 core alone, so a 64 x 64 core in place of a 48 x 48 one no longer makes the chip slower
+    from test_multicore_unequal import _mixed as mixed
+
+    w = Workload("m", [Layer("a", 64, 2048, 512), Layer("b", 64, 512, 2048)])
+    res = simulate_multicore(w, mixed(tmp_path), "chain/split")
+    three48 = mixed(tmp_path, "t48", '[[core]]\narch = "npu48.toml"\ncount = 3\nkind = "mac"\n')
+    assert [(r["split"], r["core_ids"]) for r in res.rows()] == [("N", "0 1 2"), ("K", "0 1 2")]
+    assert res.total_cycles <= simulate_multicore(w, three48, "chain/split").total_cycles
+
+
+def test_multicast_weights_hold_a_core_until_their_fetch_starts(tmp_path: Path, monkeypatch) -> None:
+    # with multicast the small cores' weights of each GEMM come with the first core's DRAM fetch: no part of a GEMM
+    # starts before the first core's does (the review of the change above found them started 8,426 cycles early)
+    from npukit.sim import _multicore_groups as groups
+
+    chip = _mixed(tmp_path, "mx_mc")
+    monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+    res = simulate_multicore(MLP, chip, "chain/split")
+    lead = chip.mac_cores[0]
+    for name in ("a", "b"):
+        bars = {k: s for k, s, _, n in res.timeline if n == name}
+        assert all(s >= bars[lead] for s in bars.values())
+    assert res.total_cycles > max(res.core_busy)  # the small cores wait for the big one's fetch of b's weights
+    assert res.total_cycles == pytest.approx(simulate_multicore(MLP, chip, "chain/pipeline").total_cycles)
+
+
+def test_only_operators_that_keep_their_rows_run_without_a_barrier(tmp_path: Path) -> None:
+    from npukit.sim._multicore_groups import fused_edges, own_rows
+
+    chip = _mixed(tmp_path, "mx_own")
+    r = _Run(MLP, chip, load_table("horowitz45"), {})
+    assert own_rows(r, MLP.layers, *fused_edges(MLP.layers, None))
+    convs = [conv_layer("c1", 34, 34, 3, 3, 8, 8, 1), conv_layer("c2", 34, 34, 3, 3, 8, 8, 1)]
+    edges = fused_edges(convs, None)
+    assert edges[0][1]  # the second conv reads the first's output on chip
+    assert not own_rows(r, convs, *edges)  # its halo rows come from the neighbouring cores
+    assert own_rows(r, convs, *edges, inside=[1])  # a stage of its own reads the stage before it
+    fin, fout, sib, _ = fused_edges(MLP.layers, None)  # a right operand made in the group (attention's keys):
+    assert not own_rows(r, MLP.layers, fin, fout, sib, [-1, -1, 0])  # every core needs every core's rows

@@ -268,13 +268,16 @@ def test_cores_equal_in_peak_port_and_buffers_still_give_one_result_in_any_order
 def test_a_fused_split_group_over_unequal_cores_cuts_its_rows_alike(tmp_path: Path) -> None:
     # a 64 x 64 core and two 48 x 48: the fused pair on all three, each GEMM's rows cut alike (the one-stage pipeline's
     # cut), beats the 64 x 64 core alone; before, a fused split group ran on the cores of the fastest's peak only
+    # (since the same day a third plan, every core with even shares and a free split, can win: here N, then K)
     chip = _mixed(tmp_path)
     mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
     res = simulate_multicore(mlp, chip, "chain/split")
-    assert [(r["step"], r["split"], r["core_ids"]) for r in res.rows()] == [("fused", "M", "0 1 2")] * 2
-    assert res.total_cycles == pytest.approx(simulate_multicore(mlp, chip, "chain/pipeline").total_cycles)
+    assert [(r["step"], r["core_ids"]) for r in res.rows()] == [("fused", "0 1 2")] * 2
+    rows = simulate_multicore(mlp, chip, "chain/pipeline")  # the one-stage pipeline: the rows cut alike
+    assert [(r["split"], r["core_ids"]) for r in rows.rows()] == [("M", "0 1 2")] * 2
+    assert res.total_cycles <= rows.total_cycles
     alone = simulate_multicore(mlp, _mixed(tmp_path, "mx64", BIG64), "chain/split")
-    assert res.total_cycles < 0.8 * alone.total_cycles
+    assert rows.total_cycles < 0.8 * alone.total_cycles
 
 
 @pytest.mark.parametrize("objective", ["latency", "energy", "edp"])
