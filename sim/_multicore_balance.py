@@ -91,6 +91,24 @@ def balanced_cuts(size: int, kinds: Sequence[object], cycles: Callable[[object, 
     return [cut, whole_bounds(size, fill_shares(size, [line[k] for k in kinds]))]
 
 
+def aligned_cut(cut: tuple[int, ...], units: Sequence[int]) -> tuple[int, ...] | None:
+    """``cut`` (cut points, one share per core) with each share rounded to the nearest multiple of its core's
+    ``units`` (an array's rows or columns: a share one past a multiple costs a whole further fold), the remainder to
+    the largest share; None when that leaves a share below 0. A fitted cut is linear in the share and sees no folds:
+    doubling the cores' DRAM ports moved a 32-wide core's columns from 57 to 65, 3 folds instead of 2, and made a GEMM
+    6.5% slower (2026-12-07)."""
+    shares = [b - a for a, b in zip(cut, cut[1:], strict=False)]
+    out = [round(x / u) * u if u > 0 else x for x, u in zip(shares, units, strict=True)]
+    big = max(range(len(shares)), key=lambda i: (shares[i], -i))
+    out[big] += cut[-1] - cut[0] - sum(out)
+    if min(out) < 0:
+        return None
+    pts = [cut[0]]
+    for x in out:
+        pts.append(pts[-1] + x)
+    return tuple(pts)
+
+
 def common_fractions(fits: Sequence[tuple[int, dict[object, tuple[float, float]]]], kinds: Sequence[object]
                      ) -> list[float]:
     """One fraction of every layer per core (summing to 1) for layers that must be cut alike (the GEMMs of one

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_balance import balanced_cuts
+from ._multicore_balance import aligned_cut, balanced_cuts
 from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
@@ -327,7 +327,8 @@ class _Run:
         """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): balanced over cores
         that differ (:func:`~npukit.sim._multicore_balance.balanced_cuts`, kept per run) for a layer alone in its
         step, kept when it ranks better under the objective than the even split, as the cores' models time and price
-        them (2026-12-07; before, always); None (the
+        them (2026-12-07; before, always), with each fitted cut also tried with its shares on whole folds of the
+        cores' arrays (:func:`~npukit.sim._multicore_balance.aligned_cut`); None (the
         even split) on identical cores, a grid, or a fused operand (its producer's and consumer's shares must line
         up)."""
         kinds = self.core_kinds(cores)
@@ -350,6 +351,9 @@ class _Run:
                                      even_bounds(size, ways)[1])
             except ConfigError:  # a trial share maps on no core of its kind: the even split (it may fail as well)
                 pass
+            for unit in ("rows", "cols"):  # and each fitted cut with its shares on whole folds of the arrays
+                cuts += [c for c in (aligned_cut(cut, [getattr(self.m.cores[x].arch, unit) for x in cores])
+                                     for cut in cuts[:2]) if c is not None]
             timed = []
             for i, cut in enumerate([*dict.fromkeys(cuts), None]):  # None, the even split, wins no tie
                 try:
