@@ -212,7 +212,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
               link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
               halo: int = 0, nest: Hardware | None = None, nest_objective: str = "latency",
-              own_band: float | None = None) -> Part:
+              own_band: float | None = None, active: int = 0) -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
@@ -223,7 +223,9 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     ``multicast``: ``ifmap`` or ``filter``, an operand this core receives from the DRAM fetch of another core of the
     split, delivered to all of them at once (a multicast), so this core reads none of it from DRAM; ``halo``:
     elements of a fused (``local``) input that neighbouring cores computed (:func:`halo_elements`), read from
-    their buffers over the interconnect; ``nest``: the core is a loop-nest Hardware, its share costed by the
+    their buffers over the interconnect; ``active``: the shares of the split given work (default ``ways``: a K
+    split's reducer adds the partial sums of the other ``active - 1``; before 2026-12-07 always ``ways - 1``, also
+    from cores a cut left idle); ``nest``: the core is a loop-nest Hardware, its share costed by the
     loop-nest mapper under ``nest_objective`` (:mod:`npukit.sim._multicore_nest`; ``arch`` then gives only the
     operand widths and the DRAM port)."""
     b, n = arch.bits, layer.batch
@@ -290,9 +292,10 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     if dim == "K" and ways > 1:
         partial = n * layer.M * layer.N
         if reducer:  # adds the other cores' partial sums (their transfers are counted by the senders)
-            _add(recs, ("psum_adder", "int_add", (b.psum_buffer,)), (ways - 1) * partial)
-            _add(recs, ("psum_buffer", "sram_write", (b.psum_buffer,)), (ways - 1) * partial)
-            recv_bits = (ways - 1) * partial * b.psum_buffer
+            others = (active or ways) - 1
+            _add(recs, ("psum_adder", "int_add", (b.psum_buffer,)), others * partial)
+            _add(recs, ("psum_buffer", "sram_write", (b.psum_buffer,)), others * partial)
+            recv_bits = others * partial * b.psum_buffer
         else:
             link_bits += partial * b.psum_buffer
     dram_b = sum(cnt * bits[0] for (comp, act, bits), cnt in recs.items() if comp == "dram")

@@ -314,7 +314,7 @@ class _Run:
                          shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
                          multicast=(multicast(dim, i) if got is None else got) if self.ic.multicast else "", halo=halo,
                          nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective),
-                         own_band=own_band)
+                         own_band=own_band, active=active or ways)
 
     def core_kinds(self, cores: list[int]) -> list[int]:
         """Each of ``cores``' kind: the position in ``cores`` of the first core identical to it (its :attr:`Core.model`;

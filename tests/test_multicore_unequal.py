@@ -372,3 +372,23 @@ def test_a_balanced_cut_also_tries_whole_folds_so_faster_ports_never_cost_cycles
     w = Workload("g", [Layer("g0", 512, 256, 64)])
     slow, fast = (simulate_multicore(w, chip(k)).total_cycles for k in (1, 2))
     assert fast <= slow
+
+
+def test_a_k_split_reducer_adds_only_the_partial_sums_of_cores_with_work() -> None:
+    """A cut that leaves cores idle: the reducer receives and adds the partial sums of the working cores only (before,
+    of every core of the split, two that nobody sent: 4,116 link cycles on a core alone)."""
+    from npukit.sim import load_arch
+    from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
+    from npukit.sim.multicore import Core, MultiCoreArch
+
+    big, small = load_arch("npu128"), load_arch("npu32")
+    m = MultiCoreArch("k", (Core(big, "mac", "c0"), Core(small, "mac", "c1"), Core(small, "mac", "c2")),
+                      Interconnect(32.0, 20, 0.1), SharedMemory(4096), Dram(2, 64.0), "latency")
+    g = Layer("g", 128, 128, 4096)
+    r = _Run(Workload("w", [g]), m, load_table("horowitz45"), {})
+    alone = r.gemm_parts(g, m.mac_cores, "K", "", "", bounds=(0, 4096, 4096, 4096))
+    assert len(alone) == 1 and alone[0].link_cycles == 0
+    two = r.gemm_parts(g, m.mac_cores, "K", "", "", bounds=(0, 2048, 4096, 4096))
+    sent = sum(p.link_bytes for p in two)
+    assert len(two) == 2 and sent == 128 * 128 * big.bits.psum_buffer / 8  # one partial sum crosses
+    assert two[0].link_cycles == two[1].link_cycles  # the reducer receives what the one sender sends
