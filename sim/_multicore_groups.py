@@ -99,11 +99,21 @@ def own_rows(r: _Run, group: list[Layer | VectorOp], fin: list[bool], fout: list
         flat = fin[k] and prev is not None and flattens(prev, op)
         src, _ = _ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))
         stage_in = prev is None and len(inside) < len(group)  # a later stage's first GEMM: made by the stage before
-        if ffil[k] in inside or (src == "shared" and not stage_in) or (src == "local" and prev is not None and
-                                                                      prev.conv is not None and op.conv is not None):
+        if ffil[k] in inside or (src == "shared" and not stage_in) or (src == "local" and _halo(prev, op)):
             return False
         prev = op
     return True
+
+
+def _halo(prod: Layer | None, cons: Layer) -> bool:
+    """Whether conv ``cons``, fed on chip by conv ``prod`` with both cut on their output rows alike, may read rows
+    another core made: unless it is a 1 x 1, stride-1 conv on as many rows as ``prod`` makes (each core's rows are
+    then exactly its own producer rows)."""
+    if prod is None or prod.conv is None or cons.conv is None:
+        return False
+    h, _, fh, _, _, _, s = cons.conv[:7]
+    ph, _, pfh, _, _, _, ps = prod.conv[:7]
+    return not (fh == 1 and s == 1 and (h - fh) // s == (ph - pfh) // ps)
 
 
 def chain_ends(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part]]], t0: float

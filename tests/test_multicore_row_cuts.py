@@ -157,5 +157,8 @@ def test_only_operators_that_keep_their_rows_run_without_a_barrier(tmp_path: Pat
     assert edges[0][1]  # the second conv reads the first's output on chip
     assert not own_rows(r, convs, *edges)  # its halo rows come from the neighbouring cores
     assert own_rows(r, convs, *edges, inside=[1])  # a stage of its own reads the stage before it
+    pointwise = [conv_layer("c1", 34, 34, 3, 3, 8, 8, 1), conv_layer("p", 32, 32, 1, 1, 8, 16, 1)]
+    pw_edges = fused_edges(pointwise, None)
+    assert pw_edges[0][1] and own_rows(r, pointwise, *pw_edges)  # a 1 x 1 conv reads only its core's own rows
     fin, fout, sib, _ = fused_edges(MLP.layers, None)  # a right operand made in the group (attention's keys):
     assert not own_rows(r, MLP.layers, fin, fout, sib, [-1, -1, 0])  # every core needs every core's rows
