@@ -170,6 +170,13 @@ def _deal(load: Sequence[float], cores: Sequence[int], speed: Sequence[float], t
 
 def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
                   ) -> tuple[list[int], list[list[int]]]:
+    """The best of :func:`pipeline_plans` (stages of each GEMM, each stage's cores)."""
+    _, stages, cores = pipeline_plans(work, speed, tiles)[0]
+    return stages, cores
+
+
+def pipeline_plans(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
+                   ) -> list[tuple[float, list[int], list[list[int]]]]:
     """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its
     GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns; a core
     left out idles). A stage's time is its MACs over ``n`` times its slowest core's speed for ``n`` cores, the even
@@ -179,13 +186,16 @@ def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable
     each number of stages, each cut of the GEMMs into contiguous stages (:func:`_cuts`) and each set of cores "every
     core at least as fast as one of them" (the fastest kind alone, the two fastest kinds, ...), the cores are dealt
     (:func:`_deal`) and the pipeline's latency, ``(sum + (t - 1) max) / t`` of the stage times over its
-    ``tiles(stages)`` tiles as the pipeline is timed, compared; the lowest wins (fewer stages, then fewer cores, on a
-    tie). It ranks by latency alone, not by the arch's objective."""
+    ``tiles(stages)`` tiles as the pipeline is timed, compared; for each number of stages the lowest (fewer cores on
+    a tie) is kept, as ``(latency estimate, stages, cores)``, and the list is sorted by the estimate (fewer stages on a
+    tie). The estimate counts MACs and peaks alone, so the caller times them
+    (:func:`~npukit.sim._multicore_groups.run_pipeline`)."""
     order = sorted(range(len(speed)), key=lambda c: (-speed[c], c))
     prefixes = sorted({sum(1 for c in order if speed[c] >= speed[v]) for v in order})
-    best: tuple[float, list[int], list[list[int]]] | None = None
+    plans: list[tuple[float, list[int], list[list[int]]]] = []
     for n in range(1, min(len(work), len(speed)) + 1):
         t = max(1, tiles(n))
+        best: tuple[float, list[int], list[list[int]]] | None = None
         for cut in _cuts(work, n):
             edges = (0, *cut, len(work))
             load = [float(sum(work[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
@@ -195,5 +205,10 @@ def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable
                                         for w, cs in zip(load, cores, strict=True)], t)
                 if best is None or val < best[0] * (1 - 1e-12):
                     best = (val, [st for st in range(n) for _ in range(edges[st], edges[st + 1])], cores)
-    assert best is not None and math.isfinite(best[0])
-    return best[1], best[2]
+        assert best is not None and math.isfinite(best[0])
+        plans.append(best)
+    first = 0  # the lowest, fewer stages on a near tie (as one pass over all plans picks it)
+    for i in range(1, len(plans)):
+        if plans[i][0] < plans[first][0] * (1 - 1e-12):
+            first = i
+    return [plans[first]] + sorted((p for i, p in enumerate(plans) if i != first), key=lambda p: p[0])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plan, refit_costs, whole_bounds
+from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plans, refit_costs, whole_bounds
 from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
@@ -309,17 +309,21 @@ def _links_after(free: float, start: float, cycles: float) -> float:
     return max(free, start) + cycles if cycles else free
 
 
-def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int], int]) -> tuple[list[int], list[list[int]]]:
-    """The stage of each of a pipelined group's GEMMs and each stage's MAC cores. On identical cores: as many stages
-    as GEMMs (at most one per core), cut where the MACs so far pass each stage's even part, the cores dealt evenly in
-    order. On cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plan` (before, the same rule put a
-    stage on a small core alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big
-    core's cycles for the up projection)."""
+Plan = tuple[list[int], list[list[int]]]  # the stage of each GEMM of a pipelined group, each stage's MAC cores
+
+
+def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int], int]) -> list[Plan]:
+    """Plans of a pipelined group's stages, the first preferred. On identical cores one: as many stages as GEMMs (at
+    most one per core), cut where the MACs so far pass each stage's even part, the cores dealt evenly in order. On
+    cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plans`' best plan of each number of stages,
+    estimated from MACs and peaks; :func:`run_pipeline` times them (before, the same rule put a stage on a small core
+    alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big core's cycles for the up
+    projection)."""
     kinds = [r.m.cores[c].model for c in macs]
     if any(k != kinds[0] for k in kinds):
         speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
-        bounds, idx = pipeline_plan([g.macs for g in gemms], speed, tiles)
-        return bounds, [[macs[j] for j in cs] for cs in idx]
+        return [(bounds, [[macs[j] for j in cs] for cs in idx])
+                for _, bounds, idx in pipeline_plans([g.macs for g in gemms], speed, tiles)]
     n_st = min(len(gemms), len(macs))
     total = sum(g.macs for g in gemms)
     bounds, acc, s = [], 0, 0  # balanced by MACs
@@ -330,7 +334,7 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
             s += 1
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
-    return bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)]
+    return [(bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)])]
 
 
 def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int],
@@ -402,12 +406,30 @@ def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int],
     return r.memo[key]
 
 
-def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int) -> None:
+def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles: int, plan: Plan | None = None) -> None:
     """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
-    in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory."""
+    in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory.
+    ``plan``: the stages (:func:`_stages`); by default the plan that ranks best under the objective, each simulated
+    on a scratch run where there are several (cores that differ; before 2026-12-07 the estimate's first alone, blind
+    to vector ops on a simd core and to each core's weight traffic: one 32 x 32 core made 96 x 96 slowed a group
+    from 16,148 to 20,117 cycles)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
-    bounds, cores_of = _stages(r, [group[i] for i in gemm_idx], macs, lambda n: max(1, min(rows, max(tiles, 2 * n))))
+    if plan is None:
+        plans = _stages(r, [group[i] for i in gemm_idx], macs, lambda n: max(1, min(rows, max(tiles, 2 * n))))
+        plan = plans[0]
+        if len(plans) > 1:
+            ranks = []
+            for p in plans:
+                trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+                try:
+                    run_pipeline(trial, group, macs, tiles, p)
+                except ConfigError:  # a stage's share maps on no core of its kind
+                    continue
+                ranks.append((trial.rank(), len(ranks), p))
+            if ranks:
+                plan = min(ranks)[2]
+    bounds, cores_of = plan
     n_st = len(cores_of)
     stage_of = {}
     cur = 0

@@ -11,8 +11,9 @@ import pytest
 
 from npukit.sim import ConfigError, _multicore_prune, load_table
 from npukit.sim._multicore_balance import fill_shares, whole_bounds
+from npukit.sim._multicore_groups import run_pipeline
 from npukit.sim.multicore import load_multicore_arch
-from npukit.sim.multicore_sim import _Run, simulate_multicore
+from npukit.sim.multicore_sim import _Run, _tiles_needed, simulate_multicore
 from npukit.sim.workload import Layer, Workload, conv_layer
 
 FABRIC = """
@@ -231,12 +232,16 @@ def _mixed(tmp_path: Path, name: str = "mx", cores: str = BIG64 + SMALL48, objec
 def test_a_pipeline_stage_over_unequal_cores_cuts_its_rows_alike_to_finish_together(tmp_path: Path) -> None:
     from npukit.sim._multicore_groups import stage_bounds
 
-    # a 64 x 64 core and two 48 x 48: evenly split, a stage on all three beats the big core alone (the plan picks
-    # it); cut to finish together, it is faster still (before, the stage was split evenly)
+    # a 64 x 64 core and two 48 x 48: evenly split, a stage on all three beats the big core alone; cut to finish
+    # together, it is faster still (before, the stage was split evenly). Since the plans are timed (2026-12-07), two
+    # stages, the first GEMM on the 64 x 64 core and the second on the 48 x 48 ones, beat that one stage.
     chip = _mixed(tmp_path)
     mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
     res = simulate_multicore(mlp, chip, "chain/pipeline")
-    assert [(r["step"], r["cores"]) for r in res.rows()] == [("pipeline stage 0", 3)] * 2
+    assert [(r["step"], r["core_ids"]) for r in res.rows()] == [("pipeline stage 0", "0"), ("pipeline stage 1", "1 2")]
+    one = _Run(mlp, chip, load_table("horowitz45"), {}, record=False)
+    run_pipeline(one, list(mlp.layers), chip.mac_cores, _tiles_needed(list(mlp.layers), chip), ([0, 0], [chip.mac_cores]))
+    assert res.total_cycles < one.t
     r = _Run(mlp, chip, load_table("horowitz45"), {})
     cs = chip.mac_cores
     stage = [(mlp.layers[0], "", "local"), (mlp.layers[1], "local", "")]
@@ -269,11 +274,15 @@ def test_a_fused_split_group_over_unequal_cores_cuts_its_rows_alike(tmp_path: Pa
     # a 64 x 64 core and two 48 x 48: the fused pair on all three, each GEMM's rows cut alike (the one-stage pipeline's
     # cut), beats the 64 x 64 core alone; before, a fused split group ran on the cores of the fastest's peak only
     # (since the same day a third plan, every core with even shares and a free split, can win: here N, then K)
+    from npukit.sim import _multicore_groups as groups
+
     chip = _mixed(tmp_path)
     mlp = Workload("m", [Layer("a", 512, 1024, 512), Layer("b", 512, 512, 1024)])
     res = simulate_multicore(mlp, chip, "chain/split")
     assert [(r["step"], r["core_ids"]) for r in res.rows()] == [("fused", "0 1 2")] * 2
-    rows = simulate_multicore(mlp, chip, "chain/pipeline")  # the one-stage pipeline: the rows cut alike
+    with pytest.MonkeyPatch.context() as mp:  # the rows cut alike
+        mp.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+        rows = simulate_multicore(mlp, chip, "chain/split")
     assert [(r["split"], r["core_ids"]) for r in rows.rows()] == [("M", "0 1 2")] * 2
     assert res.total_cycles <= rows.total_cycles
     alone = simulate_multicore(mlp, _mixed(tmp_path, "mx64", BIG64), "chain/split")
@@ -440,3 +449,30 @@ def test_cores_that_differ_only_in_their_arch_name_are_identical() -> None:
 
     renamed = c48.with_(name="c48b")
     assert run([renamed, c48, c48, renamed]) == run([c48] * 4)
+
+
+def test_a_pipeline_keeps_the_stage_plan_that_times_best_so_a_faster_core_never_slows_it() -> None:
+    """The stage plans (the best of each number of stages by MACs and peaks) are timed by the cores' models: making a
+    32 x 32 core 96 x 96 had put the GEMMs in one stage on the two 96 x 96 cores, so the SiLU on the simd core no longer
+    overlapped another stage (16,148 -> 20,117 cycles)."""
+    from npukit.sim import load_arch
+    from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
+    from npukit.sim.multicore import Core, MultiCoreArch
+    from npukit.sim.workload import VectorOp
+
+    n32 = load_arch("npu32")
+
+    def sq(size: int):  # noqa: ANN202
+        return n32.with_(name=f"c{size}", rows=size, cols=size, dram_bandwidth_bytes_per_cycle=16.0)
+
+    w = Workload("v", [VectorOp("pre", "gelu", 16384), Layer("g0", 256, 256, 64), VectorOp("v0", "silu", 65536),
+                       Layer("g1", 256, 256, 256), Layer("g2", 256, 16, 256)])
+
+    def cycles(first: int) -> float:
+        cores = (Core(sq(first), "mac", "c0"), Core(sq(96), "mac", "c1"), Core(sq(64), "mac", "c2"),
+                 Core(n32.with_(dram_bandwidth_bytes_per_cycle=16.0), "simd", "s3"))
+        m = MultiCoreArch("u", cores, Interconnect(32.0, 0, 0.1, "ring", multicast=True), SharedMemory(4096, 256.0),
+                          Dram(2, 16.0), "latency")
+        return simulate_multicore(w, m, "chain/pipeline").total_cycles
+
+    assert cycles(96) <= cycles(32)
