@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._accounting import declare_components
-from ._multicore_balance import aligned_cut, balanced_cuts
+from ._multicore_balance import aligned_cut, balanced_cuts, whole_bounds
 from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
@@ -354,13 +354,28 @@ class _Run:
             for unit in ("rows", "cols"):  # and each fitted cut with its shares on whole folds of the arrays
                 cuts += [c for c in (aligned_cut(cut, [getattr(self.m.cores[x].arch, unit) for x in cores])
                                      for cut in cuts[:2]) if c is not None]
-            timed = []
-            for i, cut in enumerate([*dict.fromkeys(cuts), None]):  # None, the even split, wins no tie
+            timed: list[tuple[tuple[float, float], int, tuple[int, ...] | None]] = []
+
+            def time(cut: tuple[int, ...] | None) -> list[Part] | None:
                 try:
-                    timed.append((self.rank(self._ranked_parts(layer, cores, dim, "", "", "", None,
-                                                               cut or even_bounds(size, ways))), i, cut))
+                    parts = self._ranked_parts(layer, cores, dim, "", "", "", None, cut or even_bounds(size, ways))
                 except ConfigError:  # a cut whose share maps on no core of its kind
-                    continue
+                    return None
+                timed.append((self.rank(parts), len(timed), cut))
+                return parts
+
+            for cut in [*dict.fromkeys(cuts), None]:  # None, the even split, wins no tie
+                time(cut)
+            if timed and min(timed)[2] is not None:  # one step on the cores' measured pace: each core's share in
+                best = min(timed)[2]  # proportion to its rows per cycle at the best cut (a fit on two sizes misses
+                parts = self._ranked_parts(layer, cores, dim, "", "", "", None, best)  # a DRAM cliff between them)
+                busy = {p.core: p.busy for p in parts}
+                pace = [(b - a) / busy[c] if b > a and busy.get(c) else 0.0
+                        for c, a, b in zip(cores, best, best[1:], strict=False)]
+                if sum(pace) > 0:
+                    step = whole_bounds(size, pace)
+                    if step not in cuts:
+                        time(step)
             self.memo[key] = min(timed)[2] if timed else None
         return self.memo[key]
 

@@ -339,7 +339,7 @@ def test_a_single_layer_keeps_the_balanced_cut_only_when_it_ranks_better(tmp_pat
     kept = r.share_bounds(g, cs, "M", "", "")
     folds = [aligned_cut(c, [chip.cores[x].arch.rows for x in cs]) for c in (first, refit)]
     folds += [aligned_cut(c, [chip.cores[x].arch.cols for x in cs]) for c in (first, refit)]
-    assert step(kept or even) == min(step(c) for c in (first, refit, even, *folds) if c is not None)
+    assert step(kept or even) <= min(step(c) for c in (first, refit, even, *folds) if c is not None)  # (or a step on)
 
 
 def test_a_split_whose_first_core_gets_nothing_still_fetches_and_reduces(tmp_path: Path) -> None:
@@ -476,3 +476,28 @@ def test_a_pipeline_keeps_the_stage_plan_that_times_best_so_a_faster_core_never_
         return simulate_multicore(w, m, "chain/pipeline").total_cycles
 
     assert cycles(96) <= cycles(32)
+
+
+def test_a_balanced_cut_takes_a_step_on_the_cores_measured_pace() -> None:
+    """A K cut of Llama's down projection over 32, 16, 96 and 16-wide cores, fitted on two sizes, gave the 96 x 96 core
+    rows past the point where its DRAM traffic doubles: doubling every buffer made the layer 16.8% slower (3,096,622 ->
+    3,615,358 cycles). A second cut, each core's share in proportion to its rows per cycle at the best cut, is timed
+    too: the larger buffers no longer cost cycles."""
+    from npukit.sim import load_arch
+    from npukit.sim.interconnect import Dram, Interconnect, SharedMemory
+    from npukit.sim.multicore import Core, MultiCoreArch
+
+    n32 = load_arch("npu32")
+
+    def sq(size: int, f: int):  # noqa: ANN202
+        k = n32.sram_kib
+        return n32.with_(name=f"c{size}", rows=size, cols=size,
+                         **{f"sram_kib.{x}": getattr(k, x) * f for x in ("ifmap", "filter", "psum", "ofmap")})
+
+    def cycles(f: int) -> float:
+        cores = tuple(Core(sq(s, f), "mac", f"c{i}") for i, s in enumerate((32, 16, 96, 16))) + (Core(n32, "simd", "s"),)
+        m = MultiCoreArch("b", cores, Interconnect(8.0, 0, 0.1, "mesh", multicast=True), SharedMemory(0, 256.0),
+                          Dram(3, 64.0), "latency", Interconnect(16.0, 0, 0.0))
+        return simulate_multicore(Workload("d", [Layer("down", 64, 4096, 14336)]), m, "none/split").total_cycles
+
+    assert cycles(2) <= cycles(1)
