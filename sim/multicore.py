@@ -81,7 +81,7 @@ class Core:
         if self.kind not in CORE_KINDS:
             raise ConfigError(f"core kind {self.kind!r}: use one of {', '.join(CORE_KINDS)}")
 
-    @property
+    @cached_property
     def model(self) -> tuple[Arch, Hardware | None]:
         """What costs this core's work, its arch and its loop-nest hardware, their names left out: cores whose models
         are equal are identical (compare with ``==``; the hardware holds dicts, so a model is no dict key or set
