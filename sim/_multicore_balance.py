@@ -168,13 +168,6 @@ def _deal(load: Sequence[float], cores: Sequence[int], speed: Sequence[float], t
     return out
 
 
-def pipeline_plan(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
-                  ) -> tuple[list[int], list[list[int]]]:
-    """The best of :func:`pipeline_plans` (stages of each GEMM, each stage's cores)."""
-    _, stages, cores = pipeline_plans(work, speed, tiles)[0]
-    return stages, cores
-
-
 def pipeline_plans(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
                    ) -> list[tuple[float, list[int], list[list[int]]]]:
     """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its

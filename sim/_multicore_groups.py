@@ -39,6 +39,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     fin, fout, sib, ffil = fused_edges(group, r.flow)
     chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
         [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
+    at = {} if cuts is None else {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -63,7 +64,6 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
                                      bool(flat), ahead)
         else:
             dim = "M" if len(macs) > 1 else "-"
-            at = {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
             near = (at.get(max((j for j in at if j < k), default=-1)), at.get(i_fil))
             parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
                                        bool(flat), ahead, at[k], near)
@@ -175,7 +175,7 @@ def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple
     plans.append((macs, None))
     ranks = []
     for cs, cut in plans:
-        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        trial = r.scratch()
         try:
             run_fused_split(trial, group, cs, len(macs), cut)
         except ConfigError:
@@ -242,7 +242,7 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     counts = [len(macs), *fewer_counts(len(macs))]  # all, then each power of two below (and n - 1 of a prime n)
     best: tuple[tuple[float, float], list[int]] | None = None
     for k in counts:
-        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        trial = r.scratch()
         run_fused_split(trial, group, macs[:k])
         val = trial.rank()
         if best is None or val < best[0]:  # a tie keeps more cores
@@ -421,7 +421,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         if len(plans) > 1:
             ranks = []
             for p in plans:
-                trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+                trial = r.scratch()
                 try:
                     run_pipeline(trial, group, macs, tiles, p)
                 except ConfigError:  # a stage's share maps on no core of its kind
@@ -447,9 +447,9 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         ends[k] = ("" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared",
                    "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared")
     cuts: dict[int, tuple[int, ...] | None] = {}
+    on = tails(group, gemm_idx)
     for st, cs in enumerate(cores_of):
         mine = [k for k in gemm_idx if stage_of[k] == st]
-        on = tails(group, gemm_idx)
         cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs,
                                            [on[gemm_idx.index(k)] for k in mine]), strict=True))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
@@ -470,8 +470,8 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     for st in {stage_of[k] for k in gemm_idx if cuts[k] is not None}:  # rows cut to suit cores that differ: each
         inside = [k for k in range(len(group)) if stage_of[k] == st]  # core at its own pace where none waits
         if own_rows(r, group, fin, fout, sib, ffil, inside):  # for another's results (as run_chains)
-            ends, _ = chain_ends(r, [(op, parts) for op, parts, _, s in planned if s == st], 0.0)
-            stage_t[st] = max(ends.values())
+            done, _ = chain_ends(r, [(op, parts) for op, parts, _, s in planned if s == st], 0.0)
+            stage_t[st] = max(done.values())
     latency = pipeline_latency(stage_t, tiles)
     # the stages run at once, but each was timed with the DRAM channels (and the simd core) to itself: the group
     # takes at least all its bytes over all the channels, and all its vector ops on the simd core, as a parallel

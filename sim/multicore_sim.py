@@ -354,28 +354,26 @@ class _Run:
             for unit in ("rows", "cols"):  # and each fitted cut with its shares on whole folds of the arrays
                 cuts += [c for c in (aligned_cut(cut, [getattr(self.m.cores[x].arch, unit) for x in cores])
                                      for cut in cuts[:2]) if c is not None]
-            timed: list[tuple[tuple[float, float], int, tuple[int, ...] | None]] = []
+            timed: list[tuple[tuple[float, float], int, tuple[int, ...] | None, list[Part]]] = []
 
-            def time(cut: tuple[int, ...] | None) -> list[Part] | None:
+            def rank_cut(cut: tuple[int, ...] | None) -> None:
                 try:
                     parts = self._ranked_parts(layer, cores, dim, "", "", "", None, cut or even_bounds(size, ways))
                 except ConfigError:  # a cut whose share maps on no core of its kind
-                    return None
-                timed.append((self.rank(parts), len(timed), cut))
-                return parts
+                    return
+                timed.append((self.rank(parts), len(timed), cut, parts))  # (len(timed): no tie reaches the parts)
 
             for cut in [*dict.fromkeys(cuts), None]:  # None, the even split, wins no tie
-                time(cut)
+                rank_cut(cut)
             if timed and min(timed)[2] is not None:  # one step on the cores' measured pace: each core's share in
-                best = min(timed)[2]  # proportion to its rows per cycle at the best cut (a fit on two sizes misses
-                parts = self._ranked_parts(layer, cores, dim, "", "", "", None, best)  # a DRAM cliff between them)
-                busy = {p.core: p.busy for p in parts}
+                _, _, best, parts = min(timed)  # proportion to its rows per cycle at the best cut (a fit on two
+                busy = {p.core: p.busy for p in parts}  # sizes misses a DRAM cliff between them)
                 pace = [(b - a) / busy[c] if b > a and busy.get(c) else 0.0
                         for c, a, b in zip(cores, best, best[1:], strict=False)]
                 if sum(pace) > 0:
                     step = whole_bounds(size, pace)
                     if step not in cuts:
-                        time(step)
+                        rank_cut(step)
             self.memo[key] = min(timed)[2] if timed else None
         return self.memo[key]
 
@@ -464,6 +462,10 @@ class _Run:
         if parts is None:
             return split_rank(self.energy, self.t, self.m.objective)
         return split_rank(sum(map(self._energy, parts)), max(p.busy for p in parts), self.m.objective)
+
+    def scratch(self) -> _Run:
+        """A scratch run (totals only) of this run's workload and chip, sharing its memo: a candidate to rank."""
+        return type(self)(self.wl, self.m, self.tab, self.memo, record=False)
 
     def _energy(self, p: Part) -> float:
         key = ("energy", id(p))
@@ -610,7 +612,7 @@ def _parallel_choice(r: _Run, branches: Branches, serial: list[Step]) -> int | N
     extra = len(groups) % len(macs) if len(groups) > len(macs) else 0
     best: tuple[tuple[float, float], int | None] | None = None
     for choice in (None, 0) + ((extra,) if extra else ()):
-        trial = type(r)(r.wl, r.m, r.tab, r.memo, record=False)
+        trial = r.scratch()
         if choice is None:
             _run_steps(trial, serial)
         else:
