@@ -268,11 +268,13 @@ class _Run:
         ``latency`` or ``edp`` the shares are mapped under each of latency, energy and EDP and the set that ranks
         first under the chip's objective so re-timed is kept (2026-12-07; before, the chip's own mapping always:
         tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency, 3,552 under energy). Under ``energy`` a
-        share's energy does not move with its stalls, so its energy-best mapping stays best; a one-core chip stays
-        the single-core simulator; loop-nest cores map by their own search."""
+        share's energy does not move with its stalls, so its energy-best mapping stays best; an unfused step on a
+        one-core chip stays the single-core simulator (a fused one has no such twin and is ranked: 2026-12-07, before
+        one npu128 took ResNet-18 in 449,853 cycles under latency, 448,076 under energy); loop-nest cores map by their
+        own search."""
         parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, near=near))
-        if self.m.objective == "energy" or len(self.m.mac_cores) < 2 or not parts or \
-                any(self.m.cores[c].nest for c in cores):
+        alone = len(self.m.mac_cores) < 2 and not (fin or fout or ffil or prod is not None)
+        if self.m.objective == "energy" or alone or not parts or any(self.m.cores[c].nest for c in cores):
             return parts
         used = self.arch_for(cores[0], len(cores)).objective
         cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt,
