@@ -330,7 +330,11 @@ class _Run:
         that differ (:func:`~npukit.sim._multicore_balance.balanced_cuts`, kept per run) for a layer alone in its
         step, kept when it ranks better under the objective than the even split, as the cores' models time and price
         them (2026-12-07; before, always), with each fitted cut also tried with its shares on whole folds of the
-        cores' arrays (:func:`~npukit.sim._multicore_balance.aligned_cut`); None (the
+        cores' arrays (:func:`~npukit.sim._multicore_balance.aligned_cut`). Under ``energy`` no cut fitted for time
+        is offered, as it moves with the bandwidths, which do not change a share's energy: shares by MACs per cycle
+        (and on whole folds) and each kind's corner, the whole extent evenly on its cores (2026-12-07; before, two
+        cores of 32 x 32 and 48 x 48 took a 100 x 512 x 256 GEMM for 76.5 uJ over 8 B/cycle links and 79.5 uJ over
+        16). None (the
         even split) on identical cores, a grid, or a fused operand (its producer's and consumer's shares must line
         up)."""
         kinds = self.core_kinds(cores)
@@ -347,15 +351,20 @@ class _Run:
                 assert sub is not None
                 return self._part(sub, rep[kind], 1, ways, dim, "", "", "", 0).busy
 
-            cuts: list[tuple[int, ...]] = []
+            macs = [float(self.m.cores[rep[k]].macs_per_cycle) for k in kinds]
+            energy = self.m.objective == "energy"  # a cut fitted for time moves with the bandwidths, which an energy
+            cuts: list[tuple[int, ...]] = []  # chip's energy must not: shares by MACs per cycle and the corners
             try:
-                cuts = balanced_cuts(size, kinds, cycles, lambda k: self.m.cores[rep[k]].macs_per_cycle,
-                                     even_bounds(size, ways)[1])
+                cuts = [whole_bounds(size, macs)] if energy else \
+                    balanced_cuts(size, kinds, cycles, lambda k: macs[k], even_bounds(size, ways)[1])
             except ConfigError:  # a trial share maps on no core of its kind: the even split (it may fail as well)
                 pass
             for unit in ("rows", "cols"):  # and each fitted cut with its shares on whole folds of the arrays
                 cuts += [c for c in (aligned_cut(cut, [getattr(self.m.cores[x].arch, unit) for x in cores])
                                      for cut in cuts[:2]) if c is not None]
+            if energy:  # energy grows about linearly in a share, so its best cut often lies at a corner: every
+                cuts += [whole_bounds(size, [float(k == kind) for k in kinds])  # unit on the cores of one kind
+                         for kind in dict.fromkeys(kinds)]
             timed: list[tuple[tuple[float, float], int, tuple[int, ...] | None, list[Part]]] = []
 
             def rank_cut(cut: tuple[int, ...] | None) -> None:
@@ -367,9 +376,9 @@ class _Run:
 
             for cut in [*dict.fromkeys(cuts), None]:  # None, the even split, wins no tie
                 rank_cut(cut)
-            if timed and min(timed)[2] is not None:  # one step on the cores' measured pace: each core's share in
-                _, _, best, parts = min(timed)  # proportion to its rows per cycle at the best cut (a fit on two
-                busy = {p.core: p.busy for p in parts}  # sizes misses a DRAM cliff between them)
+            if not energy and timed and min(timed)[2] is not None:  # one step on the cores' measured pace: each
+                _, _, best, parts = min(timed)  # core's share in proportion to its rows per cycle at the best cut
+                busy = {p.core: p.busy for p in parts}  # (a fit on two sizes misses a DRAM cliff between them)
                 pace = [(b - a) / busy[c] if b > a and busy.get(c) else 0.0
                         for c, a, b in zip(cores, best, best[1:], strict=False)]
                 if sum(pace) > 0:

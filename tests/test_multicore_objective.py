@@ -134,3 +134,21 @@ def test_a_fused_pair_on_a_one_core_chip_is_ranked_as_a_split() -> None:
     assert res["edp"].total_cycles * res["edp"].energy_pj <= \
         min(r.total_cycles * r.energy_pj for r in res.values()) * (1 + 1e-9)
 
+
+@pytest.mark.parametrize(("sizes", "shape"), [((32, 48), (100, 512, 256)), ((128, 32, 48), (256, 512, 768))])
+def test_an_energy_chip_of_unequal_cores_spends_the_same_energy_at_any_bandwidth(sizes: tuple[int, ...],
+                                                                                shape: tuple[int, int, int]) -> None:
+    """On cores that differ the cut candidates of an ``energy`` chip do not depend on the bandwidths: shares by MACs per
+    cycle (also on whole folds) and every unit on the cores of one kind. Before, the cuts were fitted for equal time,
+    so doubling the links moved the cut, and the energy rose: 76.545 -> 79.450 uJ on the first chip, 497.0 -> 549.7 uJ
+    on the second."""
+    from npukit.sim import Core, Dram, Interconnect, MultiCoreArch, SharedMemory, load_arch
+
+    base = load_arch("npu32")
+    cores = tuple(Core(base.with_(name=f"c{s}", rows=s, cols=s), "mac", f"core{i}") for i, s in enumerate(sizes))
+    wl = Workload("w", [Layer("g", *shape)])
+    runs = [simulate_multicore(wl, MultiCoreArch("e", cores, Interconnect(bw, 4, 0.1, "ring", multicast=False),
+                                                 SharedMemory(0, 256.0), Dram(2, dram), "energy"), "none/split")
+            for bw, dram in ((8.0, 32.0), (16.0, 32.0), (16.0, 64.0))]
+    assert runs[0].energy_pj == pytest.approx(runs[1].energy_pj, rel=1e-9) == pytest.approx(runs[2].energy_pj, rel=1e-9)
+    assert runs[0].total_cycles >= runs[2].total_cycles  # the bandwidths may still set the time
