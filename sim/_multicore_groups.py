@@ -48,7 +48,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
             vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1,
-                                    None if cuts is None else row_cut(group, cuts, k, len(macs)))
+                                    None if cuts is None else row_cut(group, cuts, k, len(macs), r.flow))
             links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
             if chains is not None:
                 chains.append((op, vparts, {"step": "fused", "split": "-"}))
@@ -195,31 +195,44 @@ def fused_rows(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> Cuts:
             flat = fin[k] and prev is not None and flattens(prev, op)
             ends.append((op, *_ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))))
             prev = op
-    return stage_bounds(r, ends, macs, tails(group, [k for k, op in enumerate(group) if isinstance(op, Layer)]))
+    return stage_bounds(r, ends, macs, tails(group, [k for k, op in enumerate(group) if isinstance(op, Layer)], r.flow))
 
 
-def _owner(group: list[Layer | VectorOp], k: int) -> int | None:
-    """The GEMM of ``group`` whose rows vector op ``group[k]`` works on: the nearest before it (its producer), else
-    the first after it (which reads it); None when the group has no GEMM."""
-    before = [j for j in range(k) if isinstance(group[j], Layer)]
-    after = [j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)]
+def _owner(group: list[Layer | VectorOp], k: int, flow: Dataflow | None = None) -> int | None:
+    """The GEMM of ``group`` whose rows vector op ``group[k]`` works on: by the workload's recorded dataflow where it
+    has one, the last GEMM of the group whose output reaches the op through vector ops only (its producer), else the
+    first the op's output so reaches (which reads it); by position otherwise, or where the dataflow names no such
+    GEMM: the nearest before it, else the first after it. None when the group has no GEMM. (Before 2026-12-07 always
+    by position: Llama's rope of the keys followed the value projection's row cut.)"""
+    gemms = [j for j, op in enumerate(group) if isinstance(op, Layer)]
+    at = {} if flow is None else {j: flow.index[op.name] for j, op in enumerate(group) if op.name in flow.index}
+    if flow is not None and k in at:
+        feeds = [j for j in gemms if j < k and j in at and flow.reaches(at[j], at[k])]
+        reads = [j for j in gemms if j > k and j in at and flow.reaches(at[k], at[j])]
+        if feeds or reads:
+            return feeds[-1] if feeds else reads[0]
+    before = [j for j in gemms if j < k]
+    after = [j for j in gemms if j > k]
     return before[-1] if before else after[0] if after else None
 
 
-def tails(group: list[Layer | VectorOp], gemm_idx: list[int]) -> list[list[VectorOp]]:
-    """For each GEMM of ``group`` at ``gemm_idx``, the vector ops whose rows follow its cut (:func:`_owner`)."""
+def tails(group: list[Layer | VectorOp], gemm_idx: list[int], flow: Dataflow | None = None) -> list[list[VectorOp]]:
+    """For each GEMM of ``group`` at ``gemm_idx``, the vector ops whose rows follow its cut (:func:`_owner`, by
+    ``flow`` where the workload records one)."""
     out: list[list[VectorOp]] = [[] for _ in gemm_idx]
     for k, op in enumerate(group):
-        j = _owner(group, k) if isinstance(op, VectorOp) else None
+        j = _owner(group, k, flow) if isinstance(op, VectorOp) else None
         if j in gemm_idx:
             out[gemm_idx.index(j)].append(op)  # type: ignore[arg-type]
     return out
 
 
-def row_cut(group: list[Layer | VectorOp], cuts: Cuts, k: int, ways: int) -> tuple[str, tuple[int, ...]] | None:
+def row_cut(group: list[Layer | VectorOp], cuts: Cuts, k: int, ways: int, flow: Dataflow | None = None
+            ) -> tuple[str, tuple[int, ...]] | None:
     """The row cut vector op ``group[k]`` works at, given ``cuts`` (one per GEMM of the group, in order; None: even):
-    its owner GEMM's (:func:`_owner`; split_extent's ``what`` and the bounds), or None (even shares)."""
-    j = _owner(group, k)
+    its owner GEMM's (:func:`_owner`, by ``flow`` where the workload records one; split_extent's ``what`` and the
+    bounds), or None (even shares)."""
+    j = _owner(group, k, flow)
     gemms = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     if j is None or cuts[gemms.index(j)] is None:
         return None
@@ -447,7 +460,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         ends[k] = ("" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared",
                    "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared")
     cuts: dict[int, tuple[int, ...] | None] = {}
-    on = tails(group, gemm_idx)
+    on = tails(group, gemm_idx, r.flow)
     for st, cs in enumerate(cores_of):
         mine = [k for k in gemm_idx if stage_of[k] == st]
         cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs,
@@ -458,7 +471,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         cs = cores_of[st]
         if isinstance(op, VectorOp):
             mine = [cuts[j] if stage_of[j] == st else None for j in gemm_idx]
-            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1, row_cut(group, mine, k, len(cs))),
+            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1, row_cut(group, mine, k, len(cs), r.flow)),
                             {"step": f"pipeline stage {st}", "split": "-"}, st))
             continue
         dim = "M" if len(cs) > 1 else "-"

@@ -162,3 +162,22 @@ def test_only_operators_that_keep_their_rows_run_without_a_barrier(tmp_path: Pat
     assert pw_edges[0][1] and own_rows(r, pointwise, *pw_edges)  # a 1 x 1 conv reads only its core's own rows
     fin, fout, sib, _ = fused_edges(MLP.layers, None)  # a right operand made in the group (attention's keys):
     assert not own_rows(r, MLP.layers, fin, fout, sib, [-1, -1, 0])  # every core needs every core's rows
+
+
+def test_a_vector_op_follows_the_cut_of_the_gemm_it_reads_by_the_dataflow() -> None:
+    """Where the workload records its dataflow, a vector op in a fused group follows the row cut of the GEMM whose
+    output it reads, not of the GEMM listed just before it. Before, the Llama layer's rope of the queries and of the
+    keys followed the value projection's cut (right only while the three projections had the same rows); here the
+    queries' rope reads 64 rows and the keys' 16."""
+    from npukit.sim._multicore_groups import row_cut, tails
+    from npukit.sim.dataflow import Dataflow
+
+    ops: list[Layer | VectorOp] = [Layer("q", 64, 32, 32), Layer("k", 16, 32, 32), VectorOp("rope_q", "mul", 64 * 32),
+                                   VectorOp("rope_k", "mul", 16 * 32)]
+    wl = Workload("w", ops, meta={"dataflow": {"rope_q": ["q"], "rope_k": ["k"]}})
+    flow = Dataflow.of(wl)
+    assert [[v.name for v in t] for t in tails(ops, [0, 1], flow)] == [["rope_q"], ["rope_k"]]
+    assert [[v.name for v in t] for t in tails(ops, [0, 1])] == [[], ["rope_q", "rope_k"]]  # no dataflow: position
+    cuts = [(0, 48, 64), (0, 4, 16)]
+    assert row_cut(ops, cuts, 2, 2, flow) == ("M", (0, 48, 64))
+    assert row_cut(ops, cuts, 3, 2, flow) == ("M", (0, 4, 16))
