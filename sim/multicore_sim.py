@@ -353,18 +353,19 @@ class _Run:
 
             macs = [float(self.m.cores[rep[k]].macs_per_cycle) for k in kinds]
             energy = self.m.objective == "energy"  # a cut fitted for time moves with the bandwidths, which an energy
-            cuts: list[tuple[int, ...]] = []  # chip's energy must not: shares by MACs per cycle and the corners
-            try:
-                cuts = [whole_bounds(size, macs)] if energy else \
-                    balanced_cuts(size, kinds, cycles, lambda k: macs[k], even_bounds(size, ways)[1])
-            except ConfigError:  # a trial share maps on no core of its kind: the even split (it may fail as well)
-                pass
-            for unit in ("rows", "cols"):  # and each fitted cut with its shares on whole folds of the arrays
+            cuts: list[tuple[int, ...]] = []  # chip's energy must not; every objective has the others to rank
+            if not energy:
+                try:
+                    cuts = balanced_cuts(size, kinds, cycles, lambda k: macs[k], even_bounds(size, ways)[1])
+                except ConfigError:  # a trial share maps on no core of its kind: the other cuts
+                    pass
+            cuts.append(whole_bounds(size, macs))  # shares by MACs per cycle
+            base = list(cuts)
+            for unit in ("rows", "cols"):  # and each of these cuts with its shares on whole folds of the arrays
                 cuts += [c for c in (aligned_cut(cut, [getattr(self.m.cores[x].arch, unit) for x in cores])
-                                     for cut in cuts[:2]) if c is not None]
-            if energy:  # energy grows about linearly in a share, so its best cut often lies at a corner: every
-                cuts += [whole_bounds(size, [float(k == kind) for k in kinds])  # unit on the cores of one kind
-                         for kind in dict.fromkeys(kinds)]
+                                     for cut in base) if c is not None]
+            # energy grows about linearly in a share, so its least often lies at a corner: every unit on one kind
+            cuts += [whole_bounds(size, [float(k == kind) for k in kinds]) for kind in dict.fromkeys(kinds)]
             timed: list[tuple[tuple[float, float], int, tuple[int, ...] | None, list[Part]]] = []
 
             def rank_cut(cut: tuple[int, ...] | None) -> None:
@@ -376,15 +377,19 @@ class _Run:
 
             for cut in [*dict.fromkeys(cuts), None]:  # None, the even split, wins no tie
                 rank_cut(cut)
-            if not energy and timed and min(timed)[2] is not None:  # one step on the cores' measured pace: each
-                _, _, best, parts = min(timed)  # core's share in proportion to its rows per cycle at the best cut
-                busy = {p.core: p.busy for p in parts}  # (a fit on two sizes misses a DRAM cliff between them)
+            # one step on the cores' measured pace from each of the best three cuts: each core's share in proportion
+            # to its rows per cycle at that cut (a fit on two sizes misses a DRAM cliff between them; from the best
+            # alone, one more candidate could move the step to a worse cut)
+            for _, _, best, parts in ([] if energy else sorted(timed)[:3]):
+                if best is None:
+                    continue
+                busy = {p.core: p.busy for p in parts}
                 pace = [(b - a) / busy[c] if b > a and busy.get(c) else 0.0
                         for c, a, b in zip(cores, best, best[1:], strict=False)]
-                if sum(pace) > 0:
-                    step = whole_bounds(size, pace)
-                    if step not in cuts:
-                        rank_cut(step)
+                step = whole_bounds(size, pace) if sum(pace) > 0 else None
+                if step is not None and step not in cuts:
+                    cuts.append(step)
+                    rank_cut(step)
             self.memo[key] = min(timed)[2] if timed else None
         return self.memo[key]
 

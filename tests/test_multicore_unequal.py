@@ -142,7 +142,10 @@ def test_branches_go_to_the_core_that_finishes_them_first() -> None:
 
 
 
-def test_a_trial_share_that_maps_nowhere_leaves_the_even_split(tmp_path: Path, monkeypatch) -> None:
+def test_a_trial_share_that_maps_nowhere_leaves_the_other_cuts(tmp_path: Path, monkeypatch) -> None:
+    """A fit whose trial share (here the whole layer) maps on no core gives no fitted cut, and a corner that gives one
+    core the whole layer is not kept; the even split and the cut by MACs per cycle are still ranked (before
+    2026-12-07 the even split alone was left)."""
     from npukit.sim.errors import ConfigError
 
     chip = _chip(tmp_path, "mixed", BIG + SMALL)
@@ -156,7 +159,12 @@ def test_a_trial_share_that_maps_nowhere_leaves_the_even_split(tmp_path: Path, m
         return real(self, sub, *args, **kw)
 
     monkeypatch.setattr(_Run, "_part", part)
-    assert r.share_bounds(gemm, chip.mac_cores, "M", "", "") is None
+    cut = r.share_bounds(gemm, chip.mac_cores, "M", "", "")
+    assert cut is not None and max(b - a for a, b in zip(cut, cut[1:], strict=False)) < gemm.M
+    from npukit.sim._multicore_cost import even_bounds
+
+    even = r.rank(r._ranked_parts(gemm, chip.mac_cores, "M", "", "", "", None, even_bounds(gemm.M, 3)))
+    assert r.rank(r._ranked_parts(gemm, chip.mac_cores, "M", "", "", "", None, cut)) <= even
 
 
 def test_pipeline_stages_are_planned_by_the_cores_speeds() -> None:
@@ -333,8 +341,8 @@ def test_a_single_layer_keeps_the_balanced_cut_only_when_it_ranks_better(tmp_pat
         sub = sub_layer(g, "M", 3, 0, (0, share, 1024, 1024))
         return r._part(sub, cs[kinds.index(kind)], 1, 3, "M", "", "", "", 0).busy
 
-    def step(b: tuple[int, ...]) -> float:
-        return max(p.busy for p in r._share_dram(r._gemm_parts(g, cs, "M", "", "", "", None, b)))
+    def step(b: tuple[int, ...]) -> float:  # as the split ranks it: its shares' best mappings, re-timed
+        return r.rank(r._ranked_parts(g, cs, "M", "", "", "", None, b))[0]
 
     first, refit = balanced_cuts(1024, kinds, cycles, lambda k: chip.cores[cs[kinds.index(k)]].macs_per_cycle, 342)
     even = even_bounds(1024, 3)

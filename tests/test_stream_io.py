@@ -294,8 +294,9 @@ def test_quoted_core_ids_load_as_the_numbers_do(tmp_path) -> None:
 
 def test_mac_cores_from_different_core_files_each_run_their_own_model(tmp_path) -> None:
     """Two tpu_like and two eyeriss_like cores on one chip: each core maps its share with its own YAML, the ledger
-    declares each shared ``nest:`` component once (naming both models), and a split over all four gives the slower
-    cores smaller shares that finish with the others."""
+    declares each shared ``nest:`` component once (naming both models), and the split is no slower than the even split
+    over all four (since 2026-12-07 the cut that gives the tpu_like cores all of it is among the candidates, and wins:
+    32,863 cycles where the cut fitted over all four took 40,125)."""
     d = _copy(tmp_path)
     p = d / "tpu_like_quad_core.yaml"
     text = p.read_text()
@@ -307,7 +308,15 @@ def test_mac_cores_from_different_core_files_each_run_their_own_model(tmp_path) 
     assert sorted(set(names)) == ["eyeriss_like", "tpu_like"]
     res = simulate_multicore(Workload("g", [Layer("G", 256, 256, 256)]), m, "none/split")
     busy = [res.core_busy[i] for i, c in enumerate(m.cores) if c.kind == "mac"]
-    assert all(b > 0 for b in busy) and max(busy) <= res.total_cycles
+    assert any(b > 0 for b in busy) and max(busy) <= res.total_cycles
+    from npukit.sim import load_table
+    from npukit.sim._multicore_cost import even_bounds
+    from npukit.sim.multicore_sim import _Run
+
+    g = Layer("G", 256, 256, 256)
+    r = _Run(Workload("g", [g]), m, m.table or load_table("horowitz45"), {})
+    even = max(p.busy for p in r.gemm_parts(g, m.mac_cores, "N", "", "", bounds=even_bounds(256, 4)))
+    assert res.total_cycles <= even
     src = res.ledger.components["nest:mac"]["source"]
     assert "tpu_like" in src and "eyeriss_like" in src
     assert 0 < res.energy_pj < float("inf")
