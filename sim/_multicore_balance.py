@@ -182,26 +182,35 @@ def pipeline_plans(work: Sequence[float], speed: Sequence[float], tiles: Callabl
     ``tiles(stages)`` tiles as the pipeline is timed, compared; for each number of stages the lowest (fewer cores on
     a tie) is kept, as ``(latency estimate, stages, cores)``, and the list is sorted by the estimate (fewer stages on a
     tie). The estimate counts MACs and peaks alone, so the caller times them
-    (:func:`~npukit.sim._multicore_groups.run_pipeline`)."""
+    (:func:`~npukit.sim._multicore_groups.run_pipeline`); and as more cores always look faster by peaks, though a
+    stage bound by DRAM is slower on more cores (each streams the stage's weights), the best plan of each number of
+    stages ``n`` on the ``n`` fastest cores alone, one a stage, follows them (2026-12-07)."""
     order = sorted(range(len(speed)), key=lambda c: (-speed[c], c))
     prefixes = sorted({sum(1 for c in order if speed[c] >= speed[v]) for v in order})
     plans: list[tuple[float, list[int], list[list[int]]]] = []
+    lean: list[tuple[float, list[int], list[list[int]]]] = []
     for n in range(1, min(len(work), len(speed)) + 1):
         t = max(1, tiles(n))
         best: tuple[float, list[int], list[list[int]]] | None = None
+        one: tuple[float, list[int], list[list[int]]] | None = None  # the best on the n fastest cores, one a stage
         for cut in _cuts(work, n):
             edges = (0, *cut, len(work))
             load = [float(sum(work[a:b])) for a, b in zip(edges, edges[1:], strict=False)]
-            for k in (k for k in prefixes if k >= n):
+            stages = [st for st in range(n) for _ in range(edges[st], edges[st + 1])]
+            for k in sorted({k for k in prefixes if k >= n} | {n}):
                 cores = _deal(load, order[:k], speed, t)
                 val = pipeline_latency([w / (len(cs) * min(speed[c] for c in cs))
                                         for w, cs in zip(load, cores, strict=True)], t)
-                if best is None or val < best[0] * (1 - 1e-12):
-                    best = (val, [st for st in range(n) for _ in range(edges[st], edges[st + 1])], cores)
-        assert best is not None and math.isfinite(best[0])
+                if k in prefixes and k >= n and (best is None or val < best[0] * (1 - 1e-12)):
+                    best = (val, stages, cores)
+                if k == n and (one is None or val < one[0] * (1 - 1e-12)):
+                    one = (val, stages, cores)
+        assert best is not None and one is not None and math.isfinite(best[0])
         plans.append(best)
+        if one[1:] != best[1:]:
+            lean.append(one)
     first = 0  # the lowest, fewer stages on a near tie (as one pass over all plans picks it)
     for i in range(1, len(plans)):
         if plans[i][0] < plans[first][0] * (1 - 1e-12):
             first = i
-    return [plans[first]] + sorted((p for i, p in enumerate(plans) if i != first), key=lambda p: p[0])
+    return [plans[first]] + sorted((p for i, p in enumerate(plans) if i != first), key=lambda p: p[0]) + lean

@@ -242,7 +242,7 @@ def row_cut(group: list[Layer | VectorOp], cuts: Cuts, k: int, ways: int, flow: 
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
     """The MAC cores a fused split group runs on: all of ``macs`` (fastest first), or with the arch's ``layer_cores =
-    "search"`` the fastest 1, 2, 4, ... of them (and ``n - 1`` of a prime ``n``: :func:`~npukit.sim.schedule.fewer_counts`)
+    "search"`` the fastest 1, 2, 4, ... of them (and ``n - 1``: :func:`~npukit.sim.schedule.fewer_counts`)
     where that ranks strictly better under the objective (as a layer alone
     does: :func:`~npukit.sim.schedule.layer_splits`). Each count is simulated on a scratch run (totals only). A fused
     group's shares are even (a producer's and its consumer's must line up), so on unequal cores it takes only those
@@ -252,7 +252,7 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     macs = [c for c in macs if r.m.cores[c].macs_per_cycle == lead]
     if r.m.layer_cores != "search" or len(macs) < 2:
         return macs
-    counts = [len(macs), *fewer_counts(len(macs))]  # all, then each power of two below (and n - 1 of a prime n)
+    counts = [len(macs), *fewer_counts(len(macs))]  # all, then n - 1 and each power of two below
     best: tuple[tuple[float, float], list[int]] | None = None
     for k in counts:
         trial = r.scratch()
@@ -326,17 +326,20 @@ Plan = tuple[list[int], list[list[int]]]  # the stage of each GEMM of a pipeline
 
 
 def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int], int]) -> list[Plan]:
-    """Plans of a pipelined group's stages, the first preferred. On identical cores one: as many stages as GEMMs (at
-    most one per core), cut where the MACs so far pass each stage's even part, the cores dealt evenly in order. On
-    cores that differ, :func:`~npukit.sim._multicore_balance.pipeline_plans`' best plan of each number of stages,
-    estimated from MACs and peaks; :func:`run_pipeline` times them (before, the same rule put a stage on a small core
-    alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16 times the big core's cycles for the up
-    projection)."""
+    """Plans of a pipelined group's stages, the first preferred: :func:`~npukit.sim._multicore_balance.pipeline_plans`'
+    best plan of each number of stages, estimated from MACs and peaks, and its plans on fewer cores; on identical
+    cores after a first plan of as many stages as GEMMs (at most one per core), cut where the MACs so far pass each
+    stage's even part, the cores dealt evenly in order. :func:`run_pipeline` times them (before, on cores that differ
+    the same rule put a stage on a small core alone: Llama-3-8B's MLP on one 128 x 128 and two 32 x 32 cores took 16
+    times the big core's cycles for the up projection; and before 2026-12-07 identical cores had that one plan alone,
+    which could put every GEMM in stage 0 and idle the other stages' cores: four 32 x 32 cores took a GEMM pair in
+    10,998 cycles on two of them)."""
     kinds = [r.m.cores[c].model for c in macs]
+    speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
+    timed: list[Plan] = [(bounds, [[macs[j] for j in cs] for cs in idx])
+                         for _, bounds, idx in pipeline_plans([g.macs for g in gemms], speed, tiles)]
     if any(k != kinds[0] for k in kinds):
-        speed = [r.m.cores[c].macs_per_cycle * r.m.cores[c].arch.clock_ghz for c in macs]
-        return [(bounds, [[macs[j] for j in cs] for cs in idx])
-                for _, bounds, idx in pipeline_plans([g.macs for g in gemms], speed, tiles)]
+        return timed
     n_st = min(len(gemms), len(macs))
     total = sum(g.macs for g in gemms)
     bounds, acc, s = [], 0, 0  # balanced by MACs
@@ -347,7 +350,8 @@ def _stages(r: _Run, gemms: list[Layer], macs: list[int], tiles: Callable[[int],
             s += 1
     per = [len(macs) // n_st + (1 if s < len(macs) % n_st else 0) for s in range(n_st)]
     starts = [sum(per[:s]) for s in range(n_st)]
-    return [(bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)])]
+    first: Plan = (bounds, [macs[starts[s]:starts[s] + per[s]] for s in range(n_st)])
+    return [first, *(p for p in timed if p != first)]
 
 
 def stage_bounds(r: _Run, gemms: list[tuple[Layer, str, str]], cs: list[int],
@@ -423,7 +427,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
     in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory.
     ``plan``: the stages (:func:`_stages`); by default the plan that ranks best under the objective, each simulated
-    on a scratch run where there are several (cores that differ; before 2026-12-07 the estimate's first alone, blind
+    on a scratch run (before 2026-12-07 on cores that differ only, and there the estimate's first alone, blind
     to vector ops on a simd core and to each core's weight traffic: one 32 x 32 core made 96 x 96 slowed a group
     from 16,148 to 20,117 cycles)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]

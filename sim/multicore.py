@@ -101,7 +101,7 @@ class MultiCoreArch:
     ``objective`` its schedule search minimises; ``bus``: a second interconnect between the MAC cores and the
     ``simd`` core that a vector op's operands and result cross (one hop; Stream's shared bus), None: the
     ``interconnect`` links; ``layer_cores``: on how many MAC cores a GEMM in a step of its own may run, ``all`` of
-    them, or ``search``: also only the fastest 1, 2, 4, ... of them (and ``n - 1`` of a prime ``n``), kept where that
+    them, or ``search``: also only the fastest 1, 2, 4, ... of them (and ``n - 1``), kept where that
     ranks strictly better under the objective (:func:`~npukit.sim.schedule.layer_splits`; more splits to map, so a
     slower search)."""
 

@@ -5,7 +5,7 @@ A schedule is a list of :class:`Step` s, each one operator or one fused group of
 * ``split``: every GEMM of the step runs on the MAC cores at once, split on ``M`` (the batch first), ``N`` or
   ``K``, or on ``M`` and ``N`` at once as a grid of cores (:func:`grid_dims`; the split chosen per GEMM by the
   objective; with the arch's ``layer_cores = "search"`` a GEMM in a step of its own may also take only the first
-  1, 2, 4, ... cores, and ``n - 1`` of a prime ``n``: :func:`layer_splits`);
+  1, 2, 4, ... cores, and ``n - 1``: :func:`layer_splits`);
   vector ops run on the SIMD core if there is one, else split over the MAC cores.
 * ``pipeline``: the step's GEMMs are cut into contiguous stages, each stage on its own share of the MAC cores;
   the step's rows flow through in ``tiles`` tiles, so its latency is one pass of every stage on one tile plus
@@ -65,10 +65,11 @@ def split_dims(cores: int) -> tuple[str, ...]:
 
 def fewer_counts(cores: int) -> tuple[int, ...]:
     """The core counts below ``cores`` the search also tries (``layer_cores = "search"``), largest first: each power
-    of two, and ``cores - 1`` when ``cores`` is a prime with a grid below it (a prime count has no 2-D split, so 7
-    cores without 6 took a 256^3 GEMM 20% slower than 6: M2N2 on 4 against M3N2 on 6)."""
+    of two, and ``cores - 1``, so one more core never takes away the count the chip had (2026-12-07; before, only
+    for a prime with a grid below it: a prime count has no 2-D split, so 7 cores without 6 took a 256^3 GEMM 20%
+    slower than 6, and six 24 x 24 cores without 5 took a GEMM-add pair 2% slower than five)."""
     out = {1 << e for e in range(max(0, (cores - 1).bit_length()))}  # every power of two below cores
-    if cores > 3 and not grid_dims(cores) and grid_dims(cores - 1):
+    if cores > 1:
         out.add(cores - 1)
     return tuple(sorted(out, reverse=True))
 

@@ -100,3 +100,19 @@ def test_no_row_of_a_parallel_step_beats_the_chip() -> None:
     for r in rows:
         assert r["dram_bytes"] <= chip.dram.total_bandwidth * r["cycles"] * (1 + 1e-6), r["name"]
         assert r["macs"] <= chip.peak_macs_per_cycle * r["cycles"] * (1 + 1e-6), r["name"]
+
+
+def test_a_pipeline_on_identical_cores_leaves_no_stage_idle() -> None:
+    """On identical cores the stage plans are timed as on cores that differ, after the plan by MACs: that plan gave
+    two stages two cores each and put both GEMMs in the first (the second holds 16 times the MACs), so two of four
+    32 x 32 cores idled (10,998 cycles). Now the one stage on all four is among the plans timed."""
+    from npukit.sim import Core, Dram, Interconnect, MultiCoreArch, SharedMemory, load_arch
+
+    n32 = load_arch("npu32")
+    chip = MultiCoreArch("t", tuple(Core(n32, "mac", f"core{i}") for i in range(4)),
+                         Interconnect(32.0, 0, 0.1, "mesh", multicast=True), SharedMemory(4096, 256.0), Dram(4, 64.0),
+                         "latency")
+    wl = Workload("pair", [Layer("g0", 128, 64, 64), Layer("g1", 128, 1024, 64)])
+    res = simulate_multicore(wl, chip, "chain/pipeline")
+    assert {c for c, *_ in res.timeline} == {0, 1, 2, 3}
+    assert res.total_cycles < 10_998

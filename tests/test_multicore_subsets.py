@@ -28,15 +28,16 @@ def test_a_prime_core_count_also_tries_the_grid_below_it() -> None:
     from npukit.sim.schedule import fewer_counts
     from npukit.sim.workload import gemm
 
-    assert fewer_counts(7) == (6, 4, 2, 1) and fewer_counts(8) == (4, 2, 1) and fewer_counts(5) == (4, 2, 1)
-    assert fewer_counts(3) == (2, 1) and fewer_counts(1) == ()
+    assert fewer_counts(7) == (6, 4, 2, 1) and fewer_counts(8) == (7, 4, 2, 1) and fewer_counts(5) == (4, 2, 1)
+    assert fewer_counts(6) == (5, 4, 2, 1) and fewer_counts(3) == (2, 1) and fewer_counts(2) == (1,)
+    assert fewer_counts(1) == ()
     base = load_multicore_arch("quad128").with_(**{"chip.objective": "latency", "chip.layer_cores": "search"})
     cyc = [simulate_multicore(gemm(256, 256, 256), base.with_(**{"chip.mac_cores": n, "dram.channels": n})).total_cycles
            for n in range(1, 9)]
     assert all(b <= a for a, b in zip(cyc, cyc[1:], strict=False)) and cyc[6] == cyc[5]
 
 
-def test_every_core_count_first_then_powers_of_two_below() -> None:
+def test_every_core_count_first_then_one_fewer_and_powers_of_two_below() -> None:
     assert layer_splits(1) == (("-", 1),)
     assert layer_splits(2) == (("M", 2), ("N", 2), ("K", 2), ("-", 1))
     for n in (3, 4, 6, 16, 36):
@@ -44,7 +45,7 @@ def test_every_core_count_first_then_powers_of_two_below() -> None:
         assert got[:len(split_dims(n))] == tuple((d, n) for d in split_dims(n))  # all cores first: ties keep them
         counts = list(dict.fromkeys(k for _, k in got))
         assert counts[0] == n and counts[-1] == 1 and counts == sorted(counts, reverse=True)
-        assert all(k & (k - 1) == 0 for k in counts[1:])  # below n: powers of two (n has a grid, or n - 1 has none)
+        assert all(k & (k - 1) == 0 or k == n - 1 for k in counts[1:])  # below n: n - 1 and the powers of two
         assert len(set(got)) == len(got)
     assert split_label("M", 4, 4) == "M" and split_label("M2N2", 4, 8) == "M2N2@4" and split_label("-", 1, 4) == "-@1"
 
@@ -166,3 +167,24 @@ def test_a_fused_group_runs_on_the_best_core_count(objective: str) -> None:
     assert {int(r["cores"]) for r in every.rows()} == {4}  # the default keeps every core
     got, ref = (split_rank(x.energy_pj, x.total_cycles, objective) for x in (res, every))
     assert got <= ref
+
+
+def test_one_more_core_keeps_the_count_the_chip_had() -> None:
+    """``layer_cores = "search"`` tries ``n - 1`` cores on every chip: six 24 x 24 cores had only 4, 2 and 1 below
+    six, never the five a five-core chip used, and took this GEMM-add pair in 6,674 cycles against 6,546 on five."""
+    from npukit.sim import Core, Dram, Interconnect, MultiCoreArch, SharedMemory, load_arch
+    from npukit.sim.workload import Layer, VectorOp, Workload
+
+    base = load_arch("npu32")
+    c24 = base.with_(name="c24", rows=24, cols=24, dram_bandwidth_bytes_per_cycle=64.0)
+
+    def chip(n: int) -> MultiCoreArch:
+        return MultiCoreArch(f"x{n}", (*(Core(c24, "mac", f"core{i}") for i in range(n)), Core(base, "simd", "simd")),
+                             Interconnect(32.0, 20, 0.1, "mesh", multicast=False), SharedMemory(0, 256.0), Dram(2, 32.0),
+                             "latency", layer_cores="search")
+
+    wl = Workload("g", [VectorOp("pre", "add", 8192, inputs=2), Layer("g0", 64, 100, 128),
+                        VectorOp("v0", "add", 6400, inputs=2)])
+    five, six = (simulate_multicore(wl, chip(n)) for n in (5, 6))
+    assert six.total_cycles <= five.total_cycles
+    assert [r["split"] for r in six.rows() if r["name"] == "g0"] == ["N@5"]
