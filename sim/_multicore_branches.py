@@ -68,7 +68,7 @@ def run_parallel(r: _Run, branches: list[list[Layer | VectorOp]], macs: list[int
             on_chip = bool(fused and fused[b])
             fin = fout = [False] * len(ops)
             if on_chip:
-                fin, fout, _, _ = fused_edges(ops, r.flow)
+                fin, fout, _, _ = fused_edges(ops, r.flow, r.memo)
             where = "local" if len(cs) == 1 else "shared"
             for k, op in enumerate(ops):
                 if isinstance(op, VectorOp):

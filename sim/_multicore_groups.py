@@ -5,6 +5,7 @@ pipeline stages on disjoint shares of the cores. ``r`` is the simulation in prog
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plans, refit_costs, whole_bounds
@@ -36,10 +37,11 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     of the split the objective picks (cores that differ: a producer's row shares are its consumer's); where then
     every core's rows stay its own from the group's first operator to its last (:func:`own_rows`), each core runs its
     rows of the operators one after another without waiting for the others (:func:`run_chains`)."""
-    fin, fout, sib, ffil = fused_edges(group, r.flow)
+    fin, fout, sib, ffil = fused_edges(group, r.flow, r.memo)
     chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
         [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
     at = {} if cuts is None else {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
+    own = owners(group, r.flow) if cuts is not None else []
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -48,7 +50,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
             vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1,
-                                    None if cuts is None else row_cut(group, cuts, k, len(macs), r.flow))
+                                    None if cuts is None else row_cut(group, at, k, len(macs), own))
             links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
             if chains is not None:
                 chains.append((op, vparts, {"step": "fused", "split": "-"}))
@@ -188,56 +190,82 @@ def fused_rows(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> Cuts:
     """Row cuts of a fused group's GEMMs over ``macs`` when every GEMM is split on its rows: one fraction per core
     for all of them (:func:`stage_bounds`, as one pipeline stage on those cores), so each intermediate stays on the
     core that makes it."""
-    fin, fout, sib, _ = fused_edges(group, r.flow)
+    fin, fout, sib, _ = fused_edges(group, r.flow, r.memo)
     ends, prev = [], None
     for k, op in enumerate(group):
         if isinstance(op, Layer):
             flat = fin[k] and prev is not None and flattens(prev, op)
             ends.append((op, *_ends("M", "M" if prev is not None else "", fin[k], fout[k], sib[k], bool(flat))))
             prev = op
-    return stage_bounds(r, ends, macs, tails(group, [k for k, op in enumerate(group) if isinstance(op, Layer)], r.flow))
+    return stage_bounds(r, ends, macs, tails(group, [k for k, op in enumerate(group) if isinstance(op, Layer)],
+                                               owners(group, r.flow)))
 
 
-def _owner(group: list[Layer | VectorOp], k: int, flow: Dataflow | None = None) -> int | None:
-    """The GEMM of ``group`` whose rows vector op ``group[k]`` works on: by the workload's recorded dataflow where it
-    has one, the last GEMM of the group whose output reaches the op through vector ops only (its producer), else the
-    first the op's output so reaches (which reads it); by position otherwise, or where the dataflow names no such
-    GEMM: the nearest before it, else the first after it. None when the group has no GEMM. (Before 2026-12-07 always
-    by position: Llama's rope of the keys followed the value projection's row cut.)"""
-    gemms = [j for j, op in enumerate(group) if isinstance(op, Layer)]
-    at = {} if flow is None else {j: flow.index[op.name] for j, op in enumerate(group) if op.name in flow.index}
-    if flow is not None and k in at:
-        feeds = [j for j in gemms if j < k and j in at and flow.reaches(at[j], at[k])]
-        reads = [j for j in gemms if j > k and j in at and flow.reaches(at[k], at[j])]
-        if feeds or reads:
-            return feeds[-1] if feeds else reads[0]
-    before = [j for j in gemms if j < k]
-    after = [j for j in gemms if j > k]
-    return before[-1] if before else after[0] if after else None
-
-
-def tails(group: list[Layer | VectorOp], gemm_idx: list[int], flow: Dataflow | None = None) -> list[list[VectorOp]]:
-    """For each GEMM of ``group`` at ``gemm_idx``, the vector ops whose rows follow its cut (:func:`_owner`, by
-    ``flow`` where the workload records one)."""
-    out: list[list[VectorOp]] = [[] for _ in gemm_idx]
-    for k, op in enumerate(group):
-        j = _owner(group, k, flow) if isinstance(op, VectorOp) else None
-        if j in gemm_idx:
-            out[gemm_idx.index(j)].append(op)  # type: ignore[arg-type]
+def owners(group: list[Layer | VectorOp], flow: Dataflow | None = None) -> list[int | None]:
+    """For each vector op of ``group``, the position of the GEMM whose rows it works on (None for a GEMM, or where
+    the group has none): by the workload's recorded dataflow where it has one, the last GEMM of the group whose output
+    reaches the op through vector ops only (its producer), else the first GEMM the op's output so reaches (which reads
+    it); by position otherwise, or where the dataflow names no such GEMM: the nearest before it, else the first after
+    it. One pass each way over the group's edges. (Before 2026-12-07 always by position: Llama's rope of the keys
+    followed the value projection's row cut.)"""
+    n = len(group)
+    gemm = [isinstance(op, Layer) for op in group]
+    feed: list[int | None] = [None] * n  # the last GEMM reaching each op through vector ops only
+    read: list[int | None] = [None] * n  # the first GEMM each op reaches so
+    if flow is not None:
+        pos = {flow.index[op.name]: j for j, op in enumerate(group) if op.name in flow.index}
+        prods = [[pos[i] for i in flow.producers(flow.index[op.name]) if i in pos and pos[i] < j]
+                 if op.name in flow.index else [] for j, op in enumerate(group)]
+        for j in range(n):
+            got = [p if gemm[p] else feed[p] for p in prods[j]]
+            feed[j] = max((g for g in got if g is not None), default=None)
+        cons: list[list[int]] = [[] for _ in range(n)]
+        for j in range(n):
+            for p in prods[j]:
+                cons[p].append(j)
+        for j in reversed(range(n)):
+            got = [c if gemm[c] else read[c] for c in cons[j]]
+            read[j] = min((g for g in got if g is not None), default=None)
+    out: list[int | None] = [None] * n
+    last: int | None = None
+    for j in range(n):
+        if gemm[j]:
+            last = j
+        elif feed[j] is not None or read[j] is not None:
+            out[j] = feed[j] if feed[j] is not None else read[j]
+        else:
+            out[j] = last
+    nxt: int | None = None
+    for j in reversed(range(n)):
+        if gemm[j]:
+            nxt = j
+        elif out[j] is None:
+            out[j] = nxt
     return out
 
 
-def row_cut(group: list[Layer | VectorOp], cuts: Cuts, k: int, ways: int, flow: Dataflow | None = None
-            ) -> tuple[str, tuple[int, ...]] | None:
-    """The row cut vector op ``group[k]`` works at, given ``cuts`` (one per GEMM of the group, in order; None: even):
-    its owner GEMM's (:func:`_owner`, by ``flow`` where the workload records one; split_extent's ``what`` and the
-    bounds), or None (even shares)."""
-    j = _owner(group, k, flow)
-    gemms = [i for i, op in enumerate(group) if isinstance(op, Layer)]
-    if j is None or cuts[gemms.index(j)] is None:
+def tails(group: list[Layer | VectorOp], gemm_idx: list[int], own: list[int | None]) -> list[list[VectorOp]]:
+    """For each GEMM of ``group`` at ``gemm_idx``, the vector ops whose rows follow its cut (``own``:
+    :func:`owners`)."""
+    out: list[list[VectorOp]] = [[] for _ in gemm_idx]
+    at = {j: n for n, j in enumerate(gemm_idx)}
+    for k, op in enumerate(group):
+        if isinstance(op, VectorOp) and own[k] in at:
+            out[at[own[k]]].append(op)  # type: ignore[index]
+    return out
+
+
+def row_cut(group: list[Layer | VectorOp], cuts: dict[int, tuple[int, ...] | None], k: int, ways: int,
+            own: list[int | None]) -> tuple[str, tuple[int, ...]] | None:
+    """The row cut vector op ``group[k]`` works at, given ``cuts`` (by the group position of each GEMM cut on these
+    cores; None or absent: even): its owner GEMM's (``own``: :func:`owners`; split_extent's ``what`` and the bounds),
+    or None (even shares)."""
+    j = own[k]
+    cut = None if j is None else cuts.get(j)
+    if j is None or cut is None:
         return None
     what = split_extent(group[j], "M", ways)  # type: ignore[arg-type]
-    return None if what is None else (what[0], cuts[gemms.index(j)])  # type: ignore[return-value]
+    return None if what is None else (what[0], cut)
 
 
 def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list[int]:
@@ -306,15 +334,30 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     return dim, parts, sent
 
 
-def fused_edges(group: list[Layer | VectorOp], flow: Dataflow | None) -> tuple[list[bool], list[bool], list[bool],
-                                                                          list[int]]:
+def fused_edges(group: list[Layer | VectorOp], flow: Dataflow | None, memo: dict | None = None
+                ) -> tuple[list[bool], list[bool], list[bool], list[int]]:
     """:func:`~npukit.sim.schedule.group_edges` (with the workload's recorded dataflow ``flow``, if any), and the
-    last GEMM's output kept on chip when vector ops of the group follow it (its epilogue: they read it there)."""
+    last GEMM's output kept on chip when vector ops of the group follow it (its epilogue: they read it there);
+    ``memo``: a run's memo, where a group with a dataflow (its operators' names unique) keeps them (each scratch run
+    of a pipeline plan asks again)."""
+    key = ("fused edges", tuple(op.name for op in group)) if memo is not None and flow is not None else None
+    if key is not None and key in memo:  # type: ignore[operator]
+        return tuple(list(x) for x in memo[key])  # type: ignore[index,return-value]
     fin, fout, sib, ffil = group_edges(group, flow)
     tail = max(i for i, op in enumerate(group) if isinstance(op, Layer))
     if tail < len(group) - 1:
         fout[tail] = True
+    if key is not None:
+        memo[key] = (tuple(fin), tuple(fout), tuple(sib), tuple(ffil))  # type: ignore[index]
     return fin, fout, sib, ffil
+
+
+def group_key(group: list[Layer | VectorOp], flow: Dataflow | None, memo: dict | None = None) -> tuple:
+    """What a group's simulation on a fresh run depends on, without its operators' names: each operator's fields but
+    its name, the fused edges and each vector op's owner GEMM (:func:`owners`). A model's repeated blocks share it."""
+    ops = tuple((type(op).__name__, *(getattr(op, f.name) for f in fields(op) if f.name != "name")) for op in group)
+    edges = tuple(map(tuple, fused_edges(group, flow, memo)))
+    return ops, edges, tuple(owners(group, flow))
 
 
 def _links_after(free: float, start: float, cycles: float) -> float:
@@ -435,7 +478,10 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     if plan is None:
         plans = _stages(r, [group[i] for i in gemm_idx], macs, lambda n: max(1, min(rows, max(tiles, 2 * n))))
         plan = plans[0]
-        if len(plans) > 1:
+        key = ("pipeline plan", tuple(macs), tiles, group_key(group, r.flow, r.memo))  # a model's repeated blocks: once
+        if len(plans) > 1 and key in r.memo:
+            plan = r.memo[key]
+        elif len(plans) > 1:
             ranks = []
             for p in plans:
                 trial = r.scratch()
@@ -446,36 +492,39 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
                 ranks.append((trial.rank(), len(ranks), p))
             if ranks:
                 plan = min(ranks)[2]
+            r.memo[key] = plan
     bounds, cores_of = plan
     n_st = len(cores_of)
     stage_of = {}
-    cur = 0
+    cur, n = 0, 0
     for k, op in enumerate(group):
         if isinstance(op, Layer):
-            cur = bounds[gemm_idx.index(k)]
+            cur, n = bounds[n], n + 1
         stage_of[k] = cur
-    fin, fout, sib, ffil = fused_edges(group, r.flow)
+    fin, fout, sib, ffil = fused_edges(group, r.flow, r.memo)
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     ends: dict[int, tuple[str, str]] = {}  # each GEMM's fused input and output: on its stage's cores or shared
-    for k in gemm_idx:
-        nxt = next((j for j in range(k + 1, len(group)) if isinstance(group[j], Layer)), None)
-        prv = max((j for j in range(k) if isinstance(group[j], Layer)), default=None)
+    for n, k in enumerate(gemm_idx):
+        nxt = gemm_idx[n + 1] if n + 1 < len(gemm_idx) else None
+        prv = gemm_idx[n - 1] if n else None
         st = stage_of[k]
         ends[k] = ("" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared",
                    "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared")
     cuts: dict[int, tuple[int, ...] | None] = {}
-    on = tails(group, gemm_idx, r.flow)
+    own = owners(group, r.flow)
+    on = tails(group, gemm_idx, own)
+    gemm_pos = {k: n for n, k in enumerate(gemm_idx)}
     for st, cs in enumerate(cores_of):
         mine = [k for k in gemm_idx if stage_of[k] == st]
         cuts.update(zip(mine, stage_bounds(r, [(group[k], *ends[k]) for k in mine], cs,
-                                           [on[gemm_idx.index(k)] for k in mine]), strict=True))
+                                           [on[gemm_pos[k]] for k in mine]), strict=True))
     planned: list[tuple[Layer | VectorOp, list[Part], dict[str, Any], int]] = []
+    staged = [{j: cuts[j] for j in gemm_idx if stage_of[j] == st} for st in range(len(cores_of))]
     for k, op in enumerate(group):
         st = stage_of[k]
         cs = cores_of[st]
         if isinstance(op, VectorOp):
-            mine = [cuts[j] if stage_of[j] == st else None for j in gemm_idx]
-            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1, row_cut(group, mine, k, len(cs), r.flow)),
+            planned.append((op, r.vector_parts(op, cs, k == 0, k == len(group) - 1, row_cut(group, staged[st], k, len(cs), own)),
                             {"step": f"pipeline stage {st}", "split": "-"}, st))
             continue
         dim = "M" if len(cs) > 1 else "-"

@@ -169,15 +169,21 @@ def test_a_vector_op_follows_the_cut_of_the_gemm_it_reads_by_the_dataflow() -> N
     output it reads, not of the GEMM listed just before it. Before, the Llama layer's rope of the queries and of the
     keys followed the value projection's cut (right only while the three projections had the same rows); here the
     queries' rope reads 64 rows and the keys' 16."""
-    from npukit.sim._multicore_groups import row_cut, tails
+    from npukit.sim._multicore_groups import owners, row_cut, tails
     from npukit.sim.dataflow import Dataflow
 
     ops: list[Layer | VectorOp] = [Layer("q", 64, 32, 32), Layer("k", 16, 32, 32), VectorOp("rope_q", "mul", 64 * 32),
                                    VectorOp("rope_k", "mul", 16 * 32)]
     wl = Workload("w", ops, meta={"dataflow": {"rope_q": ["q"], "rope_k": ["k"]}})
     flow = Dataflow.of(wl)
-    assert [[v.name for v in t] for t in tails(ops, [0, 1], flow)] == [["rope_q"], ["rope_k"]]
-    assert [[v.name for v in t] for t in tails(ops, [0, 1])] == [[], ["rope_q", "rope_k"]]  # no dataflow: position
-    cuts = [(0, 48, 64), (0, 4, 16)]
-    assert row_cut(ops, cuts, 2, 2, flow) == ("M", (0, 48, 64))
-    assert row_cut(ops, cuts, 3, 2, flow) == ("M", (0, 4, 16))
+    own = owners(ops, flow)
+    assert [[v.name for v in t] for t in tails(ops, [0, 1], own)] == [["rope_q"], ["rope_k"]]
+    assert [[v.name for v in t] for t in tails(ops, [0, 1], owners(ops))] == [[], ["rope_q", "rope_k"]]  # by position
+    cuts = {0: (0, 48, 64), 1: (0, 4, 16)}  # by the GEMMs' positions in the group
+    assert row_cut(ops, cuts, 2, 2, own) == ("M", (0, 48, 64))
+    assert row_cut(ops, cuts, 3, 2, own) == ("M", (0, 4, 16))
+    # an op no GEMM of the group feeds follows the first GEMM that reads it (a norm before its projection)
+    pre: list[Layer | VectorOp] = [VectorOp("norm", "rmsnorm", 64 * 32, reduce=32), *ops]
+    flow2 = Dataflow.of(Workload("w2", pre, meta={"dataflow": {"q": ["norm"], "k": ["norm"], "rope_q": ["q"],
+                                                               "rope_k": ["k"]}}))
+    assert owners(pre, flow2) == [1, None, None, 1, 2]
