@@ -170,10 +170,10 @@ def _deal(load: Sequence[float], cores: Sequence[int], speed: Sequence[float], t
 
 def pipeline_plans(work: Sequence[float], speed: Sequence[float], tiles: Callable[[int], int]
                    ) -> list[tuple[float, list[int], list[list[int]]]]:
-    """Stages of a pipelined group over cores that differ: the stage (0, 1, ...; contiguous, in order) of each of its
-    GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns; a core
-    left out idles). A stage's time is its MACs over ``n`` times its slowest core's speed for ``n`` cores, the even
-    split's (:func:`~npukit.sim._multicore_groups.stage_bounds` then keeps a cut that finishes the cores together
+    """Stages of a pipelined group over its MAC cores (identical or not): the stage (0, 1, ...; contiguous, in order) of
+    each of its GEMMs, whose MACs are ``work``, and each stage's cores (indices into ``speed``, each core's MACs per ns;
+    a core left out idles). A stage's time is its MACs over ``n`` times its slowest core's speed for ``n`` cores, the
+    even split's (:func:`~npukit.sim._multicore_groups.stage_bounds` then keeps a cut that finishes the cores together
     where the cores' models time it faster; by peaks alone that would always pay, which a small core streaming every
     weight for a few rows belies). For
     each number of stages, each cut of the GEMMs into contiguous stages (:func:`_cuts`) and each set of cores "every

@@ -206,8 +206,9 @@ def owners(group: list[Layer | VectorOp], flow: Dataflow | None = None) -> list[
     the group has none): by the workload's recorded dataflow where it has one, the last GEMM of the group whose output
     reaches the op through vector ops only (its producer), else the first GEMM the op's output so reaches (which reads
     it); by position otherwise, or where the dataflow names no such GEMM: the nearest before it, else the first after
-    it. One pass each way over the group's edges. (Before 2026-12-07 always by position: Llama's rope of the keys
-    followed the value projection's row cut.)"""
+    it. One pass each way over the group's edges, inside the group: a contiguous slice of the workload, as every
+    fused group is, so no path between two of its operators leaves it. (Before 2026-12-07 always by position:
+    Llama's rope of the keys followed the value projection's row cut.)"""
     n = len(group)
     gemm = [isinstance(op, Layer) for op in group]
     feed: list[int | None] = [None] * n  # the last GEMM reaching each op through vector ops only
@@ -470,18 +471,19 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     """A fused group as a pipeline: contiguous stages of its GEMMs on disjoint shares of the MAC cores, its rows
     in ``tiles`` (at least twice the stages) tiles; stage boundaries cross the interconnect via the shared memory.
     ``plan``: the stages (:func:`_stages`); by default the plan that ranks best under the objective, each simulated
-    on a scratch run (before 2026-12-07 on cores that differ only, and there the estimate's first alone, blind
-    to vector ops on a simd core and to each core's weight traffic: one 32 x 32 core made 96 x 96 slowed a group
-    from 16,148 to 20,117 cycles)."""
+    on a scratch run and the choice kept in the run's memo by :func:`group_key`, so a model's repeated blocks choose
+    once (before 2026-12-07 on cores that differ only, and there the estimate's first alone, blind to vector ops on a
+    simd core and to each core's weight traffic: one 32 x 32 core made 96 x 96 slowed a group from 16,148 to 20,117
+    cycles)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
-    if plan is None:
+    key = ("pipeline plan", tuple(macs), tiles, group_key(group, r.flow, r.memo)) if plan is None else None
+    if key is not None and key in r.memo:
+        plan = r.memo[key]
+    elif plan is None:
         plans = _stages(r, [group[i] for i in gemm_idx], macs, lambda n: max(1, min(rows, max(tiles, 2 * n))))
         plan = plans[0]
-        key = ("pipeline plan", tuple(macs), tiles, group_key(group, r.flow, r.memo))  # a model's repeated blocks: once
-        if len(plans) > 1 and key in r.memo:
-            plan = r.memo[key]
-        elif len(plans) > 1:
+        if len(plans) > 1:
             ranks = []
             for p in plans:
                 trial = r.scratch()
@@ -492,7 +494,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
                 ranks.append((trial.rank(), len(ranks), p))
             if ranks:
                 plan = min(ranks)[2]
-            r.memo[key] = plan
+        r.memo[key] = plan
     bounds, cores_of = plan
     n_st = len(cores_of)
     stage_of = {}

@@ -326,17 +326,19 @@ class _Run:
 
     def share_bounds(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str = "",
                      prod: Layer | None = None) -> tuple[int, ...] | None:
-        """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): balanced over cores
-        that differ (:func:`~npukit.sim._multicore_balance.balanced_cuts`, kept per run) for a layer alone in its
-        step, kept when it ranks better under the objective than the even split, as the cores' models time and price
-        them (2026-12-07; before, always), with each fitted cut also tried with its shares on whole folds of the
-        cores' arrays (:func:`~npukit.sim._multicore_balance.aligned_cut`). Under ``energy`` no cut fitted for time
-        is offered, as it moves with the bandwidths, which do not change a share's energy: shares by MACs per cycle
-        (and on whole folds) and each kind's corner, the whole extent evenly on its cores (2026-12-07; before, two
+        """Where a 1-D split of ``layer`` over ``cores`` cuts its extent (:func:`split_extent`): on cores that differ,
+        for a layer alone in its step, the cut that ranks first under the objective, as the cores' models time and
+        price it (each candidate's shares mapped as a split's, :meth:`_ranked_parts`), of: the even split; the cuts
+        balanced for time (:func:`~npukit.sim._multicore_balance.balanced_cuts`, the fit and its refit); shares in
+        proportion to the cores' MACs per cycle; each of these with its shares on whole folds of the cores' arrays
+        (:func:`~npukit.sim._multicore_balance.aligned_cut`); each kind's corner, the whole extent evenly on its cores;
+        and a step on the cores' measured pace from each of the three best so far (shares in proportion to rows per
+        cycle: a fit on two sizes misses a DRAM cliff). Under ``energy`` neither the time-fitted cuts nor the pace steps
+        are offered: they move with the bandwidths, which do not change a share's energy (2026-12-07; before, two
         cores of 32 x 32 and 48 x 48 took a 100 x 512 x 256 GEMM for 76.5 uJ over 8 B/cycle links and 79.5 uJ over
-        16). None (the
-        even split) on identical cores, a grid, or a fused operand (its producer's and consumer's shares must line
-        up)."""
+        16; and the cuts by MACs and the corners were ranked under ``energy`` alone, so ``edp`` could lose to it on
+        EDP by 16%). None (the even split) on identical cores, a grid, or a fused operand (its producer's and
+        consumer's shares must line up)."""
         kinds = self.core_kinds(cores)
         ext = split_extent(layer, dim, len(cores))
         if ext is None or fin or fout or ffil or prod is not None or all(k == kinds[0] for k in kinds):

@@ -22,7 +22,7 @@ def _ws_cores(m):  # noqa: ANN001, ANN202 - the chip with 2-D ws arrays for MAC 
     return replace(m, cores=tuple(replace(c, nest=None) if c.kind == "mac" else c for c in m.cores))
 
 
-def test_a_prime_core_count_also_tries_the_grid_below_it() -> None:
+def test_a_core_count_also_tries_the_count_below_it() -> None:
     # 7 cores have no 2-D split, and the powers of two below skipped 6: a 256^3 GEMM took 1,790 cycles on 7 latency-
     # searched cores (M2N2 on 4) against 1,496 on 6 (M3N2); with 6 among the counts more cores are never slower here
     from npukit.sim.schedule import fewer_counts

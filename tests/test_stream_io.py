@@ -316,7 +316,7 @@ def test_mac_cores_from_different_core_files_each_run_their_own_model(tmp_path) 
     g = Layer("G", 256, 256, 256)
     r = _Run(Workload("g", [g]), m, m.table or load_table("horowitz45"), {})
     even = max(p.busy for p in r.gemm_parts(g, m.mac_cores, "N", "", "", bounds=even_bounds(256, 4)))
-    assert res.total_cycles <= even
+    assert res.total_cycles <= even and res.total_cycles < 40_125  # (the cut fitted over all four, before)
     src = res.ledger.components["nest:mac"]["source"]
     assert "tpu_like" in src and "eyeriss_like" in src
     assert 0 < res.energy_pj < float("inf")
