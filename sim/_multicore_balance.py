@@ -201,7 +201,7 @@ def pipeline_plans(work: Sequence[float], speed: Sequence[float], tiles: Callabl
                 cores = _deal(load, order[:k], speed, t)
                 val = pipeline_latency([w / (len(cs) * min(speed[c] for c in cs))
                                         for w, cs in zip(load, cores, strict=True)], t)
-                if k in prefixes and k >= n and (best is None or val < best[0] * (1 - 1e-12)):
+                if k in prefixes and (best is None or val < best[0] * (1 - 1e-12)):
                     best = (val, stages, cores)
                 if k == n and (one is None or val < one[0] * (1 - 1e-12)):
                     one = (val, stages, cores)

@@ -353,12 +353,13 @@ def fused_edges(group: list[Layer | VectorOp], flow: Dataflow | None, memo: dict
     return fin, fout, sib, ffil
 
 
-def group_key(group: list[Layer | VectorOp], flow: Dataflow | None, memo: dict | None = None) -> tuple:
+def group_key(group: list[Layer | VectorOp], edges: tuple[list[bool], list[bool], list[bool], list[int]],
+              own: list[int | None]) -> tuple:
     """What a group's simulation on a fresh run depends on, without its operators' names: each operator's fields but
-    its name, the fused edges and each vector op's owner GEMM (:func:`owners`). A model's repeated blocks share it."""
+    its name, its fused ``edges`` (:func:`fused_edges`) and each vector op's owner GEMM (``own``: :func:`owners`). A
+    model's repeated blocks share it."""
     ops = tuple((type(op).__name__, *(getattr(op, f.name) for f in fields(op) if f.name != "name")) for op in group)
-    edges = tuple(map(tuple, fused_edges(group, flow, memo)))
-    return ops, edges, tuple(owners(group, flow))
+    return ops, tuple(map(tuple, edges)), tuple(own)
 
 
 def _links_after(free: float, start: float, cycles: float) -> float:
@@ -477,7 +478,9 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
     cycles)."""
     gemm_idx = [i for i, op in enumerate(group) if isinstance(op, Layer)]
     rows = min(g.batch * g.M for g in group if isinstance(g, Layer))
-    key = ("pipeline plan", tuple(macs), tiles, group_key(group, r.flow, r.memo)) if plan is None else None
+    edges = fused_edges(group, r.flow, r.memo)
+    own = owners(group, r.flow)
+    key = ("pipeline plan", tuple(macs), tiles, group_key(group, edges, own)) if plan is None else None
     if key is not None and key in r.memo:
         plan = r.memo[key]
     elif plan is None:
@@ -503,7 +506,7 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         if isinstance(op, Layer):
             cur, n = bounds[n], n + 1
         stage_of[k] = cur
-    fin, fout, sib, ffil = fused_edges(group, r.flow, r.memo)
+    fin, fout, sib, ffil = edges
     tiles = max(1, min(rows, max(tiles, 2 * n_st)))
     ends: dict[int, tuple[str, str]] = {}  # each GEMM's fused input and output: on its stage's cores or shared
     for n, k in enumerate(gemm_idx):
@@ -513,7 +516,6 @@ def run_pipeline(r: _Run, group: list[Layer | VectorOp], macs: list[int], tiles:
         ends[k] = ("" if not fin[k] else "local" if prv is not None and stage_of[prv] == st else "shared",
                    "" if not fout[k] else "local" if nxt is not None and stage_of[nxt] == st else "shared")
     cuts: dict[int, tuple[int, ...] | None] = {}
-    own = owners(group, r.flow)
     on = tails(group, gemm_idx, own)
     gemm_pos = {k: n for n, k in enumerate(gemm_idx)}
     for st, cs in enumerate(cores_of):
