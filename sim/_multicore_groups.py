@@ -159,22 +159,29 @@ def run_chains(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part], dict[s
 
 
 def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None]:
-    """The MAC cores a fused split group runs on and, on cores that differ, its row cuts: :func:`fused_cores`' cores
-    (those of the fastest's peak, even shares), every MAC core with each GEMM's rows cut alike (:func:`fused_rows`),
-    or every MAC core with even shares and the split the objective picks per GEMM (as identical cores run it),
-    whichever ranks best under the objective (each simulated on a scratch run; ties keep that order). Before
-    2026-12-07 a fused group always left the slower cores idle; then, until the third plan was added the same day,
-    a 64 x 64 core beside two 48 x 48 made a chip slower than three 48 x 48 cores on a Llama layer (6,904,167 against
-    6,714,737 cycles), since only rows could be cut over all three."""
+    """The MAC cores a fused split group runs on and its row cuts, if any: :func:`fused_cores`' cores (those of the
+    fastest's peak, even shares) with the split the objective picks per GEMM, the same cores (identical cores) or every
+    MAC core (cores that differ) with each GEMM's rows cut alike (:func:`fused_rows`), and on cores that differ every
+    MAC core with even shares and the split picked per GEMM, whichever ranks best under the objective (each simulated
+    on a scratch run; ties keep that order). Before 2026-12-07 a fused group always left the slower cores idle; then,
+    until the third plan was added the same day, a 64 x 64 core beside two 48 x 48 made a chip slower than three 48 x
+    48 cores on a Llama layer (6,904,167 against 6,714,737 cycles), since only rows could be cut over all three. Until
+    the rows plan joined them (also 2026-12-07), identical cores ran only the split picked per GEMM, each by its own
+    rank: on four 128 x 128 cores under ``energy`` a conv put on K to save 2.1 uJ made the next conv gather their
+    intermediate over the links (2.2 uJ more), so the pair spent 0.08% more energy than with both on their rows, in
+    4.6 times the cycles."""
     cores = fused_cores(r, group, macs)
-    if len(cores) == len(macs) or len({r.m.cores[c].macs_per_cycle for c in macs}) < 2:
+    alike = len({r.m.cores[c].macs_per_cycle for c in macs}) < 2
+    if alike and len(cores) < 2:
         return cores, None
     plans: list[tuple[list[int], Cuts | None]] = [(cores, None)]
+    rows_on = cores if alike else macs
     try:
-        plans.append((macs, fused_rows(r, group, macs)))
+        plans.append((rows_on, fused_rows(r, group, rows_on)))
     except ConfigError:  # a share of some cut maps on no core of its kind
         pass
-    plans.append((macs, None))
+    if not alike:
+        plans.append((macs, None))
     ranks = []
     for cs, cut in plans:
         trial = r.scratch()
