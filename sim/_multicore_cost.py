@@ -25,7 +25,7 @@ from .arch import Arch
 from .energy import EnergyTable
 from .hardware import Hardware
 from .schedule import grid
-from .simulator import map_layer_each
+from .simulator import map_layer_each, map_layer_energy_without
 from .workload import Layer, VectorOp
 
 Record = tuple[str, str, tuple[int, ...], float]
@@ -110,6 +110,39 @@ def received(layer: Layer, dim: str, c: int, live: list[int], bounds: tuple[int,
                 got = "+".join(x for x in got.split("+") if x != "filter")
             read_to[col] = max(read_to.get(col, 0), -(-hi // layer.shared))
         out[i] = got
+    return out
+
+
+MULTICAST_READ = {"ifmap": "dram_ifmap_read_bytes", "filter": "dram_filter_read_bytes"}  # a multicast operand's traffic key
+
+
+def senders(dim: str, live: list[int], got: dict[int, str]) -> dict[tuple[str, int], int]:
+    """Which share's DRAM fetch each multicast operand of a split reaches each receiver from: ``(operand, receiver
+    index) -> sender index`` for every operand in ``got`` (:func:`received`): on a 1-D split the first share with
+    work; on a grid ``M{a}N{b}`` a row band's input from the band's first core, a column part's weights from the
+    first band's core (:func:`multicast`)."""
+    g = grid(dim)
+    return {(op, i): live[0] if g is None else i - i % g[1] if op == "ifmap" else i % g[1]
+            for i in live for op in (got[i].split("+") if got[i] else ())}
+
+
+def covered(part: Part, operand: str, need: float, arch: Arch) -> Part:
+    """``part`` (the sender of ``operand``, ``ifmap`` or ``filter``, to other cores of its split) fetching ``need``
+    bytes of it from DRAM where it read fewer: a multicast fetch serves every receiver at once, so it must be made as
+    often as the receiver that re-reads the operand most needs it (a receiver given more columns of an ``N`` split
+    may stream its input in more passes than the sender's share does). The extra reads go to its records, its DRAM
+    bytes and its stall at ``arch``'s DRAM port. Before 2026-12-07 a receiver read none of the operand from DRAM,
+    whatever its passes: on ``examples/big_little.toml`` the ``N`` split of an 8192 x 1024 x 4096 GEMM under
+    ``edp`` moved 101 MB of DRAM where the cores' own passes over the input need more; now the ``K`` split wins."""
+    have = part.traffic.get(MULTICAST_READ[operand], 0.0)
+    if need <= have * (1 + 1e-12):
+        return part
+    extra = need - have
+    bits = arch.bits.input if operand == "ifmap" else arch.bits.weight
+    out = replace(part, records=[*part.records, ("dram", "dram_read", (bits,), extra * 8 / bits)],
+                  traffic={**part.traffic, MULTICAST_READ[operand]: need}, dram_bytes=part.dram_bytes + extra)
+    if arch.bandwidth_mode != "calc" and arch.memory != "scalesim":  # those keep their own stall models
+        out.restall(arch)
     return out
 
 
@@ -212,7 +245,7 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
               reducer: bool = True, fused_in: str = "", fused_out: str = "", fused_filter: str = "", link_hops: float = 1.0,
               link_bw: float = 32.0, link_latency: float = 0.0, shared: str = SHARED, multicast: str = "",
               halo: int = 0, nest: Hardware | None = None, nest_objective: str = "latency",
-              own_band: float | None = None, active: int = 0) -> Part:
+              own_band: float | None = None, active: int = 0, free: str = "") -> Part:
     """Cost ``layer`` (already this core's share) on ``core``. ``fused_in`` / ``fused_out``: ``""`` (DRAM),
     ``"shared"`` (the shared memory, over the interconnect) or ``"local"`` (this core's buffers); ``dim``/``ways``:
     the split (a K-split's non-reducer sends partial sums instead of writing outputs); ``shared``: the component
@@ -227,13 +260,17 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     split's reducer adds the partial sums of the other ``active - 1``; before 2026-12-07 always ``ways - 1``, also
     from cores a cut left idle); ``nest``: the core is a loop-nest Hardware, its share costed by the
     loop-nest mapper under ``nest_objective`` (:mod:`npukit.sim._multicore_nest`; ``arch`` then gives only the
-    operand widths and the DRAM port)."""
+    operand widths and the DRAM port); ``free``: map the share (a 2-D core's) for the least energy with the DRAM
+    traffic of those operands costing nothing (:func:`~npukit.sim.mapper.choose_energy_without`), not under the
+    arch's objective."""
     b, n = arch.bits, layer.batch
     recs: dict[tuple[str, str, tuple[int, ...]], float] = {}
     if nest is None:
         key = (layer.M, layer.N, layer.K, layer.batch, layer.kind, layer.conv, layer.shared, arch)
-        c = memo.get(key)
-        if c is None:
+        c = memo.get(key + (free,)) if free else memo.get(key)
+        if c is None and free:
+            c = memo[key + (free,)] = map_layer_energy_without(layer, arch, tab, free)
+        elif c is None:
             # one pass over the candidates maps the share under every objective: a split of a latency or EDP chip
             # ranks all three (multicore_sim._Run._ranked_parts), so the other two are kept for it
             for obj, counts in map_layer_each(layer, arch, tab).items():

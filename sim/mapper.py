@@ -16,7 +16,7 @@ psum buffer, and its halves and quarters; the untiled extent over 2, 4, ..., 64}
 from __future__ import annotations
 
 from . import dataflow_is, dataflow_os, dataflow_ws
-from ._accounting import component_attrs, dram_bits, layer_records
+from ._accounting import _final_dram, component_attrs, dram_bits, layer_records
 from ._mapping import ORDERS, LayerCounts, Mapping, Operand, stall_cycles
 from .arch import OBJECTIVES, Arch
 from .energy import EnergyTable
@@ -100,3 +100,23 @@ def choose_each(layer: Layer, arch: Arch, table: EnergyTable) -> dict[str, Layer
                 best[obj] = (score, c)
     assert len(best) == len(OBJECTIVES)
     return {obj: c for obj, (_, c) in best.items()}
+
+
+def choose_energy_without(layer: Layer, arch: Arch, table: EnergyTable, free: str) -> LayerCounts:
+    """The searched counts of ``layer`` with the least energy when the DRAM traffic of the operands in ``free`` costs
+    nothing: ``I`` the input's reads, ``W`` the weights' reads, ``O`` the final outputs' writes (any of them, in any
+    order). That traffic is then another's: a fused operand held on chip, an operand another core's DRAM fetch
+    multicasts, partial sums sent to a reducer. The same first-best rule as :func:`choose_each`."""
+    b, n = arch.bits, layer.batch
+    attrs, memo = component_attrs(arch), {}
+    best: tuple[float, LayerCounts] | None = None
+    for m in candidates(layer, arch):
+        c, e, _ = evaluate(layer, arch, m, table, memo)
+        gone = [("dram", "dram_read", (b.input,), n * c.ifmap_dram)] if "I" in free else []
+        gone += [("dram", "dram_read", (b.weight,), n // layer.shared * c.filter_dram)] if "W" in free else []
+        gone += [("dram", "dram_write", (b.output,), n * _final_dram(c))] if "O" in free else []
+        score = e - _price(gone, table, attrs, memo)
+        if best is None or score < best[0] * (1 - 1e-12):
+            best = (score, c)
+    assert best is not None
+    return best[1]

@@ -24,14 +24,17 @@ from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
     LINK,
+    MULTICAST_READ,
     SHARED,
     Part,
+    covered,
     even_bounds,
     gemm_part,
     halo_elements,
     lead_ranks,
     multicast,
     received,
+    senders,
     split_extent,
     sub_layer,
     vector_part,
@@ -268,14 +271,20 @@ class _Run:
         ``latency`` or ``edp`` the shares are mapped under each of latency, energy and EDP and the set that ranks
         first under the chip's objective so re-timed is kept (2026-12-07; before, the chip's own mapping always:
         tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency, 3,552 under energy). Under ``energy`` a
-        share's energy does not move with its stalls, so its energy-best mapping stays best; an unfused step on a
-        one-core chip stays the single-core simulator (a fused one has no such twin and is ranked: 2026-12-07, before
-        one npu128 took ResNet-18 in 449,853 cycles under latency, 448,076 under energy); loop-nest cores map by their
-        own search."""
+        share's energy does not move with its stalls, but a share whose operand is fused, multicast to it or sent as
+        partial sums does not pay that operand's DRAM traffic, which the mapping chose for the layer alone: so the
+        energy-best mappings without that traffic (:meth:`_gemm_parts`' ``adjusted``) are ranked beside the
+        energy-best ones (2026-12-07; before, a chip of two 16 x 16 cores under ``energy`` ran Llama's MLP fused for
+        18.6% more energy than under ``latency``). An unfused step on a one-core chip stays the single-core simulator
+        (a fused one has no such twin and is ranked: 2026-12-07, before one npu128 took ResNet-18 in 449,853 cycles
+        under latency, 448,076 under energy); loop-nest cores map by their own search."""
         parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, near=near))
         alone = len(self.m.mac_cores) < 2 and not (fin or fout or ffil or prod is not None)
-        if self.m.objective == "energy" or alone or not parts or any(self.m.cores[c].nest for c in cores):
+        if alone or not parts or any(self.m.cores[c].nest for c in cores):
             return parts
+        if self.m.objective == "energy":  # ties keep the layer's own energy-best mappings
+            return min([parts, self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds,
+                                                                 near=near, adjusted=True))], key=self.rank)
         used = self.arch_for(cores[0], len(cores)).objective
         cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt,
                                                              near))
@@ -287,7 +296,10 @@ class _Run:
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
                     prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "",
-                    near: Near = (None, None)) -> list[Part]:
+                    near: Near = (None, None), adjusted: bool = False) -> list[Part]:
+        """Each working core's part of the split (:meth:`_part`); a multicast operand's fetch covers the receiver
+        that reads it most (:func:`covered`). ``adjusted``: each share mapped for the least energy without the DRAM
+        traffic it does not pay (a fused or multicast operand, partial sums sent to the reducer: ``free``)."""
         ways = len(cores)
         pb, fb = near
         band = [None if fb is None else (hi - lo) / fb[-1] for lo, hi in zip(fb or (), (fb or ())[1:], strict=False)]
@@ -295,20 +307,34 @@ class _Run:
         subs = [sub_layer(layer, dim, ways, i, bounds) for i in range(ways)]
         live = [i for i, sub in enumerate(subs) if sub is not None]  # a core given nothing takes no DRAM channel
         lead = lead_ranks(dim, live)  # and the first working core fetches the multicast operands and reduces
-        got = received(layer, dim, ways, live, bounds)
-        return [self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
-                           halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live), mapped,
-                           band[i] if band else None, got[i])
-                for i in live]
+        got = received(layer, dim, ways, live, bounds) if self.ic.multicast else dict.fromkeys(live, "")
+
+        def part(i: int, receives: str) -> Part:
+            free = "" if not adjusted else ("I" if fin or "ifmap" in got[i] else "") + \
+                ("W" if ffil or "filter" in got[i] else "") + ("O" if fout or (dim == "K" and lead[i] > 0) else "")
+            return self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
+                              halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live),
+                              mapped, band[i] if band else None, receives, free)
+
+        parts = {i: part(i, got[i]) for i in live}
+        need: dict[tuple[str, int], float] = {}  # (operand, sender) -> the most bytes of it a receiver reads itself
+        for (op, i), sender in senders(dim, live, got).items():
+            if sender in parts and not (op == "ifmap" and fin) and not (op == "filter" and ffil):
+                own = part(i, "").traffic.get(MULTICAST_READ[op], 0.0)
+                need[(op, sender)] = max(need.get((op, sender), 0.0), own)
+        for (op, sender), most in need.items():
+            parts[sender] = covered(parts[sender], op, most, self.arch_for(cores[sender], len(live), mapped))
+        return [parts[i] for i in live]
 
     def _part(self, sub: Layer, core: int, i: int, ways: int, dim: str, fin: str, fout: str, ffil: str,
               halo: int, active: int = 0, mapped: str = "", own_band: float | None = None,
-              got: str | None = None) -> Part:
+              got: str | None = None, free: str = "") -> Part:
         """Core ``core``'s part for share ``sub``, the ``i``-th of a ``ways``-way split on ``dim``, mapped at its share
         of the DRAM channels among ``active`` cores with work (default ``ways``; before 2026-12-07 always ``ways``, so
         one 128 x 128 core given a whole GEMM beside two idle 32 x 32 ones ran at a third of the channels);
         ``mapped``: the objective its mapping is searched under, if not :meth:`arch_for`'s; ``own_band``: see
-        :func:`gemm_part`; ``got``: what it receives by multicast (:func:`received`), if not :func:`multicast`'s."""
+        :func:`gemm_part`; ``got``: what it receives by multicast (:func:`received`), if not :func:`multicast`'s;
+        ``free``: see :func:`gemm_part`."""
         return gemm_part(sub, core, self.arch_for(core, active or ways, mapped), self.tab, self.memo, dim=dim, ways=ways,
                          reducer=i == 0, fused_in=fin, fused_out=fout, fused_filter=ffil,
                          link_hops=self.ic.hops(len(self.m.cores)), link_bw=self.ic.bandwidth_bytes_per_cycle,
@@ -316,7 +342,7 @@ class _Run:
                          shared=SHARED if self.m.shared_memory.kib > 0 else "ofmap_sram",
                          multicast=(multicast(dim, i) if got is None else got) if self.ic.multicast else "", halo=halo,
                          nest=self.m.cores[core].nest, nest_objective=nest_objective(self.m.objective),
-                         own_band=own_band, active=active or ways)
+                         own_band=own_band, active=active or ways, free=free)
 
     def core_kinds(self, cores: list[int]) -> list[int]:
         """Each of ``cores``' kind: the position in ``cores`` of the first core identical to it (its :attr:`Core.model`;

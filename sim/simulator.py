@@ -226,6 +226,15 @@ def map_layer_each(layer: Layer, arch: Arch, table: EnergyTable | str | None = N
                               load_table(table or arch.energy_table))
 
 
+def map_layer_energy_without(layer: Layer, arch: Arch, table: EnergyTable, free: str) -> LayerCounts:
+    """:func:`map_layer`'s counts of ``layer`` with the least energy when the DRAM traffic of the operands in ``free``
+    is another's (:func:`npukit.sim.mapper.choose_energy_without`); the counts under ``energy`` where the mapping
+    does not search (fixed, or SCALE-Sim's memory model)."""
+    if arch.memory == "scalesim" or arch.mapping == "fixed" or not free:
+        return map_layer_each(layer, arch, table)["energy"]
+    return mapper.choose_energy_without(layer, arch, table, free)
+
+
 def simulate_layer(layer: Layer, arch: Arch, ledger: Ledger, scope: str, table: EnergyTable | None = None,
                    memo: dict | None = None) -> LayerResult:
     """Simulate one layer, record it into ``ledger`` under ``scope``, return its figures. ``memo``: counts of

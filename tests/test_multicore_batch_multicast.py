@@ -5,6 +5,7 @@ first core's fetch, so four heads on quad128 moved 589,824 DRAM bytes where thei
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,30 @@ def test_grouped_heads_share_one_fetch_per_group() -> None:
     assert received(Layer("g", 256, 256, 256), "M", 4, [0, 1, 2, 3]) == {0: "", 1: "filter", 2: "filter", 3: "filter"}
     # a grid: each row band its own heads, so only the cores of a band share its input; none receives weights
     assert received(Layer("att", 64, 256, 64, batch=2), "M2N2", 4, [0, 1, 2, 3]) == {0: "", 1: "ifmap", 2: "", 3: "ifmap"}
+
+
+@pytest.mark.parametrize("shape", [(8192, 1024, 4096), (2048, 8192, 28672)])
+def test_a_multicast_fetch_is_made_as_often_as_its_neediest_receiver_reads(shape: tuple[int, int, int]) -> None:
+    """On an N split each core streams the whole input once per pass of its own tiling; a receiver given more columns
+    than the sender may need more passes. The sender's fetch, multicast to all, must then be made that often: before
+    2026-12-07 a receiver read none of it from DRAM, whatever its passes (big_little's 8192 x 1024 x 4096 GEMM under
+    ``edp`` took the ``N`` split on 101 MB of DRAM)."""
+    from npukit.sim import load_table
+    from npukit.sim.multicore_sim import _Run
+
+    chip = load_multicore_arch(str(Path(__file__).parents[1] / "examples" / "big_little.toml"))
+    assert chip.interconnect.multicast
+    layer = Layer("g0", *shape)
+    cores = list(chip.mac_cores)
+    n = shape[1]
+    cut = (0, n // 2, 3 * n // 4, n)  # the 128 x 128 core half the columns, each 32 x 32 core a quarter
+    r = _Run(Workload("w", [layer]), chip, load_table("horowitz45"), {})
+    parts = r.gemm_parts(layer, cores, "N", "", "", bounds=cut)
+    alone = replace(chip, interconnect=replace(chip.interconnect, multicast=False))
+    own = _Run(Workload("w", [layer]), alone, load_table("horowitz45"), {}).gemm_parts(layer, cores, "N", "", "",
+                                                                                       bounds=cut)
+    read = [p.traffic["dram_ifmap_read_bytes"] for p in parts]
+    need = [p.traffic["dram_ifmap_read_bytes"] for p in own]
+    assert read[1:] == [0.0, 0.0]  # the receivers get the input by multicast
+    assert read[0] == max(need) > 0  # and the one fetch covers the core that needs the most of it
+    assert sum(read) <= sum(need)
