@@ -116,14 +116,31 @@ def received(layer: Layer, dim: str, c: int, live: list[int], bounds: tuple[int,
 MULTICAST_READ = {"ifmap": "dram_ifmap_read_bytes", "filter": "dram_filter_read_bytes"}  # a multicast operand's traffic key
 
 
-def senders(dim: str, live: list[int], got: dict[int, str]) -> dict[tuple[str, int], int]:
-    """Which share's DRAM fetch each multicast operand of a split reaches each receiver from: ``(operand, receiver
-    index) -> sender index`` for every operand in ``got`` (:func:`received`): on a 1-D split the first share with
-    work; on a grid ``M{a}N{b}`` a row band's input from the band's first core, a column part's weights from the
-    first band's core (:func:`multicast`)."""
+def senders(layer: Layer, dim: str, c: int, live: list[int], got: dict[int, str],
+            bounds: tuple[int, ...] | None = None) -> dict[tuple[str, int], int]:
+    """Which share's DRAM fetch each multicast operand of a ``c``-way split of ``layer`` on ``dim`` (cut at ``bounds``)
+    reaches each receiver from: ``(operand, receiver index) -> sender index`` for every operand in ``got``
+    (:func:`received`): on a 1-D split the first share with work; on a grid ``M{a}N{b}`` a row band's input from the
+    band's first core, a column part's weights from the first band's core (:func:`multicast`); where the split cuts
+    the batch, a core's weights from the earlier share of its column part that first read the group of its first
+    batch element (its later groups, if any, may have come in another's fetch)."""
     g = grid(dim)
-    return {(op, i): live[0] if g is None else i - i % g[1] if op == "ifmap" else i % g[1]
-            for i in live for op in (got[i].split("+") if got[i] else ())}
+    rows, ways = ("M", g[0]) if g is not None else (dim, c)
+    ext = split_extent(layer, rows, ways) if rows == "M" else None
+    first: dict[tuple[int, int], int] = {}  # (column part, weight group) -> the share that read it first
+    out: dict[tuple[str, int], int] = {}
+    for i in live:
+        band, col = (i // g[1], i % g[1]) if g is not None else (i, 0)
+        if ext is not None and ext[0] == "batch":
+            lo, hi = ((bounds if g is None else None) or even_bounds(ext[1], ways))[band:band + 2]
+            for grp in range(lo // layer.shared, -(-hi // layer.shared)):
+                first.setdefault((col, grp), i)
+        for op in got[i].split("+") if got[i] else ():
+            if op == "filter" and ext is not None and ext[0] == "batch":
+                out[(op, i)] = first[(col, lo // layer.shared)]
+            else:
+                out[(op, i)] = live[0] if g is None else i - i % g[1] if op == "ifmap" else i % g[1]
+    return out
 
 
 def covered(part: Part, operand: str, need: float, arch: Arch) -> Part:

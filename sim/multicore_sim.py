@@ -318,7 +318,7 @@ class _Run:
 
         parts = {i: part(i, got[i]) for i in live}
         need: dict[tuple[str, int], float] = {}  # (operand, sender) -> the most bytes of it a receiver reads itself
-        for (op, i), sender in senders(dim, live, got).items():
+        for (op, i), sender in senders(layer, dim, ways, live, got, bounds).items():
             if sender in parts and not (op == "ifmap" and fin) and not (op == "filter" and ffil):
                 own = part(i, "").traffic.get(MULTICAST_READ[op], 0.0)
                 need[(op, sender)] = max(need.get((op, sender), 0.0), own)

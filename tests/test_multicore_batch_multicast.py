@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npukit.sim import load_arch, load_multicore_arch, simulate, simulate_multicore
-from npukit.sim._multicore_cost import received
+from npukit.sim._multicore_cost import received, senders
 from npukit.sim.workload import Layer, Workload
 
 
@@ -41,6 +41,14 @@ def test_grouped_heads_share_one_fetch_per_group() -> None:
     assert received(Layer("g", 256, 256, 256), "M", 4, [0, 1, 2, 3]) == {0: "", 1: "filter", 2: "filter", 3: "filter"}
     # a grid: each row band its own heads, so only the cores of a band share its input; none receives weights
     assert received(Layer("att", 64, 256, 64, batch=2), "M2N2", 4, [0, 1, 2, 3]) == {0: "", 1: "ifmap", 2: "", 3: "ifmap"}
+    # the fetch each receives is its group's first reader's (the multicast cover charges that core), not the first
+    # core's: before, core 3's passes over group 1 were charged to core 0, which never reads group 1
+    got = received(gqa, "M", 4, [0, 1, 2, 3])
+    assert senders(gqa, "M", 4, [0, 1, 2, 3], got) == {("filter", 1): 0, ("filter", 3): 2}
+    assert senders(Layer("g", 256, 256, 256), "N", 3, [0, 1, 2], {0: "", 1: "ifmap", 2: "ifmap"}) == \
+        {("ifmap", 1): 0, ("ifmap", 2): 0}
+    assert senders(Layer("g", 256, 256, 256), "M2N2", 4, [0, 1, 2, 3], {0: "", 1: "ifmap", 2: "filter", 3: "ifmap+filter"}) \
+        == {("ifmap", 1): 0, ("filter", 2): 0, ("ifmap", 3): 2, ("filter", 3): 1}
 
 
 @pytest.mark.parametrize("shape", [(8192, 1024, 4096), (2048, 8192, 28672)])
