@@ -273,18 +273,20 @@ class _Run:
         tpu_v4's 1024 x 256 x 768 GEMM took 4,894 cycles under latency, 3,552 under energy). Under ``energy`` a
         share's energy does not move with its stalls, but a share whose operand is fused, multicast to it or sent as
         partial sums does not pay that operand's DRAM traffic, which the mapping chose for the layer alone: so the
-        energy-best mappings without that traffic (:meth:`_gemm_parts`' ``adjusted``) are ranked beside the
-        energy-best ones (2026-12-07; before, a chip of two 16 x 16 cores under ``energy`` ran Llama's MLP fused for
-        18.6% more energy than under ``latency``). An unfused step on a one-core chip stays the single-core simulator
-        (a fused one has no such twin and is ranked: 2026-12-07, before one npu128 took ResNet-18 in 449,853 cycles
-        under latency, 448,076 under energy); loop-nest cores map by their own search."""
+        energy-best mappings without that traffic, and with a multicast operand's sender's too (:meth:`_gemm_parts`'
+        ``adjusted``), are ranked beside the energy-best ones (2026-12-07; before, a chip of two 16 x 16 cores under
+        ``energy`` ran Llama's MLP fused for 18.6% more energy than under ``latency``). An unfused step on a one-core
+        chip stays the single-core simulator (a fused one has no such twin and is ranked: 2026-12-07, before one
+        npu128 took ResNet-18 in 449,853 cycles under latency, 448,076 under energy); loop-nest cores map by their
+        own search."""
         parts = self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, near=near))
         alone = len(self.m.mac_cores) < 2 and not (fin or fout or ffil or prod is not None)
         if alone or not parts or any(self.m.cores[c].nest for c in cores):
             return parts
-        if self.m.objective == "energy":  # ties keep the layer's own energy-best mappings
-            return min([parts, self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds,
-                                                                 near=near, adjusted=True))], key=self.rank)
+        if self.m.objective == "energy":  # ties keep the layer's own energy-best mappings, then the first adjusted
+            return min([parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds,
+                                                                    near=near, adjusted=level)) for level in (1, 2)],
+                       key=self.rank)
         used = self.arch_for(cores[0], len(cores)).objective
         cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt,
                                                              near))
@@ -296,10 +298,12 @@ class _Run:
 
     def _gemm_parts(self, layer: Layer, cores: list[int], dim: str, fin: str, fout: str, ffil: str,
                     prod: Layer | None, bounds: tuple[int, ...] | None, mapped: str = "",
-                    near: Near = (None, None), adjusted: bool = False) -> list[Part]:
+                    near: Near = (None, None), adjusted: int = 0) -> list[Part]:
         """Each working core's part of the split (:meth:`_part`); a multicast operand's fetch covers the receiver
-        that reads it most (:func:`covered`). ``adjusted``: each share mapped for the least energy without the DRAM
-        traffic it does not pay (a fused or multicast operand, partial sums sent to the reducer: ``free``)."""
+        that reads it most (:func:`covered`). ``adjusted`` 1: each share mapped for the least energy without the DRAM
+        traffic it does not pay (a fused or multicast operand, partial sums sent to the reducer: ``free``); 2: the
+        same, and a multicast operand's sender mapped without its traffic too (the receivers' passes set what it
+        fetches, so its own passes come at no cost up to theirs)."""
         ways = len(cores)
         pb, fb = near
         band = [None if fb is None else (hi - lo) / fb[-1] for lo, hi in zip(fb or (), (fb or ())[1:], strict=False)]
@@ -309,9 +313,12 @@ class _Run:
         lead = lead_ranks(dim, live)  # and the first working core fetches the multicast operands and reduces
         got = received(layer, dim, ways, live, bounds) if self.ic.multicast else dict.fromkeys(live, "")
 
+        multicast_ops = "+".join(got[i] for i in live if got[i])
+
         def part(i: int, receives: str) -> Part:
-            free = "" if not adjusted else ("I" if fin or "ifmap" in got[i] else "") + \
-                ("W" if ffil or "filter" in got[i] else "") + ("O" if fout or (dim == "K" and lead[i] > 0) else "")
+            mine = got[i] if adjusted < 2 else multicast_ops
+            free = "" if not adjusted else ("I" if fin or "ifmap" in mine else "") + \
+                ("W" if ffil or "filter" in mine else "") + ("O" if fout or (dim == "K" and lead[i] > 0) else "")
             return self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
                               halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live),
                               mapped, band[i] if band else None, receives, free)
