@@ -56,6 +56,8 @@ class Part:
     filter_link_cycles: float = 0.0  # of link_cycles: receiving a fused right operand made by an earlier GEMM
     filter_buffer_cycles: float = 0.0  # link cycles that fill the core's filter buffer (the most it can take ahead)
     bus_bytes: float = 0.0  # of link_bytes: those that crossed the bus (MultiCoreArch.bus), not the links
+    # bytes of each operand (``ifmap``, ``filter``) received by multicast that this core's mapping would read itself
+    received: dict[str, float] = field(default_factory=dict)
 
     def restall(self, arch: Arch) -> None:
         """Recompute the DRAM stalls at ``arch``'s DRAM bandwidth (the share this core gets)."""
@@ -328,12 +330,13 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
             fil_bits = fills * b.weight * lack
             link_bits += fil_bits
     shared_ops = multicast.split("+")
+    received: dict[str, float] = {}
     if "ifmap" in shared_ops and ifmap and not fused_in:
         _take(recs, ("dram", "dram_read", (b.input,)), ifmap)
-        traffic["dram_ifmap_read_bytes"] = 0.0
+        received["ifmap"], traffic["dram_ifmap_read_bytes"] = traffic["dram_ifmap_read_bytes"], 0.0
     if "filter" in shared_ops and fills and not fused_filter:
         _take(recs, ("dram", "dram_read", (b.weight,)), fills)
-        traffic["dram_filter_read_bytes"] = 0.0
+        received["filter"], traffic["dram_filter_read_bytes"] = traffic["dram_filter_read_bytes"], 0.0
     out_to = fused_out
     if dim == "K" and ways > 1 and not reducer:
         out_to = "sent"
@@ -366,7 +369,8 @@ def gemm_part(layer: Layer, core: int, arch: Arch, tab: EnergyTable, memo: dict,
     return Part(core, n * per, stall, link_cyc, layer.macs, out, dram_b / 8, link_bytes, traffic,
                 folds=folds, batch=n, write_bytes=0.0 if out_to else final * b.output / 8, k_folds=max(1, kf),
                 mapping=label,
-                filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw)
+                filter_link_cycles=fil_bits / 8 / link_bw, filter_buffer_cycles=arch.sram_bytes("filter") / link_bw,
+                received=received)
 
 
 def gemm_floor(layer: Layer, arch: Arch, memo: dict, *, dim: str = "-", ways: int = 1, reducer: bool = True,

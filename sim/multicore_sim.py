@@ -24,7 +24,6 @@ from ._multicore_branches import run_branches
 from ._multicore_cost import (  # noqa: I001
     BUS,
     LINK,
-    MULTICAST_READ,
     SHARED,
     Part,
     covered,
@@ -284,8 +283,10 @@ class _Run:
         if alone or not parts or any(self.m.cores[c].nest for c in cores):
             return parts
         if self.m.objective == "energy":  # ties keep the layer's own energy-best mappings, then the first adjusted
+            sent = self.ic.multicast and dim not in ("-", "K")  # an operand may be multicast (level 2 differs)
+            levels = (1, 2) if sent else (1,) if fin or fout or ffil or dim == "K" else ()  # else all equal ``parts``
             return min([parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds,
-                                                                    near=near, adjusted=level)) for level in (1, 2)],
+                                                                    near=near, adjusted=level)) for level in levels],
                        key=self.rank)
         used = self.arch_for(cores[0], len(cores)).objective
         cands = [parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds, alt,
@@ -315,20 +316,19 @@ class _Run:
 
         multicast_ops = "+".join(got[i] for i in live if got[i])
 
-        def part(i: int, receives: str) -> Part:
+        def part(i: int) -> Part:
             mine = got[i] if adjusted < 2 else multicast_ops
             free = "" if not adjusted else ("I" if fin or "ifmap" in mine else "") + \
                 ("W" if ffil or "filter" in mine else "") + ("O" if fout or (dim == "K" and lead[i] > 0) else "")
             return self._part(subs[i], cores[i], lead[i], ways, dim, fin, fout, ffil,
                               halo_elements(prod, layer, ways, i, bounds, pb) if prod is not None else 0, len(live),
-                              mapped, band[i] if band else None, receives, free)
+                              mapped, band[i] if band else None, got[i], free)
 
-        parts = {i: part(i, got[i]) for i in live}
+        parts = {i: part(i) for i in live}
         need: dict[tuple[str, int], float] = {}  # (operand, sender) -> the most bytes of it a receiver reads itself
         for (op, i), sender in senders(layer, dim, ways, live, got, bounds).items():
-            if sender in parts and not (op == "ifmap" and fin) and not (op == "filter" and ffil):
-                own = part(i, "").traffic.get(MULTICAST_READ[op], 0.0)
-                need[(op, sender)] = max(need.get((op, sender), 0.0), own)
+            if sender in parts:  # (a fused operand is not received: gemm_part records none)
+                need[(op, sender)] = max(need.get((op, sender), 0.0), parts[i].received.get(op, 0.0))
         for (op, sender), most in need.items():
             parts[sender] = covered(parts[sender], op, most, self.arch_for(cores[sender], len(live), mapped))
         return [parts[i] for i in live]
