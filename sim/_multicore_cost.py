@@ -173,12 +173,24 @@ def lead_ranks(dim: str, live: list[int]) -> dict[int, int]:
     return {i: (n if grid(dim) is None else i) for n, i in enumerate(live)}
 
 
+def uneven_batch(layer: Layer, c: int) -> bool:
+    """Whether a layer alone in its step may also be cut over ``c`` cores on its batch in shares that differ by one
+    element (split ``B``; ``M`` cuts the batch only when ``c`` divides it, else each element's rows): a GEMM of more
+    than one batch element, each with its own right operand (``shared == 1``; a cut through grouped-query attention's
+    groups would make two cores fetch one group). 73 experts of one token each on 4 cores: ``B`` gives each core 18
+    or 19 of them, ``M`` every core all 73 experts' weights for one row of output (before 2026-12-08 the only cut on
+    ``M``, so such a layer ran no faster on 4 cores than on 2)."""
+    return c > 1 and layer.batch > 1 and layer.batch % c != 0 and layer.shared == 1 and layer.conv is None
+
+
 def split_extent(layer: Layer, dim: str, c: int) -> tuple[str, int] | None:
-    """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``M`` when ``c`` divides the
-    batch), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``), else ``dim``
-    itself (``M``, ``N`` or ``K``); None for no split (``-``, one core) or a grid."""
+    """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``B``, and ``M`` when ``c``
+    divides the batch), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``),
+    else ``dim`` itself (``M``, ``N`` or ``K``); None for no split (``-``, one core) or a grid."""
     if c == 1 or dim == "-" or grid(dim) is not None:
         return None
+    if dim == "B":
+        return "batch", layer.batch
     if dim == "M" and layer.batch % c == 0:
         return "batch", layer.batch
     if dim == "M" and layer.conv is not None:
@@ -196,7 +208,8 @@ def even_bounds(size: int, c: int) -> tuple[int, ...]:
 
 
 def sub_layer(layer: Layer, dim: str, c: int, i: int, bounds: tuple[int, ...] | None = None) -> Layer | None:
-    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``M``: the batch first when ``c`` divides it; a
+    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``B``: the batch; ``M``: the batch first when ``c``
+    divides it; a
     conv's image rows or input channels: :func:`split_extent`), between ``bounds[i]`` and ``bounds[i + 1]`` of that
     extent (default :func:`even_bounds`; a grid is always even); None when it gets nothing."""
     if c == 1 or dim == "-":

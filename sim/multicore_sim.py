@@ -36,6 +36,7 @@ from ._multicore_cost import (  # noqa: I001
     senders,
     split_extent,
     sub_layer,
+    uneven_batch,
     vector_part,
     vector_shares,
     with_dram,
@@ -451,6 +452,9 @@ class _Run:
             return "-", self.gemm_parts(layer, cores, "-", fin, fout)
         splits = layer_splits(len(cores), fewer=self.m.layer_cores == "search")
         ways = {split_label(d, k, len(cores)): (d, cores[:k]) for d, k in splits}
+        for d, k in splits:  # last, so that a tie keeps the cuts above
+            if d == "M" and uneven_batch(layer, k):
+                ways[split_label("B", k, len(cores))] = ("B", cores[:k])
 
         def evaluate(label: str) -> tuple[tuple[float, float], list[Part]]:
             dim, used = ways[label]

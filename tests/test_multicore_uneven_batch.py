@@ -1,0 +1,56 @@
+"""A batched GEMM whose batch the core count does not divide (73 experts of one token each on four cores) may be cut
+on its batch in shares one element apart (split ``B``). Before 2026-12-08 ``M`` cut such a batch in each element's
+rows, so a one-row GEMM's split left all but one core idle: 73 experts ran as fast on quad128 as on two cores."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from npukit.sim import load_arch, load_multicore_arch, simulate, simulate_multicore
+from npukit.sim._multicore_cost import split_extent, sub_layer, uneven_batch
+from npukit.sim.workload import Layer, Workload
+
+EXPERTS = Layer("experts_up", 1, 1, 256, batch=73, kind="gemm")  # 73 one-token experts, a GEMV each
+
+
+def _row(layer: Layer, arch: str = "quad128", layer_cores: str = "all") -> dict:
+    m = replace(load_multicore_arch(arch), layer_cores=layer_cores)
+    return simulate_multicore(Workload("w", [layer]), m, "none/split").layer_rows[0]
+
+
+def test_experts_are_spread_over_every_core() -> None:
+    one = simulate(Workload("w", [EXPERTS]), load_arch("npu128")).cycles
+    row = _row(EXPERTS)
+    assert row["split"] == "B" and row["cores"] == 4
+    # 19 experts on the busiest core: about a quarter of one core's time (the old M split took half)
+    assert row["cycles"] < 0.3 * one
+    assert row["dram_bytes"] == simulate(Workload("w", [EXPERTS]), load_arch("npu128")).dram_bytes  # each read once
+
+
+def test_shares_are_one_element_apart_and_cover_the_batch() -> None:
+    subs = [sub_layer(EXPERTS, "B", 4, i) for i in range(4)]
+    assert [s.batch for s in subs] == [19, 19, 19, 16] and all(s.M == 1 and s.shared == 1 for s in subs)
+    assert split_extent(EXPERTS, "B", 4) == ("batch", 73)
+    assert split_extent(EXPERTS, "M", 4) == ("M", 1)  # M still cuts the rows when 4 does not divide the batch
+
+
+@pytest.mark.parametrize(("layer", "cores", "offered"), [
+    (EXPERTS, 4, True),
+    (replace(EXPERTS, batch=72), 4, False),  # 4 divides 72: M already cuts the batch evenly
+    (Layer("gqa", 64, 64, 64, batch=6, shared=2, kind="attention"), 4, False),  # an uneven cut splits a group
+    (Layer("one", 64, 64, 64), 4, False),
+    (EXPERTS, 1, False),
+])
+def test_which_layers_are_offered_the_uneven_batch_split(layer: Layer, cores: int, offered: bool) -> None:
+    assert uneven_batch(layer, cores) is offered
+
+
+def test_a_tie_keeps_the_earlier_split_and_divisible_batches_are_unchanged() -> None:
+    # 8 heads on 4 cores: M is the batch split, as before; no B label appears
+    heads = Layer("att", 128, 128, 64, batch=8, kind="attention")
+    assert _row(heads)["split"] == "M"
+    # with layer_cores = "search" the fewer-core counts get their own B cuts (3 cores: B@3)
+    row = _row(EXPERTS, "quad128", "search")
+    assert row["split"] in ("B", "B@3", "B@2") and row["cycles"] <= _row(EXPERTS)["cycles"]
