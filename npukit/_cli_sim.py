@@ -100,20 +100,14 @@ def run_multicore(args: argparse.Namespace) -> int:
     """``npukit sim --arch multicore.toml``: the per-layer table, per-core busy time, the ledger, CSVs, a timeline."""
     from dataclasses import replace
 
-    from npukit.sim import ConfigError, write_figure
-    from npukit.sim.multicore import load_multicore_arch
+    from npukit.sim import ConfigError, load_chip, write_figure
     from npukit.sim.multicore_report import core_rows, render_multicore, timeline_figure
     from npukit.sim.multicore_sim import simulate_multicore
     from npukit.sim.schedule import MODES, POLICIES
     from npukit.sim.terminal import escape_controls
 
     warnings: list[str] = []  # the chip file's, printed once the simulation ran (a refusal is one line)
-    if args.arch.startswith("stream:"):
-        from npukit.sim.stream_io import load_stream_hardware
-
-        march = load_stream_hardware(args.arch.split(":", 1)[1], warnings=warnings)
-    else:
-        march = load_multicore_arch(args.arch)
+    march = load_chip(args.arch, warnings=warnings)
     changes = arch_changes(args)
     _refuse_nest_overrides(march, changes)
     if changes:
@@ -221,7 +215,6 @@ def arch_changes(args: argparse.Namespace) -> dict[str, object]:
 def run_zigzag(args: argparse.Namespace) -> int:
     """``--arch zigzag:HW.yaml[,MAPPING.yaml]``: the loop-nest mapper on a ZigZag hardware description."""
     import json
-    from pathlib import Path
 
     from npukit.sim.nest_sim import parse_zigzag_spec, simulate_nest
     from npukit.workloads import load_workload
@@ -253,23 +246,10 @@ def run_zigzag(args: argparse.Namespace) -> int:
     return 0
 
 
-def _known_arch(arch: str) -> None:
-    """ConfigError naming every form ``--arch`` takes when ``arch`` is neither a built-in nor a file (before, the
-    single-core reader's message offered only npu128 and npu32 for a mistyped multi-core preset)."""
-    from npukit.sim import ConfigError
-    from npukit.sim.arch import BUILTIN_ARCHS
-    from npukit.sim.multicore import BUILTIN_MULTICORE
-
-    if arch in BUILTIN_ARCHS or Path(arch).exists() or Path(arch).suffix or "/" in arch or "\\" in arch:
-        return  # a file path: the reader names what is wrong with it
-    raise ConfigError(f"--arch '{arch}' is neither a built-in ({', '.join(BUILTIN_ARCHS + BUILTIN_MULTICORE)}) nor a "
-                      "file: pass a .toml, a SCALE-Sim .cfg, zigzag:HW.yaml or stream:CHIP.yaml")
-
-
 def run(args: argparse.Namespace) -> int:
-    from npukit.sim.multicore import is_multicore_toml
+    from npukit.sim import check_arch_spec, is_multicore_spec
 
-    multi = is_multicore_toml(args.arch) or args.arch.startswith("stream:")
+    multi = is_multicore_spec(args.arch)
     if not multi and (getattr(args, "layer_cores", None) or getattr(args, "schedule", "search") != "search"):
         from npukit.sim import ConfigError
 
@@ -279,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         return run_zigzag(args)
     if multi:
         return run_multicore(args)
-    _known_arch(args.arch)
+    check_arch_spec(args.arch)
     from npukit.sim.energy import load_table
     from npukit.sim.simulator import simulate
 

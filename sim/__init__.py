@@ -2,7 +2,8 @@
 
 Public API: :class:`Ledger`, :class:`EnergyTable` / :func:`load_table`, :class:`Arch` /
 :func:`load_arch`, :class:`Layer` / :class:`Workload` and the built-in workloads,
-:func:`simulate`; multi-core NPUs: :class:`MultiCoreArch` / :func:`load_multicore_arch`, :func:`simulate_multicore`.
+:func:`simulate`; multi-core NPUs: :class:`MultiCoreArch` / :func:`load_multicore_arch`, :func:`simulate_multicore`;
+:func:`load_chip` reads any ``--arch`` value into one or the other.
 This package imports neither torch nor triton.
 """
 
@@ -22,6 +23,7 @@ from .bounded import (
     parse_dim,
     short,
 )
+from .chip import check_arch_spec, chip_table, is_multicore_spec, load_chip
 from .disk_cache import cache_root, cache_subdir
 from .energy import BUILTIN_TABLES, EnergyTable, load_table
 from .errors import ConfigError, EnergyTableError, LedgerError, NpukitError, WorkloadError
@@ -68,7 +70,8 @@ __all__ = [
     "ConfigError", "EnergyTableError", "LedgerError", "NpukitError", "WorkloadError",
     "Ledger",
     "Core", "Dram", "Interconnect", "MultiCoreArch", "MultiCoreResult", "SharedMemory", "homogeneous",
-    "load_multicore_arch", "simulate_multicore", "single_core",
+    "load_multicore_arch", "simulate_multicore", "single_core", "check_arch_spec", "chip_table", "is_multicore_spec",
+    "load_chip",
     "atomic_file", "check_out_dir", "check_targets",
     "check_writable_file", "format_table", "markdown_table", "path_inside", "prepare_out_dir",
     "safe_filename", "write_csv", "write_figure", "write_text",
