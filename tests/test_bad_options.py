@@ -75,9 +75,10 @@ def test_bad_out(tmp_path: Path, capsys, verb, kind: str) -> None:
 
 @pytest.mark.parametrize("verb,opts,expect", [
     (("demo",), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
-    (("experiment", "cacheedit"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
-    (("experiment", "psumquant"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
-    (("experiment", "omnimoe"), ["--arch", "nosuch"], "arch file 'nosuch' does not exist"),
+    (("experiment", "cacheedit"), ["--arch", "nosuch"], "'nosuch' is neither a built-in (npu128, npu32, quad128"),
+    (("experiment", "psumquant"), ["--arch", "nosuch"], "'nosuch' is neither a built-in (npu128, npu32, quad128"),
+    (("experiment", "psumquant"), ["--arch", "quad128"], "quad128 is a multi-core chip; the psum study runs on one"),
+    (("experiment", "omnimoe"), ["--arch", "nosuch"], "'nosuch' is neither a built-in (npu128, npu32, quad128"),
     (("sim",), ["--arch", "quad12", "--workload", "gemm:M=8,N=8,K=8"], "quad128, hetero4, tpu_v4"),  # a typo'd preset
     (("experiment", "psumquant"), ["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),
     (("experiment", "psumquant"), ["--psum-buffer-bits", "7"], "--psum-buffer-bits: '7' is not one of"),

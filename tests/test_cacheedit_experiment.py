@@ -82,3 +82,15 @@ def test_kontext_npu_cost_falls_with_the_active_fraction() -> None:
     assert by[0.1]["latency_speedup"] > by[0.2]["latency_speedup"] > by[0.5]["latency_speedup"] > 1.0
     assert by[0.1]["energy_ratio"] > by[0.5]["energy_ratio"] > 1.0
     assert 0.0 < by[0.5]["sparse_step_cycles_frac"] < 1.0
+
+
+@pytest.mark.slow
+def test_kontext_npu_cost_on_a_multicore_chip() -> None:
+    """``--arch quad128``: each step through the multi-core simulator's schedule search, faster than one core."""
+    from npukit.experiments.cacheedit import npu_cost
+
+    one = {r["active_frac"]: r for r in npu_cost.kontext_cost(0.2, "npu128", quick=True)}
+    four = {r["active_frac"]: r for r in npu_cost.kontext_cost(0.2, "quad128", quick=True)}
+    assert all(r["arch"] == "quad128" for r in four.values())
+    assert four[0.2]["full_latency_s"] < 0.5 * one[0.2]["full_latency_s"]
+    assert four[0.1]["latency_speedup"] > four[0.2]["latency_speedup"] > four[0.5]["latency_speedup"] > 1.0

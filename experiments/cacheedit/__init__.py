@@ -45,7 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default 1: timing is steadier on a shared machine; 0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weights", default=None, metavar="FILE", help="Flux editor weights (default: the shipped ones)")
-    p.add_argument("--arch", default="npu128", help="NPU arch of the FLUX.1 Kontext-dev cost (default npu128)")
+    p.add_argument("--arch", default="npu128", help="NPU arch of the FLUX.1 Kontext-dev cost: a built-in (npu128, npu32, "
+                   "or the multi-core quad128, hetero4, tpu_v4), a .toml, a SCALE-Sim .cfg or stream:CHIP.yaml "
+                   "(default npu128)")
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -63,9 +65,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
     int_option(args.threads, "--threads", 0, MAX_THREADS, " (0: torch's default)")
     int_option(args.seed, "--seed", 0, MAX_SEED)
     check_common(args, "out/experiment/cacheedit")
-    from npukit.sim import load_arch, load_table
+    from npukit.sim import chip_table, load_chip
 
-    load_table(load_arch(args.arch).energy_table)  # an unknown or malformed --arch fails here
+    chip_table(load_chip(args.arch))  # an unknown or malformed --arch fails here
     from npukit.models.cacheedit import IMAGE, WeightsError, load_editor  # torch from here on
 
     editor = load_editor(args.weights)

@@ -11,6 +11,10 @@ count the same way (``8704 * w`` joint, ``8192 * w`` image, for the model's widt
 ``24 x 8704 x 8704`` scores to ``24 x (512 + a) x 8704``). The gather / scatter of rows and the cached K/V
 reads are not modelled (estimate). A round: full recomputation runs 28 full steps; CacheEdit runs the
 identity-reference call and call 0 at full width and 27 sparse steps.
+
+On a multi-core arch (a preset such as ``quad128``, a ``.toml`` with ``[[core]]`` tables, ``stream:CHIP.yaml``) each
+step runs through :func:`npukit.sim.simulate_multicore` under the chip's schedule search, chosen anew for the full
+and for each sparse step.
 """
 
 from __future__ import annotations
@@ -55,19 +59,25 @@ def sparse_step(wl: Any, active: int) -> Any:
 def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, quick: bool = False) -> list[dict[str, Any]]:
     """Rows per active fraction (``measured``, then :data:`SWEEP`; --quick: measured and 0.1, 0.5): latency
     (s) and energy (J) of one round, full vs CacheEdit, and their ratios."""
-    from npukit.sim import load_arch, simulate
+    from npukit.sim import MultiCoreArch, load_chip, simulate, simulate_multicore
     from npukit.workloads import load_workload
 
-    arch = load_arch(arch_name)
+    chip = load_chip(arch_name, warnings=[])  # a Stream file's notes were printed once, when the options were checked
+
+    def cost(w: Any) -> tuple[float, float]:  # (cycles, pJ) of one step
+        if isinstance(chip, MultiCoreArch):
+            r = simulate_multicore(w, chip)
+            return float(r.total_cycles), float(r.energy_pj)
+        r = simulate(w, chip)
+        return float(r.cycles), float(r.energy_pj)
+
     wl = load_workload(SPEC)
-    full = simulate(wl, arch)
-    fc, fe = float(full.cycles), float(full.energy_pj)
-    ghz = arch.clock_ghz
+    fc, fe = cost(wl)
+    ghz = chip.clock_ghz
     rows = []
     for frac in (measured, *((0.1, 0.5) if quick else SWEEP)):
         a = max(1, round(frac * TARGET))
-        sp = simulate(sparse_step(wl, a), arch)
-        sc, se = float(sp.cycles), float(sp.energy_pj)
+        sc, se = cost(sparse_step(wl, a))
         cc, ce = 2 * fc + (steps - 1) * sc, 2 * fe + (steps - 1) * se
         rows.append(dict(model="flux.1-kontext-dev", res=1024, steps=steps, arch=arch_name,
                          active_frac=round(frac, 4), active_tokens=a, measured=frac == measured,

@@ -43,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "weight matrices, expert tables and product keys at --expert-lr times the rate) or uniform "
                         "(one AdamW group, weight decay on everything)")
     parser.add_argument("--arch", default="npu128",
-                        help="NPU arch (name or file) of the modelled expert- vs token-centric cost (default npu128)")
+                        help="NPU arch of the modelled expert- vs token-centric cost: a built-in (npu128, npu32, or the "
+                             "multi-core quad128, hetero4, tpu_v4), a .toml, a SCALE-Sim .cfg or stream:CHIP.yaml "
+                             "(default npu128)")
     parser.add_argument("--expert-lr", type=float, default=None, metavar="X",
                         help="learning-rate factor of the expert tables and product keys with --recipe sparse (default 3)")
 
@@ -68,9 +70,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
                              hint=" (learning-rate factor)")
     check_common(args, "out/experiment/omnimoe")
     arch = getattr(args, "arch", None) or "npu128"
-    from npukit.sim import load_arch, load_table
+    from npukit.sim import chip_table, load_chip
 
-    load_table(load_arch(arch).energy_table)  # an unknown or malformed --arch fails here, before any work
+    chip_table(load_chip(arch))  # an unknown or malformed --arch fails here, before any work
     docs_root()
     return Config(quick=quick, steps=steps, threads=threads, seeds=seeds or (1 if quick else 3), recipe=recipe,
                   expert_lr=3.0 if expert_lr is None else expert_lr, arch=arch)

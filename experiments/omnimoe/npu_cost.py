@@ -17,6 +17,13 @@ intermediate size I) become GEMM-shaped :class:`~npukit.sim.workload.Layer` list
 
 Expert loads m_e come from uniform routing (a router at initialisation is close to uniform), drawn
 with a fixed seed, unless ``counts`` is given.
+
+On a multi-core arch (a preset such as ``quad128``, a ``.toml`` with ``[[core]]`` tables, ``stream:CHIP.yaml``) both
+workloads run through :func:`npukit.sim.simulate_multicore` under its schedule search: the experts' batched layers
+may be split over the cores on their batch (expert parallelism: each core takes whole experts), on M, N or K, or
+fused. The sort and scatter-add traffic is then timed at the DRAM bandwidth all MAC cores get together, and priced
+with the first MAC core's psum widths. Layer spans may overlap when steps pipeline, so on such a chip the
+``shared`` and ``experts`` rows' cycles need not add up to the ``total``.
 """
 
 from __future__ import annotations
@@ -25,10 +32,14 @@ import math
 from collections import Counter
 from typing import Any
 
-from npukit.sim import Layer, Ledger, Workload, load_arch, load_table, simulate
+from npukit.sim import Layer, Ledger, MultiCoreArch, Workload, chip_table, load_chip, simulate, simulate_multicore
 from npukit.sim.psum_path import PsumCounts, psum_records
 
 IDX_BITS = 32
+# a row's energy columns, one per single-core component; a multi-core chip's others (interconnect, shared memory, a
+# loop-nest core's memories) go to energy_other_pj
+COMPONENTS = ("pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram", "filter_sram",
+              "psum_buffer", "psum_adder", "ofmap_sram", "dram")
 
 
 def uniform_counts(tokens: int, k: int, num_experts: int, seed: int = 0) -> list[int]:
@@ -82,15 +93,14 @@ def npu_cost(tokens: int, hidden: int, num_experts: int, k: int, intermediate: i
     """
     I = intermediate or 4 * hidden
     counts = counts if counts is not None else uniform_counts(tokens, k, num_experts, seed)
-    a = load_arch(arch)
-    table = load_table(a.energy_table)
+    chip = load_chip(arch, warnings=[])  # a Stream file's notes were printed once, when the options were checked
+    table = chip_table(chip)
+    a, bw = _reference_core(chip)
     P, H = tokens * k, hidden
     rows: list[dict[str, Any]] = []
     ledgers: dict[str, Ledger] = {}
-    bw = a.dram_bandwidth_bytes_per_cycle
     for name, wl in workloads(tokens, hidden, num_experts, k, I, counts).items():
-        res = simulate(wl, a, table=table)
-        led = res.ledger
+        led, layers = _run(wl, chip, table)
         scope = f"{name}/extra"
         if name == "expert_centric":
             passes = max(1, math.ceil(math.log2(max(num_experts, 2)) / 8))
@@ -108,20 +118,42 @@ def npu_cost(tokens: int, hidden: int, num_experts: int, k: int, intermediate: i
             extra_bytes = P * IDX_BITS / 8
         led.add_cycles(extra_bytes / bw, "stall", scope)
         ledgers[name] = led
-        parts = {"shared": [r for r in res.layers if not r.name.startswith(("experts_", "tokens_"))],
-                 "experts": [r for r in res.layers if r.name.startswith(("experts_", "tokens_"))]}
+        parts = {"shared": [r for r in layers if not r[0].startswith(("experts_", "tokens_"))],
+                 "experts": [r for r in layers if r[0].startswith(("experts_", "tokens_"))]}
         for part, lrs in parts.items():
             e: dict[str, float] = {}
             for r in lrs:
-                for c, v in r.energy_pj.items():
+                for c, v in r[3].items():
                     e[c] = e.get(c, 0.0) + v
-            rows.append(_row(name, part, sum(r.cycles for r in lrs), sum(r.dram_bytes for r in lrs), e))
+            rows.append(_row(name, part, sum(r[1] for r in lrs), sum(r[2] for r in lrs), e))
         ex = _scope_energy(led, table, scope)
         rows.append(_row(name, "extra", extra_bytes / bw, extra_bytes, ex))
-        rows.append(_row(name, "total", led.total_cycles(), sum(r.dram_bytes for r in res.layers) + extra_bytes,
+        rows.append(_row(name, "total", led.total_cycles(), sum(r[2] for r in layers) + extra_bytes,
                          led.energy_by(table, "component")))
-    return {"rows": rows, "ledgers": ledgers, "table": table.name, "arch": a.name, "active": len(counts),
+    return {"rows": rows, "ledgers": ledgers, "table": table.name, "arch": chip.name, "active": len(counts),
             "reuse": P / num_experts}
+
+
+def _reference_core(chip: Any) -> tuple[Any, float]:
+    """The core whose psum widths price the scatter-add (a multi-core chip's first MAC core) and the DRAM bandwidth
+    (bytes/cycle) the sort and scatter traffic gets: one core's port, or on a multi-core chip what all its MAC cores
+    get together from the DRAM channels."""
+    if not isinstance(chip, MultiCoreArch):
+        return chip, chip.dram_bandwidth_bytes_per_cycle
+    macs = chip.mac_cores
+    ports = sum(chip.cores[i].arch.dram_bandwidth_bytes_per_cycle for i in macs)
+    return chip.cores[macs[0]].arch, min(ports, chip.dram.total_bandwidth)
+
+
+def _run(wl: Workload, chip: Any, table: Any) -> tuple[Ledger, list[tuple[str, float, float, dict[str, float]]]]:
+    """The workload's ledger and per-layer (name, cycles, DRAM bytes, energy pJ per component)."""
+    if not isinstance(chip, MultiCoreArch):
+        res = simulate(wl, chip, table=table)
+        return res.ledger, [(r.name, r.cycles, r.dram_bytes, dict(r.energy_pj)) for r in res.layers]
+    res = simulate_multicore(wl, chip, table=table)
+    return res.ledger, [(r["name"], float(r["cycles"]), float(r["dram_bytes"]),
+                         {k[len("energy_"):-len("_pj")]: float(v) for k, v in r.items()
+                          if k.startswith("energy_") and k != "energy_total_pj"}) for r in res.layer_rows]
 
 
 def _scope_energy(led: Ledger, table: Any, scope: str) -> dict[str, float]:
@@ -135,8 +167,8 @@ def _scope_energy(led: Ledger, table: Any, scope: str) -> dict[str, float]:
 
 def _row(path: str, part: str, cycles: float, dram_bytes: float, energy: dict[str, float]) -> dict[str, Any]:
     row: dict[str, Any] = {"path": path, "part": part, "cycles": float(cycles), "dram_bytes": float(dram_bytes)}
-    for comp in ("pe_array", "input_registers", "weight_registers", "psum_registers", "ifmap_sram",
-                 "filter_sram", "psum_buffer", "psum_adder", "ofmap_sram", "dram"):
+    for comp in COMPONENTS:
         row[f"energy_{comp}_pj"] = float(energy.get(comp, 0.0))
+    row["energy_other_pj"] = float(sum(v for c, v in energy.items() if c not in COMPONENTS))  # links, shared memory
     row["energy_total_pj"] = float(sum(energy.values()))
     return row

@@ -60,8 +60,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
     families = getattr(args, "families", None)
     plan = make_plan(quick, policies, bits, resnet_images, families)
     arch = getattr(args, "arch", None) or "npu128"
-    from npukit.sim import load_arch, load_table
+    from npukit.sim import ConfigError, check_arch_spec, is_multicore_spec, load_arch, load_table
 
+    if is_multicore_spec(arch):
+        raise ConfigError(f"--arch {arch} is a multi-core chip; the psum study runs on one array: pass npu128, npu32, "
+                          "a .toml or a SCALE-Sim .cfg")
+    check_arch_spec(arch)
     load_table(load_arch(arch).energy_table)  # an unknown or malformed --arch fails here, before any work
     if not energy_only:
         from npukit.models.corpus import docs_root
