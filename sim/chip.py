@@ -22,26 +22,31 @@ def is_multicore_spec(spec: str) -> bool:
     return spec.startswith("stream:") or is_multicore_toml(spec)
 
 
-def check_arch_spec(spec: str) -> None:
+def check_arch_spec(spec: str, zigzag: bool = True) -> None:
     """ConfigError naming every form an arch takes when ``spec`` is neither a built-in nor something that looks like a
     file (a file's reader names what is wrong with it; a mistyped multi-core preset would otherwise get the
-    single-core reader's message, which offers only its own built-ins)."""
+    single-core reader's message, which offers only its own built-ins); ``zigzag``: name ``zigzag:HW.yaml`` among
+    the forms (``npukit sim`` runs it; :func:`load_chip` does not)."""
     from pathlib import Path
 
     from .arch import BUILTIN_ARCHS
     from .multicore import BUILTIN_MULTICORE
 
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"an arch must be a name or a file, got {spec!r}")
     if spec in BUILTIN_ARCHS or Path(spec).exists() or Path(spec).suffix or "/" in spec or "\\" in spec:
         return
+    forms = "a .toml, a SCALE-Sim .cfg, zigzag:HW.yaml or stream:CHIP.yaml" if zigzag else \
+        "a .toml, a SCALE-Sim .cfg or stream:CHIP.yaml"
     raise ConfigError(f"--arch '{spec}' is neither a built-in ({', '.join(BUILTIN_ARCHS + BUILTIN_MULTICORE)}) nor a "
-                      "file: pass a .toml, a SCALE-Sim .cfg, zigzag:HW.yaml or stream:CHIP.yaml")
+                      f"file: pass {forms}")
 
 
 def load_chip(spec: str, warnings: list[str] | None = None) -> Arch | MultiCoreArch:
     """The chip ``spec`` names (see the module docstring); ``warnings``: given, a Stream file's lines on what npukit
     does not model are appended to it instead of printed to stderr. Bad input raises ConfigError."""
     if not isinstance(spec, str) or not spec:
-        raise ConfigError(f"an arch must be a name or a file, got {spec!r}")
+        check_arch_spec(spec)  # refuses it in one line
     if spec.startswith("zigzag:"):
         raise ConfigError(f"'{spec}' is a ZigZag loop-nest description, which only `npukit sim` runs; pass a "
                           "built-in, a .toml, a SCALE-Sim .cfg or stream:CHIP.yaml")
@@ -51,7 +56,7 @@ def load_chip(spec: str, warnings: list[str] | None = None) -> Arch | MultiCoreA
         return load_stream_hardware(spec.split(":", 1)[1], warnings=warnings)
     if is_multicore_toml(spec):
         return load_multicore_arch(spec)
-    check_arch_spec(spec)
+    check_arch_spec(spec, zigzag=False)
     return load_arch(spec)
 
 

@@ -46,3 +46,4 @@ def test_bad_specs_are_one_config_error(spec: str, words: str) -> None:
     with pytest.raises(ConfigError, match=None) as exc:
         load_chip(spec)
     assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert "zigzag:HW.yaml" not in str(exc.value)  # the forms it names are the ones load_chip reads

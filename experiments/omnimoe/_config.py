@@ -69,7 +69,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     expert_lr = float_option(getattr(args, "expert_lr", None), "--expert-lr", 0.0, 100.0, lo_open=True,
                              hint=" (learning-rate factor)")
     check_common(args, "out/experiment/omnimoe")
-    arch = getattr(args, "arch", None) or "npu128"
+    arch = getattr(args, "arch", None)
+    arch = "npu128" if arch is None else arch  # an empty --arch is refused, not taken for the default
     from npukit.sim import chip_table, load_chip
 
     chip_table(load_chip(arch))  # an unknown or malformed --arch fails here, before any work
