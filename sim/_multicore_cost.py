@@ -175,22 +175,23 @@ def lead_ranks(dim: str, live: list[int]) -> dict[int, int]:
 
 def uneven_batch(layer: Layer, c: int) -> bool:
     """Whether a layer alone in its step may also be cut over ``c`` cores on its batch in shares that differ by one
-    element (split ``B``; ``M`` cuts the batch only when ``c`` divides it, else each element's rows): a GEMM of more
-    than one batch element, each with its own right operand (``shared == 1``; a cut through grouped-query attention's
-    groups would make two cores fetch one group). 73 experts of one token each on 4 cores: ``B`` gives each core 18
-    or 19 of them, ``M`` every core all 73 experts' weights for one row of output (before 2026-12-08 the only cut on
-    ``M``, so such a layer ran no faster on 4 cores than on 2)."""
-    return c > 1 and layer.batch > 1 and layer.batch % c != 0 and layer.shared == 1 and layer.conv is None
+    element, or by one group of ``shared`` elements that read one right operand (grouped-query attention's heads of
+    one key/value head; split ``B``; ``M`` cuts the batch only when ``c`` divides it, else each element's rows): a
+    GEMM, not a conv, of two groups or more. 73 experts of one token each on 4 cores: ``B`` gives each core 18 or 19
+    of them, ``M`` every core all 73 experts' weights for one row of output (before 2026-12-08 the only cut on ``M``,
+    so such a layer ran no faster on 4 cores than on 2)."""
+    return c > 1 and layer.batch % c != 0 and layer.batch // layer.shared > 1 and layer.conv is None
 
 
 def split_extent(layer: Layer, dim: str, c: int) -> tuple[str, int] | None:
-    """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``B``, and ``M`` when ``c``
-    divides the batch), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``),
+    """(what a ``c``-way split of ``layer`` on 1-D ``dim`` cuts, its extent): ``batch`` (``B`` of a batch whose elements
+    have their own right operands, and ``M`` when ``c`` divides the batch), ``groups`` (``B`` of a batch read in groups
+    of ``shared``), ``rows`` (a conv's output image rows on ``M``), ``cin`` (a conv's input channels on ``K``),
     else ``dim`` itself (``M``, ``N`` or ``K``); None for no split (``-``, one core) or a grid."""
     if c == 1 or dim == "-" or grid(dim) is not None:
         return None
-    if dim == "B":
-        return "batch", layer.batch
+    if dim == "B":  # whole groups of heads that share their keys (each group's operand fetched by one core)
+        return ("batch", layer.batch) if layer.shared == 1 else ("groups", layer.batch // layer.shared)
     if dim == "M" and layer.batch % c == 0:
         return "batch", layer.batch
     if dim == "M" and layer.conv is not None:
@@ -224,6 +225,8 @@ def sub_layer(layer: Layer, dim: str, c: int, i: int, bounds: tuple[int, ...] | 
         return None
     if what == "batch":
         return replace(layer, batch=hi - lo, shared=math.gcd(layer.shared, hi - lo))
+    if what == "groups":
+        return replace(layer, batch=(hi - lo) * layer.shared)
     if what == "rows":
         return _conv_band(layer, lo, hi)
     if what == "cin":

@@ -39,7 +39,7 @@ def test_shares_are_one_element_apart_and_cover_the_batch() -> None:
 @pytest.mark.parametrize(("layer", "cores", "offered"), [
     (EXPERTS, 4, True),
     (replace(EXPERTS, batch=72), 4, False),  # 4 divides 72: M already cuts the batch evenly
-    (Layer("gqa", 64, 64, 64, batch=6, shared=2, kind="attention"), 4, False),  # an uneven cut splits a group
+    (Layer("gqa", 64, 64, 64, batch=6, shared=2, kind="attention"), 4, True),  # 3 groups, cut whole
     (Layer("one", 64, 64, 64), 4, False),
     (EXPERTS, 1, False),
 ])
@@ -54,3 +54,20 @@ def test_a_tie_keeps_the_earlier_split_and_divisible_batches_are_unchanged() -> 
     # with layer_cores = "search" the fewer-core counts get their own B cuts (3 cores: B@3)
     row = _row(EXPERTS, "quad128", "search")
     assert row["split"] in ("B", "B@3", "B@2") and row["cycles"] <= _row(EXPERTS)["cycles"]
+
+
+def test_grouped_query_heads_are_cut_in_whole_groups() -> None:
+    """32 query heads reading 8 key/value heads (``shared = 4``) on 3 cores: ``B`` gives the cores 3, 3 and 2 whole
+    groups, each group's keys fetched once (the compulsory DRAM traffic); ``M`` cut each head's rows (86,496 cycles
+    before 2026-12-08, 72,168 now)."""
+    from npukit.sim import homogeneous
+
+    gqa = Layer("scores", 512, 512, 128, batch=32, shared=4, kind="attention")
+    assert [(s.batch, s.shared) for s in (sub_layer(gqa, "B", 3, i) for i in range(3))] == [(12, 4), (12, 4), (8, 4)]
+    assert split_extent(gqa, "B", 3) == ("groups", 8)
+    res = simulate_multicore(Workload("w", [gqa]), homogeneous(load_arch("npu128"), 3), "none/split")
+    row = res.layer_rows[0]
+    assert row["split"] == "B" and row["dram_bytes"] == 32 * 512 * 128 + 8 * 128 * 512 + 32 * 512 * 512
+    one = simulate(Workload("w", [gqa]), load_arch("npu128")).cycles
+    assert row["cycles"] < 0.4 * one  # 12 of 32 heads on the busiest core
+    assert uneven_batch(Layer("mqa", 64, 64, 64, batch=6, shared=6, kind="attention"), 4) is False  # one group
