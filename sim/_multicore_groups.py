@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plans, refit_costs, whole_bounds
-from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer
+from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer, uneven_batch
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
 from .dataflow import Dataflow
@@ -302,9 +302,12 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
 
 def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: bool) -> tuple[str, str]:
     """Where a fused GEMM's input comes from and where its output goes under split ``dim`` (its producer split on
-    ``prev_dim``): ``""`` (DRAM), ``local`` or ``shared`` (:func:`~npukit.sim._multicore_cost.gemm_part`)."""
-    rows = dim in ("M", "-")
-    src = "" if not i_in else "local" if rows and prev_dim in ("M", "-") else "shared"
+    ``prev_dim``): ``""`` (DRAM), ``local`` or ``shared`` (:func:`~npukit.sim._multicore_cost.gemm_part`). A split on
+    the rows (``M``) and one on the batch in uneven shares (``B``) each keep their output on its cores, but lay it out
+    differently: a consumer finds its input local only under the same kind of split."""
+    rows = dim in ("M", "-", "B")
+    same = prev_dim == "B" if dim == "B" else prev_dim in ("M", "-")
+    src = "" if not i_in else "local" if rows and same else "shared"
     if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
         src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
     if i_sib and dim == prev_dim:
@@ -337,8 +340,8 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     def floor(dim: str) -> float:
         return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat), fil)
 
-    dim, _, (parts, sent) = pick_split(split_dims(len(macs)) if len(macs) > 1 else ("-",), evaluate,
-                                       floor if latency_bound(r) else None)
+    dims = (*split_dims(len(macs)), *(("B",) if uneven_batch(op, len(macs)) else ())) if len(macs) > 1 else ("-",)
+    dim, _, (parts, sent) = pick_split(dims, evaluate, floor if latency_bound(r) else None)
     return dim, parts, sent
 
 

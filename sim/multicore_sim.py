@@ -27,7 +27,7 @@ from ._multicore_cost import (  # noqa: I001
     SHARED,
     Part,
     covered,
-    even_bounds,
+    default_bounds,
     gemm_part,
     halo_elements,
     lead_ranks,
@@ -392,7 +392,7 @@ class _Run:
             cuts: list[tuple[int, ...]] = []  # chip's energy must not; every objective has the others to rank
             if not energy:
                 try:
-                    cuts = balanced_cuts(size, kinds, cycles, lambda k: macs[k], even_bounds(size, ways)[1])
+                    cuts = balanced_cuts(size, kinds, cycles, lambda k: macs[k], default_bounds(dim, size, ways)[1])
                 except ConfigError:  # a trial share maps on no core of its kind: the other cuts
                     pass
             cuts.append(whole_bounds(size, macs))  # shares by MACs per cycle
@@ -406,7 +406,7 @@ class _Run:
 
             def rank_cut(cut: tuple[int, ...] | None) -> None:
                 try:
-                    parts = self._ranked_parts(layer, cores, dim, "", "", "", None, cut or even_bounds(size, ways))
+                    parts = self._ranked_parts(layer, cores, dim, "", "", "", None, cut or default_bounds(dim, size, ways))
                 except ConfigError:  # a cut whose share maps on no core of its kind
                     return
                 timed.append((self.rank(parts), len(timed), cut, parts))  # (len(timed): no tie reaches the parts)

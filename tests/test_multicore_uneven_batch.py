@@ -31,7 +31,9 @@ def test_experts_are_spread_over_every_core() -> None:
 
 def test_shares_are_one_element_apart_and_cover_the_batch() -> None:
     subs = [sub_layer(EXPERTS, "B", 4, i) for i in range(4)]
-    assert [s.batch for s in subs] == [19, 19, 19, 16] and all(s.M == 1 and s.shared == 1 for s in subs)
+    assert [s.batch for s in subs] == [19, 18, 18, 18] and all(s.M == 1 and s.shared == 1 for s in subs)
+    # 12 heads on 8 cores: every core gets one or two (shares of ceil(12 / 8) would leave two cores idle)
+    assert [sub_layer(replace(EXPERTS, batch=12), "B", 8, i).batch for i in range(8)] == [2, 2, 2, 2, 1, 1, 1, 1]
     assert split_extent(EXPERTS, "B", 4) == ("batch", 73)
     assert split_extent(EXPERTS, "M", 4) == ("M", 1)  # M still cuts the rows when 4 does not divide the batch
 
@@ -71,3 +73,15 @@ def test_grouped_query_heads_are_cut_in_whole_groups() -> None:
     one = simulate(Workload("w", [gqa]), load_arch("npu128")).cycles
     assert row["cycles"] < 0.4 * one  # 12 of 32 heads on the busiest core
     assert uneven_batch(Layer("mqa", 64, 64, 64, batch=6, shared=6, kind="attention"), 4) is False  # one group
+
+
+def test_a_fused_pair_cut_on_its_batch_keeps_the_intermediate_on_each_core() -> None:
+    """OmniMoE's up and down projections of 73 experts, fused: both cut on the batch alike, so each core keeps its
+    experts' one-column intermediate (no link traffic, less DRAM than layer by layer)."""
+    pair = Workload("w", [EXPERTS, Layer("experts_down", 1, 256, 1, batch=73, kind="gemm")])
+    m = load_multicore_arch("quad128")
+    fused = simulate_multicore(pair, m, "chain/split").layer_rows
+    apart = simulate_multicore(pair, m, "none/split").layer_rows
+    assert [r["split"] for r in fused] == ["B", "B"] and all(r["step"] == "fused" for r in fused)
+    assert sum(r["interconnect_bytes"] for r in fused) == 0
+    assert sum(r["dram_bytes"] for r in fused) < sum(r["dram_bytes"] for r in apart)

@@ -50,7 +50,8 @@ def test_a_multicore_chip_spreads_the_experts_over_its_cores():
     # the experts' batched GEMVs: before 2026-12-08 a batch four does not divide was cut in its one row, at half the
     # single core's time at best; each core now takes a quarter of the experts
     assert row[("expert_centric", "experts")]["cycles"] < 0.3 * base[("expert_centric", "experts")]["cycles"]
-    assert row[("expert_centric", "experts")]["dram_bytes"] == base[("expert_centric", "experts")]["dram_bytes"]
+    # each expert's operands read once (a fused up -> down pair keeps its one-column intermediate on chip)
+    assert row[("expert_centric", "experts")]["dram_bytes"] <= base[("expert_centric", "experts")]["dram_bytes"]
     chip = load_chip("quad128")
     bw = min(sum(chip.cores[i].arch.dram_bandwidth_bytes_per_cycle for i in chip.mac_cores), chip.dram.total_bandwidth)
     extra = row[("expert_centric", "extra")]
