@@ -11,6 +11,7 @@ a ``.toml`` with ``[[core]]`` tables, or ``stream:CHIP.yaml`` (a Stream hardware
 from __future__ import annotations
 
 from .arch import Arch, load_arch
+from .bounded import short
 from .energy import EnergyTable, load_table
 from .errors import ConfigError
 from .multicore import MultiCoreArch, is_multicore_toml, load_multicore_arch
@@ -34,7 +35,12 @@ def check_arch_spec(spec: str, zigzag: bool = True) -> None:
 
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"an arch must be a name or a file, got {spec!r}")
-    if spec in BUILTIN_ARCHS or Path(spec).exists() or Path(spec).suffix or "/" in spec or "\\" in spec:
+    try:
+        exists = Path(spec).exists()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+        raise ConfigError(f"--arch {short(spec)} is not a usable name or path: {getattr(exc, 'strerror', None) or exc}"
+                          ) from None
+    if spec in BUILTIN_ARCHS or exists or Path(spec).suffix or "/" in spec or "\\" in spec:
         return
     forms = "a .toml, a SCALE-Sim .cfg, zigzag:HW.yaml or stream:CHIP.yaml" if zigzag else \
         "a .toml, a SCALE-Sim .cfg or stream:CHIP.yaml"

@@ -81,6 +81,7 @@ def test_bad_out(tmp_path: Path, capsys, verb, kind: str) -> None:
     (("experiment", "omnimoe"), ["--arch", ""], "an arch must be a name or a file, got ''"),  # not the default
     (("experiment", "psumquant"), ["--arch", ""], "an arch must be a name or a file, got ''"),
     (("experiment", "cacheedit"), ["--arch", "zigzag:hw.yaml"], "only `npukit sim` runs"),
+    (("experiment", "psumquant"), ["--arch", "zigzag:hw.yaml"], "only `npukit sim` runs"),
     (("experiment", "omnimoe"), ["--arch", "nosuch"], "'nosuch' is neither a built-in (npu128, npu32, quad128"),
     (("sim",), ["--arch", "quad12", "--workload", "gemm:M=8,N=8,K=8"], "quad128, hetero4, tpu_v4"),  # a typo'd preset
     (("experiment", "psumquant"), ["--policies", "static,bogus"], "--policies: 'bogus' is not one of"),

@@ -41,6 +41,7 @@ def test_the_table_is_a_stream_chips_own_or_the_named_one() -> None:
     ("zigzag:hw.yaml", "only `npukit sim` runs"),
     ("stream:nosuch.yaml", "nosuch.yaml"),
     ("", "an arch must be a name or a file"),
+    ("a" * 5000, "is not a usable name or path"),  # the file system's name limit: an OSError before
 ])
 def test_bad_specs_are_one_config_error(spec: str, words: str) -> None:
     with pytest.raises(ConfigError, match=None) as exc:

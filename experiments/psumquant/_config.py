@@ -61,13 +61,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
     plan = make_plan(quick, policies, bits, resnet_images, families)
     arch = getattr(args, "arch", None)
     arch = "npu128" if arch is None else arch  # an empty --arch is refused, not taken for the default
-    from npukit.sim import ConfigError, check_arch_spec, is_multicore_spec, load_arch, load_table
+    from npukit.sim import ConfigError, MultiCoreArch, chip_table, load_chip
 
-    if is_multicore_spec(arch):
+    if isinstance(load_chip(arch), MultiCoreArch):  # an unknown or malformed --arch fails here, before any work
         raise ConfigError(f"--arch {arch} is a multi-core chip; the psum study runs on one array: pass npu128, npu32, "
                           "a .toml or a SCALE-Sim .cfg")
-    check_arch_spec(arch, zigzag=False)
-    load_table(load_arch(arch).energy_table)  # an unknown or malformed --arch fails here, before any work
+    chip_table(load_chip(arch))
     if not energy_only:
         from npukit.models.corpus import docs_root
         from npukit.models.minilm import model_dir
