@@ -208,7 +208,10 @@ def nest_share(layer: Layer, hw: Hardware, bits: tuple[int, int, int], objective
     except ConfigError:
         top = memo.setdefault(("offchip", id(hw), dram_pj_per_bit), with_offchip(hw, dram_pj_per_bit))
         m = map_share(top, nl, objective)
-        ifmap, fills, final = _offchip_elements(top, m.cost)
+        # never below each operand once: the mapping's DRAM accesses are whole port words, truncated as ZigZag's
+        # are, so a GEMV's 256-byte input counted 0 of its 512-byte words (2026-12-08; before, below the compulsory)
+        ifmap, fills, final = (max(a, b) for a, b in zip(_offchip_elements(top, m.cost), dram_elements(layer),
+                                                           strict=True))
     c = m.cost
     recs: list[Record] = [(MAC, "transfer", (1,), c.mac_pj)]
     per_level: dict[str, float] = {}

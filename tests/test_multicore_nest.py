@@ -89,3 +89,23 @@ def test_mixed_unrolling_takes_three_loops_where_they_fill_a_dimension() -> None
     nl = nest_layer(conv_layer("c", 10, 10, 3, 3, 16, 4, 1))
     mix = mixed_spatial(hw, nl)
     assert sorted(mix["D2"].values()) == [3, 3, 16] and utilization(hw, nl, mix) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("chip", ["simba", "tpu_like_quad_core"])
+@pytest.mark.parametrize("shape", [(1, 1024, 256, 1), (1, 1024, 256, 3), (1, 10, 4096, 1), (3, 512, 512, 7)])
+def test_a_loop_nest_share_reads_each_operand_at_least_once(chip: str, shape: tuple[int, int, int, int]) -> None:
+    """A share mapped with DRAM on top counts the mapping's DRAM words, which ZigZag truncates to whole accesses of
+    the port: a GEMV's 256-byte input was 0 of its 512-byte words on a simba chiplet (2026-12-08), below the bytes
+    its operands hold. Each operand now crosses at least once, under either objective."""
+    from dataclasses import replace
+
+    from npukit.sim import Layer, Workload, load_chip, simulate_multicore
+
+    m, n, k, b = shape
+    chip_ = load_chip(f"stream:{Path(__file__).parent / 'data' / 'stream_hw' / f'{chip}.yaml'}", warnings=[])
+    # one MAC core (and the simd core, if any): the share is the whole GEMM
+    chip_ = replace(chip_, cores=tuple(c for i, c in enumerate(chip_.cores) if i == chip_.mac_cores[0] or c.kind == "simd"))
+    for objective in ("latency", "energy"):
+        res = simulate_multicore(Workload("w", [Layer("g", m, n, k, batch=b, kind="gemm")]),
+                                 replace(chip_, objective=objective), "none/split")
+        assert res.layer_rows[0]["dram_bytes"] >= b * (m * k + k * n + m * n)  # int8 operands and outputs
