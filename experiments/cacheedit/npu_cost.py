@@ -59,17 +59,16 @@ def sparse_step(wl: Any, active: int) -> Any:
 def kontext_cost(measured: float, arch_name: str = "npu128", steps: int = 28, quick: bool = False) -> list[dict[str, Any]]:
     """Rows per active fraction (``measured``, then :data:`SWEEP`; --quick: measured and 0.1, 0.5): latency
     (s) and energy (J) of one round, full vs CacheEdit, and their ratios."""
-    from npukit.sim import MultiCoreArch, load_chip, simulate, simulate_multicore
+    from npukit.sim import load_chip
     from npukit.workloads import load_workload
+
+    from .._chip import run_on_chip
 
     chip = load_chip(arch_name, warnings=[])  # a Stream file's notes were printed once, when the options were checked
 
     def cost(w: Any) -> tuple[float, float]:  # (cycles, pJ) of one step
-        if isinstance(chip, MultiCoreArch):
-            r = simulate_multicore(w, chip)
-            return float(r.total_cycles), float(r.energy_pj)
-        r = simulate(w, chip)
-        return float(r.cycles), float(r.energy_pj)
+        run = run_on_chip(w, chip)
+        return run.cycles, run.energy_pj
 
     wl = load_workload(SPEC)
     fc, fe = cost(wl)

@@ -32,8 +32,10 @@ import math
 from collections import Counter
 from typing import Any
 
-from npukit.sim import Layer, Ledger, MultiCoreArch, Workload, chip_table, load_chip, simulate, simulate_multicore
+from npukit.sim import Layer, Ledger, MultiCoreArch, Workload, chip_table, load_chip
 from npukit.sim.psum_path import PsumCounts, psum_records
+
+from .._chip import run_on_chip
 
 IDX_BITS = 32
 # a row's energy columns, one per single-core component; a multi-core chip's others (interconnect, shared memory, a
@@ -100,7 +102,8 @@ def npu_cost(tokens: int, hidden: int, num_experts: int, k: int, intermediate: i
     rows: list[dict[str, Any]] = []
     ledgers: dict[str, Ledger] = {}
     for name, wl in workloads(tokens, hidden, num_experts, k, I, counts).items():
-        led, layers = _run(wl, chip, table)
+        run = run_on_chip(wl, chip, table)
+        led, layers = run.ledger, run.layers
         scope = f"{name}/extra"
         if name == "expert_centric":
             passes = max(1, math.ceil(math.log2(max(num_experts, 2)) / 8))
@@ -143,17 +146,6 @@ def _reference_core(chip: Any) -> tuple[Any, float]:
     macs = chip.mac_cores
     ports = sum(chip.cores[i].arch.dram_bandwidth_bytes_per_cycle for i in macs)
     return chip.cores[macs[0]].arch, min(ports, chip.dram.total_bandwidth)
-
-
-def _run(wl: Workload, chip: Any, table: Any) -> tuple[Ledger, list[tuple[str, float, float, dict[str, float]]]]:
-    """The workload's ledger and per-layer (name, cycles, DRAM bytes, energy pJ per component)."""
-    if not isinstance(chip, MultiCoreArch):
-        res = simulate(wl, chip, table=table)
-        return res.ledger, [(r.name, r.cycles, r.dram_bytes, dict(r.energy_pj)) for r in res.layers]
-    res = simulate_multicore(wl, chip, table=table)
-    return res.ledger, [(r["name"], float(r["cycles"]), float(r["dram_bytes"]),
-                         {k[len("energy_"):-len("_pj")]: float(v) for k, v in r.items()
-                          if k.startswith("energy_") and k != "energy_total_pj"}) for r in res.layer_rows]
 
 
 def _scope_energy(led: Ledger, table: Any, scope: str) -> dict[str, float]:
