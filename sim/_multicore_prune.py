@@ -1,7 +1,7 @@
 """Which split of a GEMM over the MAC cores to keep, with the splits that cannot win left unmapped (branch and
 bound): :func:`multicore_sim._Run.best_dim` (every split of :func:`~npukit.sim.schedule.layer_splits`) and
-:func:`_multicore_groups.run_fused_split` (every split of :func:`~npukit.sim.schedule.split_dims`) keep the first of
-the best under
+:func:`_multicore_groups.run_fused_split` (every split of :func:`~npukit.sim.schedule.split_dims`), each with ``B``
+last where :func:`~npukit.sim._multicore_cost.uneven_batch` offers it, keep the first of the best under
 :func:`~npukit.sim.schedule.split_rank`. Under the ``latency`` objective a split's rank starts with its slowest
 core's busy cycles, which is at least the largest of its cores' floors (:func:`split_floor`, from
 :func:`~npukit.sim._multicore_cost.gemm_floor`, no mapping needed); so the splits are mapped in the order of their

@@ -284,7 +284,7 @@ class _Run:
         if alone or not parts or any(self.m.cores[c].nest for c in cores):
             return parts
         if self.m.objective == "energy":  # ties keep the layer's own energy-best mappings, then the first adjusted
-            sent = self.ic.multicast and dim not in ("-", "K")  # an operand may be multicast (level 2 differs)
+            sent = self.ic.multicast and dim not in ("-", "K", "B")  # an operand may be multicast (level 2 differs)
             levels = (1, 2) if sent else (1,) if fin or fout or ffil or dim == "K" else ()  # else all equal ``parts``
             return min([parts] + [self._share_dram(self._gemm_parts(layer, cores, dim, fin, fout, ffil, prod, bounds,
                                                                     near=near, adjusted=level)) for level in levels],
