@@ -219,10 +219,10 @@ def default_bounds(dim: str, size: int, c: int) -> tuple[int, ...]:
 
 
 def sub_layer(layer: Layer, dim: str, c: int, i: int, bounds: tuple[int, ...] | None = None) -> Layer | None:
-    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``B``: the batch; ``M``: the batch first when ``c``
-    divides it; a
-    conv's image rows or input channels: :func:`split_extent`), between ``bounds[i]`` and ``bounds[i + 1]`` of that
-    extent (default :func:`default_bounds`; a grid is always even); None when it gets nothing."""
+    """Core ``i``'s share of ``layer`` split ``c`` ways on ``dim`` (``B``: the batch or its groups; ``M``: the batch
+    first when ``c`` divides it; a conv's image rows or input channels: :func:`split_extent`), between ``bounds[i]``
+    and ``bounds[i + 1]`` of that extent (default :func:`default_bounds`; a grid is always even); None when it gets
+    nothing."""
     if c == 1 or dim == "-":
         return layer
     g = grid(dim)
