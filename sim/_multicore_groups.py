@@ -9,12 +9,12 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ._multicore_balance import common_fractions, fit_costs, pipeline_latency, pipeline_plans, refit_costs, whole_bounds
-from ._multicore_cost import Part, even_bounds, prefetched, split_extent, sub_layer, uneven_batch
+from ._multicore_cost import Part, default_bounds, even_bounds, prefetched, split_extent, sub_layer, uneven_batch
 from ._multicore_prune import latency_bound, pick_split, split_floor
 from ._multicore_rows import step_scales
 from .dataflow import Dataflow
 from .errors import ConfigError
-from .schedule import fewer_counts, flattens, group_edges, split_dims, split_label
+from .schedule import fewer_counts, flattens, group_edges, split_dims, split_label, split_rank
 from .workload import Layer, VectorOp
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
         [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
     at = {} if cuts is None else {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
-    own = owners(group, r.flow) if cuts is not None else []
+    own = owners(group, r.flow)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -49,8 +49,10 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     links_free = r.t  # the cycle from which the links are idle
     for k, (op, i_in, i_out, i_sib, i_fil) in enumerate(zip(group, fin, fout, sib, ffil, strict=True)):
         if isinstance(op, VectorOp):  # the group's first op reads its inputs from DRAM, its last writes there
-            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1,
-                                    None if cuts is None else row_cut(group, at, k, len(macs), own))
+            j = own[k]  # the GEMM whose rows it works on: its cut where given, else the batch cut of a B split
+            vcut = row_cut(group, at, k, len(macs), own) if cuts is not None else \
+                batch_cut(group[j], dims[j], len(macs)) if j is not None and j in dims else None  # type: ignore[arg-type]
+            vparts = r.vector_parts(op, macs, k == 0, k == len(group) - 1, vcut)
             links_free = _links_after(links_free, r.t, max(p.link_cycles for p in vparts))
             if chains is not None:
                 chains.append((op, vparts, {"step": "fused", "split": "-"}))
@@ -62,8 +64,13 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
         if cuts is None:
+            # where a B split is offered, the vector ops that follow on this GEMM's rows take its cut (on the MAC
+            # cores), so each split is ranked with them
+            after = tuple((v, j == len(group) - 1) for j, v in enumerate(group) if j > k and own[j] == k
+                          and isinstance(v, VectorOp)) if uneven_batch(op, len(macs)) and not r.m.simd_cores else ()
+            aligned = prev is None or batch_cut(prev, "B", len(macs)) == batch_cut(op, "B", len(macs))
             dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                                     bool(flat), ahead)
+                                     bool(flat), ahead, after, aligned)
         else:
             dim = "M" if len(macs) > 1 else "-"
             near = (at.get(max((j for j in at if j < k), default=-1)), at.get(i_fil))
@@ -300,13 +307,26 @@ def fused_cores(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> list
     return best[1]
 
 
-def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: bool) -> tuple[str, str]:
+def batch_cut(g: Layer, dim: str, ways: int) -> tuple[str, tuple[int, ...]] | None:
+    """The cut (``batch`` and its bounds in batch elements, :func:`~npukit.sim._multicore_cost.vector_shares`) of GEMM
+    ``g`` split ``ways`` ways on ``dim`` when that is ``B``, else None: a vector op on its rows (a softmax over its
+    heads) takes the same heads on each core."""
+    if dim != "B" or ways < 2 or not uneven_batch(g, ways):
+        return None
+    what, size = split_extent(g, "B", ways)  # type: ignore[misc]
+    unit = g.shared if what == "groups" else 1
+    return "batch", tuple(x * unit for x in default_bounds("B", size, ways))
+
+
+def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: bool,
+          aligned: bool = True) -> tuple[str, str]:
     """Where a fused GEMM's input comes from and where its output goes under split ``dim`` (its producer split on
     ``prev_dim``): ``""`` (DRAM), ``local`` or ``shared`` (:func:`~npukit.sim._multicore_cost.gemm_part`). A split on
     the rows (``M``) and one on the batch in uneven shares (``B``) each keep their output on its cores, but lay it out
-    differently: a consumer finds its input local only under the same kind of split."""
+    differently: a consumer finds its input local only under the same kind of split, and for ``B`` only where its
+    batch shares are its producer's (``aligned``: the two have the same batch and groups)."""
     rows = dim in ("M", "-", "B")
-    same = prev_dim == "B" if dim == "B" else prev_dim in ("M", "-")
+    same = prev_dim == "B" and aligned if dim == "B" else prev_dim in ("M", "-")
     src = "" if not i_in else "local" if rows and same else "shared"
     if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
         src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
@@ -317,28 +337,39 @@ def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: b
 
 def _fused_parts(r: _Run, op: Layer, macs: list[int], dim: str, fil: str, prev: Layer | None, prev_dim: str,
                  i_in: bool, i_out: bool, i_sib: bool, flat: bool, ahead: float,
-                 bounds: tuple[int, ...] | None = None, near: Near = (None, None)) -> tuple[list[Part], float]:
+                 bounds: tuple[int, ...] | None = None, near: Near = (None, None),
+                 aligned: bool = True) -> tuple[list[Part], float]:
     """(The parts of fused GEMM ``op`` split on ``dim`` over ``macs``, at ``bounds`` if given (``near``: its
     neighbours' cuts, :meth:`~npukit.sim.multicore_sim._Run.gemm_parts`), with the right operand received up to
     ``ahead`` cycles early; the cycles of it received early.)"""
-    src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat)
+    src, dst = _ends(dim, prev_dim, i_in, i_out, i_sib, flat, aligned)
     raw = r.gemm_parts(op, macs, dim, src, dst, fil, prev if src == "local" and not flat else None, bounds, near)
     parts = prefetched(raw, ahead)
     return parts, max(a.filter_link_cycles - b.filter_link_cycles for a, b in zip(raw, parts, strict=True))
 
 
 def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
-          i_sib: bool, flat: bool, ahead: float) -> tuple[str, list[Part], float]:
+          i_sib: bool, flat: bool, ahead: float, after: tuple[tuple[VectorOp, bool], ...] = (),
+          aligned: bool = True) -> tuple[str, list[Part], float]:
     """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
     ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
-    (:func:`~npukit.sim._multicore_prune.pick_split`)."""
+    (:func:`~npukit.sim._multicore_prune.pick_split`). ``after``: the vector ops that follow on its rows (each with
+    whether it is the group's last), ranked with each split as they will run under it (a ``B`` split's heads on
+    each core; else even shares): before 2026-12-08 a softmax after a ``B`` split ran evenly on every core, also on
+    cores that held none of its heads (a review: 2 heads on 6 cores, 134 cycles where their 2 cores take 387)."""
 
     def evaluate(dim: str) -> tuple[tuple[float, float], tuple[list[Part], float]]:
-        parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, i_in, i_out, i_sib, flat, ahead)
-        return r.rank(parts), (parts, sent)
+        parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, i_in, i_out, i_sib, flat, ahead,
+                                   aligned=aligned)
+        if not after:
+            return r.rank(parts), (parts, sent)
+        vps = [r.vector_parts(v, macs, False, last, batch_cut(op, dim, len(macs))) for v, last in after]
+        cycles = max(p.busy for p in parts) + sum(max(p.busy for p in vp) for vp in vps)
+        energy = sum(map(r._energy, parts)) + sum(r._energy(p) for vp in vps for p in vp)
+        return split_rank(energy, cycles, r.m.objective), (parts, sent)
 
     def floor(dim: str) -> float:
-        return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat), fil)
+        return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat, aligned), fil)
 
     dims = (*split_dims(len(macs)), *(("B",) if uneven_batch(op, len(macs)) else ())) if len(macs) > 1 else ("-",)
     dim, _, (parts, sent) = pick_split(dims, evaluate, floor if latency_bound(r) else None)

@@ -85,3 +85,29 @@ def test_a_fused_pair_cut_on_its_batch_keeps_the_intermediate_on_each_core() -> 
     assert [r["split"] for r in fused] == ["B", "B"] and all(r["step"] == "fused" for r in fused)
     assert sum(r["interconnect_bytes"] for r in fused) == 0
     assert sum(r["dram_bytes"] for r in fused) < sum(r["dram_bytes"] for r in apart)
+
+
+def test_a_softmax_after_a_batch_cut_runs_on_the_cores_that_hold_its_heads() -> None:
+    """Two heads on six npu128 cores under ``energy``: the scores take ``B`` (a head on each of two cores), and the
+    softmax over them runs on those two cores, as long as one head takes there (before 2026-12-08 it ran evenly on all
+    six, 134 cycles where its two cores take 387; a review)."""
+    from npukit.sim import VectorOp, homogeneous
+
+    attn = Workload("a", [Layer("scores", 64, 64, 64, batch=2, kind="attention"),
+                          VectorOp("sm", "softmax", 64 * 64, reduce=64, batch=2),
+                          Layer("context", 64, 64, 64, batch=2, kind="attention")])
+    m = replace(homogeneous(load_arch("npu128"), 6), objective="energy")
+    rows = simulate_multicore(attn, m, "chain/split").layer_rows
+    assert [r["split"] for r in rows] == ["B", "-", "B"]
+    one = simulate_multicore(Workload("s", [attn.layers[1]]), homogeneous(load_arch("npu128"), 1), "none/split")
+    assert rows[1]["cores"] == 2 and rows[1]["cycles"] >= one.layer_rows[0]["cycles"] / 2 - 1
+
+
+def test_batch_shares_that_do_not_line_up_cross_the_links() -> None:
+    """A per-head GEMM (6 heads, each its own weights) feeding grouped attention (3 groups of 2) on four cores: both
+    take ``B``, but the heads fall 2/2/1/1 and 2/2/2/0, so the scores read their input through the shared memory, not
+    locally (before 2026-12-08, 0 link bytes; a review)."""
+    heads = Layer("qh", 64, 64, 256, batch=6, kind="gemm")
+    gqa = Layer("scores", 64, 64, 64, batch=6, shared=2, kind="attention")
+    rows = simulate_multicore(Workload("w", [heads, gqa]), load_multicore_arch("quad128"), "chain/split").layer_rows
+    assert [r["split"] for r in rows] == ["B", "B"] and rows[1]["interconnect_bytes"] > 0
