@@ -25,7 +25,7 @@ Cuts = list[tuple[int, ...] | None]
 
 
 def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of: int = 0,
-                    cuts: Cuts | None = None) -> None:
+                    cuts: Cuts | None = None, batches: str = "pick") -> None:
     """A fused group, every GEMM split over all MAC cores on the dim the objective picks: an intermediate stays in
     each core's own buffers when producer and consumer are both split on their rows (M or the batch), else it goes
     through the shared memory (every core reading the part it needs over the interconnect). An attention GEMM's
@@ -36,7 +36,10 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     (one per GEMM of the group, in order; :func:`fused_rows`): every GEMM split on its rows at those bounds instead
     of the split the objective picks (cores that differ: a producer's row shares are its consumer's); where then
     every core's rows stay its own from the group's first operator to its last (:func:`own_rows`), each core runs its
-    rows of the operators one after another without waiting for the others (:func:`run_chains`)."""
+    rows of the operators one after another without waiting for the others (:func:`run_chains`). ``batches`` (without
+    ``cuts``), for a GEMM that may be cut on its batch unevenly (split ``B``): ``pick`` offers ``B`` among its splits,
+    ``all`` takes it, ``none`` leaves it out.
+    """
     fin, fout, sib, ffil = fused_edges(group, r.flow, r.memo)
     chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
         [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
@@ -63,14 +66,20 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        if cuts is None:
+        if cuts is None and batches == "all" and uneven_batch(op, len(macs)):
+            dim = "B"
+            parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
+                                       bool(flat), ahead, aligned=prev is None or
+                                       batch_cut(prev, "B", len(macs)) == batch_cut(op, "B", len(macs)))
+        elif cuts is None:
             # where a B split is offered, the vector ops that follow on this GEMM's rows take its cut (on the MAC
             # cores), so each split is ranked with them
+            offer = batches != "none" and uneven_batch(op, len(macs))
             after = tuple((v, j == len(group) - 1) for j, v in enumerate(group) if j > k and own[j] == k
-                          and isinstance(v, VectorOp)) if uneven_batch(op, len(macs)) and not r.m.simd_cores else ()
+                          and isinstance(v, VectorOp)) if offer and not r.m.simd_cores else ()
             aligned = prev is None or batch_cut(prev, "B", len(macs)) == batch_cut(op, "B", len(macs))
             dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                                     bool(flat), ahead, after, aligned)
+                                     bool(flat), ahead, after, aligned, offer)
         else:
             dim = "M" if len(macs) > 1 else "-"
             near = (at.get(max((j for j in at if j < k), default=-1)), at.get(i_fil))
@@ -165,7 +174,7 @@ def run_chains(r: _Run, planned: list[tuple[Layer | VectorOp, list[Part], dict[s
     r.t = t0 + latency
 
 
-def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None]:
+def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple[list[int], Cuts | None, str]:
     """The MAC cores a fused split group runs on and its row cuts, if any: :func:`fused_cores`' cores (those of the
     fastest's peak, even shares) with the split the objective picks per GEMM, the same cores (identical cores) or every
     MAC core (cores that differ) with each GEMM's rows cut alike (:func:`fused_rows`), and on cores that differ every
@@ -176,28 +185,34 @@ def fused_plan(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> tuple
     the rows plan joined them (also 2026-12-07), identical cores ran only the split picked per GEMM, each by its own
     rank: on four 128 x 128 cores under ``energy`` a conv put on K to save 2.1 uJ made the next conv gather their
     intermediate over the links (2.2 uJ more), so the pair spent 0.08% more energy than with both on their rows, in
-    4.6 times the cycles."""
+    4.6 times the cycles. Where a GEMM may be cut on its batch unevenly
+    (:func:`~npukit.sim._multicore_cost.uneven_batch`), also the plans with every such GEMM on ``B`` and with none (the
+    third item, ``batches``: :func:`run_fused_split`), since each GEMM's own pick does not see that its consumer reads
+    its output locally only under the same cut (2026-12-08; a review's attention case ran 3.5% slower under
+    ``latency`` than its ``edp`` result, and one under ``edp`` 0.9% above its EDP before ``B``)."""
     cores = fused_cores(r, group, macs)
     alike = len({r.m.cores[c].macs_per_cycle for c in macs}) < 2
     if alike and len(cores) < 2:
-        return cores, None
-    plans: list[tuple[list[int], Cuts | None]] = [(cores, None)]
+        return cores, None, "pick"
+    plans: list[tuple[list[int], Cuts | None, str]] = [(cores, None, "pick")]
     rows_on = cores if alike else macs
     try:
-        plans.append((rows_on, fused_rows(r, group, rows_on)))
+        plans.append((rows_on, fused_rows(r, group, rows_on), "pick"))
     except ConfigError:  # a share of some cut maps on no core of its kind
         pass
     if not alike:
-        plans.append((macs, None))
+        plans.append((macs, None, "pick"))
+    if any(isinstance(op, Layer) and uneven_batch(op, len(cores)) for op in group):
+        plans += [(cores, None, "all"), (cores, None, "none")]
     ranks = []
-    for cs, cut in plans:
+    for cs, cut, batches in plans:
         trial = r.scratch()
         try:
-            run_fused_split(trial, group, cs, len(macs), cut)
+            run_fused_split(trial, group, cs, len(macs), cut, batches)
         except ConfigError:
             continue
-        ranks.append((trial.rank(), len(ranks), cs, cut))
-    return min(ranks)[2:] if ranks else (cores, None)
+        ranks.append((trial.rank(), len(ranks), cs, cut, batches))
+    return min(ranks)[2:] if ranks else (cores, None, "pick")
 
 
 def fused_rows(r: _Run, group: list[Layer | VectorOp], macs: list[int]) -> Cuts:
@@ -350,7 +365,7 @@ def _fused_parts(r: _Run, op: Layer, macs: list[int], dim: str, fil: str, prev: 
 
 def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
           i_sib: bool, flat: bool, ahead: float, after: tuple[tuple[VectorOp, bool], ...] = (),
-          aligned: bool = True) -> tuple[str, list[Part], float]:
+          aligned: bool = True, offer: bool = True) -> tuple[str, list[Part], float]:
     """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
     ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
     (:func:`~npukit.sim._multicore_prune.pick_split`). ``after``: the vector ops that follow on its rows (each with
@@ -371,7 +386,8 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     def floor(dim: str) -> float:
         return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat, aligned), fil)
 
-    dims = (*split_dims(len(macs)), *(("B",) if uneven_batch(op, len(macs)) else ())) if len(macs) > 1 else ("-",)
+    dims = (*split_dims(len(macs)), *(("B",) if offer and uneven_batch(op, len(macs)) else ())) if len(macs) > 1 \
+        else ("-",)
     dim, _, (parts, sent) = pick_split(dims, evaluate, floor if latency_bound(r) else None)
     return dim, parts, sent
 

@@ -639,8 +639,8 @@ def _run_steps(r: _Run, steps: list[Step]) -> None:
             if r.ref.vector.overlap == "serial":
                 r.hide = 0.0
         elif st.mode == "split" or len(macs) < 2:
-            cores, cuts = fused_plan(r, group, macs)
-            run_fused_split(r, group, cores, len(macs), cuts)
+            cores, cuts, batches = fused_plan(r, group, macs)
+            run_fused_split(r, group, cores, len(macs), cuts, batches)
         else:
             run_pipeline(r, group, macs, _tiles_needed(group, r.m))
 

@@ -75,7 +75,7 @@ def test_a_group_whose_cut_leaves_cores_idle_keeps_its_vector_ops_on_the_working
 
     chip = _mixed(tmp_path, "mx_one")
     cs = chip.mac_cores
-    monkeypatch.setattr(groups, "fused_plan", lambda r, g, m: (m, [(0, 512, 512, 512), (0, 512, 512, 512)]))
+    monkeypatch.setattr(groups, "fused_plan", lambda r, g, m: (m, [(0, 512, 512, 512), (0, 512, 512, 512)], "pick"))
     monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", groups.fused_plan)
     rows = simulate_multicore(MLP, chip, "chain/split").rows()
     assert [r["core_ids"] for r in rows] == [str(cs[0])] * 3  # before, the SiLU on "0 1 2"
@@ -136,7 +136,7 @@ def test_multicast_weights_hold_a_core_until_their_fetch_starts(tmp_path: Path, 
     from npukit.sim import _multicore_groups as groups
 
     chip = _mixed(tmp_path, "mx_mc")
-    monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+    monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m), "pick"))
     res = simulate_multicore(MLP, chip, "chain/split")
     lead = chip.mac_cores[0]
     for name in ("a", "b"):

@@ -292,7 +292,7 @@ def test_a_fused_split_group_over_unequal_cores_cuts_its_rows_alike(tmp_path: Pa
     res = simulate_multicore(mlp, chip, "chain/split")
     assert [(r["step"], r["core_ids"]) for r in res.rows()] == [("fused", "0 1 2")] * 2
     with pytest.MonkeyPatch.context() as mp:  # the rows cut alike
-        mp.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+        mp.setattr("npukit.sim.multicore_sim.fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m), "pick"))
         rows = simulate_multicore(mlp, chip, "chain/split")
     assert [(r["split"], r["core_ids"]) for r in rows.rows()] == [("M", "0 1 2")] * 2
     assert res.total_cycles <= rows.total_cycles
@@ -319,7 +319,7 @@ def test_a_fused_group_keeps_the_cores_that_rank_best(tmp_path: Path, monkeypatc
     fastest = rank(simulate_multicore(mlp, chip, "chain/split"))
     monkeypatch.undo()
     plan = groups.fused_plan
-    monkeypatch.setattr(groups, "fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m)))
+    monkeypatch.setattr(groups, "fused_plan", lambda r, g, m: (m, groups.fused_rows(r, g, m), "pick"))
     monkeypatch.setattr("npukit.sim.multicore_sim.fused_plan", groups.fused_plan)
     cut = rank(simulate_multicore(mlp, chip, "chain/split"))
     assert plan is not groups.fused_plan and fastest != cut and both == min(fastest, cut)
