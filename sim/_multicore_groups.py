@@ -345,7 +345,7 @@ def _ends(dim: str, prev_dim: str, i_in: bool, i_out: bool, i_sib: bool, flat: b
     src = "" if not i_in else "local" if rows and same else "shared"
     if flat:  # a flattened map: a K-split matching the producer's row bands reads its own band
         src = "local" if (dim == "K" and prev_dim == "M") or dim == prev_dim == "-" else "shared"
-    if i_sib and dim == prev_dim:
+    if i_sib and dim == prev_dim and (dim != "B" or aligned):
         src = "local"  # each core still holds its part of the common input
     return src, "" if not i_out else "local" if rows else "shared"
 
