@@ -11,7 +11,9 @@ import pytest
 from npukit.experiments import cacheedit as ce_exp
 from npukit.models import cacheedit as ce
 
-pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
+# end-to-end runs (deselect with -m 'not slow'); on one xdist worker with the other file that reads the session's
+# psumquant quick run (make test's --dist loadgroup), so that the run is made once, not once per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("psumquant_quick_run")]
 
 distributed = pytest.importorskip("distributed")
 
