@@ -44,7 +44,9 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
     chains: list[tuple[Layer | VectorOp, list[Part], dict[str, Any]]] | None = \
         [] if cuts is not None and len(macs) > 1 and own_rows(r, group, fin, fout, sib, ffil) else None
     at = {} if cuts is None else {j: cuts[n] for n, j in enumerate(i for i, g in enumerate(group) if isinstance(g, Layer))}
-    own = owners(group, r.flow)
+    # each vector op's GEMM: for row cuts, or for a B split's heads (else every vector op is cut evenly)
+    own = owners(group, r.flow) if cuts is not None or any(isinstance(g, Layer) and uneven_batch(g, len(macs))
+                                                            for g in group) else [None] * len(group)
     prev_dim = ""
     prev: Layer | None = None
     dims: dict[int, str] = {}
@@ -66,20 +68,18 @@ def run_fused_split(r: _Run, group: list[Layer | VectorOp], macs: list[int], of:
         flat = i_in and prev is not None and flattens(prev, op)
         fil = "" if i_fil < 0 else "local" if len(macs) < 2 else \
             "bands" if dims.get(i_fil) == "M" and group[i_fil].batch % len(macs) else "shared"
-        if cuts is None and batches == "all" and uneven_batch(op, len(macs)):
-            dim = "B"
-            parts, sent = _fused_parts(r, op, macs, dim, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                                       bool(flat), ahead, aligned=prev is None or
-                                       batch_cut(prev, "B", len(macs)) == batch_cut(op, "B", len(macs)))
-        elif cuts is None:
-            # where a B split is offered, the vector ops that follow on this GEMM's rows take its cut (on the MAC
-            # cores), so each split is ranked with them
-            offer = batches != "none" and uneven_batch(op, len(macs))
+        if cuts is None:
+            n = len(macs)
+            batched = batches != "none" and uneven_batch(op, n)  # B offered, or under "all" taken
+            splits = ("B",) if batched and batches == "all" else \
+                (*split_dims(n), *(("B",) if batched else ())) if n > 1 else ("-",)
+            # where B is one of several splits, the vector ops that follow on this GEMM's rows take its cut (on the
+            # MAC cores), so each split is ranked with them
             after = tuple((v, j == len(group) - 1) for j, v in enumerate(group) if j > k and own[j] == k
-                          and isinstance(v, VectorOp)) if offer and not r.m.simd_cores else ()
-            aligned = prev is None or batch_cut(prev, "B", len(macs)) == batch_cut(op, "B", len(macs))
+                          and isinstance(v, VectorOp)) if batched and len(splits) > 1 and not r.m.simd_cores else ()
+            aligned = prev is None or batch_cut(prev, "B", n) == batch_cut(op, "B", n)
             dim, parts, sent = _pick(r, op, macs, fil, prev, prev_dim, bool(i_in), bool(i_out), bool(i_sib),
-                                     bool(flat), ahead, after, aligned, offer)
+                                     bool(flat), ahead, splits, after, aligned)
         else:
             dim = "M" if len(macs) > 1 else "-"
             near = (at.get(max((j for j in at if j < k), default=-1)), at.get(i_fil))
@@ -364,10 +364,10 @@ def _fused_parts(r: _Run, op: Layer, macs: list[int], dim: str, fil: str, prev: 
 
 
 def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, prev_dim: str, i_in: bool, i_out: bool,
-          i_sib: bool, flat: bool, ahead: float, after: tuple[tuple[VectorOp, bool], ...] = (),
-          aligned: bool = True, offer: bool = True) -> tuple[str, list[Part], float]:
-    """(The split of fused GEMM ``op`` the objective picks, its parts with the right operand received up to
-    ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
+          i_sib: bool, flat: bool, ahead: float, splits: tuple[str, ...], after: tuple[tuple[VectorOp, bool], ...] = (),
+          aligned: bool = True) -> tuple[str, list[Part], float]:
+    """(The split of ``splits`` of fused GEMM ``op`` the objective picks, its parts with the right operand received
+    up to ``ahead`` cycles early, the cycles of it received early); splits that cannot win are not mapped
     (:func:`~npukit.sim._multicore_prune.pick_split`). ``after``: the vector ops that follow on its rows (each with
     whether it is the group's last), ranked with each split as they will run under it (a ``B`` split's heads on
     each core; else even shares): before 2026-12-08 a softmax after a ``B`` split ran evenly on every core, also on
@@ -386,9 +386,7 @@ def _pick(r: _Run, op: Layer, macs: list[int], fil: str, prev: Layer | None, pre
     def floor(dim: str) -> float:
         return split_floor(r, op, macs, dim, *_ends(dim, prev_dim, i_in, i_out, i_sib, flat, aligned), fil)
 
-    dims = (*split_dims(len(macs)), *(("B",) if offer and uneven_batch(op, len(macs)) else ())) if len(macs) > 1 \
-        else ("-",)
-    dim, _, (parts, sent) = pick_split(dims, evaluate, floor if latency_bound(r) else None)
+    dim, _, (parts, sent) = pick_split(splits, evaluate, floor if latency_bound(r) and len(splits) > 1 else None)
     return dim, parts, sent
 
 

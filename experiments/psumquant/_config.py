@@ -63,10 +63,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
     arch = "npu128" if arch is None else arch  # an empty --arch is refused, not taken for the default
     from npukit.sim import ConfigError, MultiCoreArch, chip_table, load_chip
 
-    if isinstance(load_chip(arch), MultiCoreArch):  # an unknown or malformed --arch fails here, before any work
+    chip = load_chip(arch)  # an unknown or malformed --arch fails here, before any work
+    if isinstance(chip, MultiCoreArch):
         raise ConfigError(f"--arch {arch} is a multi-core chip; the psum study runs on one array: pass npu128, npu32, "
                           "a .toml or a SCALE-Sim .cfg")
-    chip_table(load_chip(arch))
+    chip_table(chip)
     if not energy_only:
         from npukit.models.corpus import docs_root
         from npukit.models.minilm import model_dir
