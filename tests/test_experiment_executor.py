@@ -11,9 +11,7 @@ import pytest
 from npukit.experiments import cacheedit as ce_exp
 from npukit.models import cacheedit as ce
 
-# end-to-end runs (deselect with -m 'not slow'); on one xdist worker with the other file that reads the session's
-# psumquant quick run (make test's --dist loadgroup), so that the run is made once, not once per worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("psumquant_quick_run")]
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
 
 distributed = pytest.importorskip("distributed")
 

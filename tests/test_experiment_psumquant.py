@@ -8,9 +8,7 @@ import pytest
 
 from npukit.cli import main
 
-# end-to-end runs (deselect with -m 'not slow'); on one xdist worker with the other file that reads the session's
-# psumquant quick run (make test's --dist loadgroup), so that the run is made once, not once per worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("psumquant_quick_run")]
+pytestmark = pytest.mark.slow  # end-to-end runs; deselect with -m 'not slow'
 
 
 @pytest.fixture(scope="module")
