@@ -37,7 +37,7 @@ demo: $(STAMP) tools
 
 test: $(STAMP) tools
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest -q -n 2
+	$(VENV)/bin/pytest -q
 
 bench: $(STAMP) tools
 	$(PY) benchmarks/bench_sim.py
